@@ -1,0 +1,1 @@
+"""Runtime: NVRTC compilation, the CUDA driver launch, the CPU backend and their caches."""

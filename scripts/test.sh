@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install Tessera with its test dependencies and run the test suite.
+# pytest's exit 5 ("no tests ran") is turned into a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e ".[test]" || exit 1
+python -m pytest -q "$@"
+code=$?
+if [ "$code" -eq 5 ]; then
+    echo "error: no tests ran" >&2
+    exit 1
+fi
+exit "$code"

@@ -1,0 +1,5 @@
+"""`python -m tessera FILE.tsr ...` is `tesserac FILE.tsr ...`."""
+
+from tessera.cli import main
+
+main()

@@ -1,0 +1,168 @@
+"""`tesserac`: the command line of the transpiler.
+
+Exit status: 0 success, 1 the program has errors (diagnostics on standard error),
+2 bad command line, 70 internal compiler error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from tessera.errors import CompileError, InternalCompilerError, TesseraError
+from tessera.transpile.consts import NAME_RE, parse_define_value
+from tessera.transpile.emit import VERSION
+from tessera.transpile.pipeline import PASS_NAMES
+
+EXIT_ERROR, EXIT_USAGE, EXIT_ICE = 1, 2, 70
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tesserac",
+        description="Transpile a .tsr kernel file to CUDA C (and optionally compile it with NVRTC).",
+        epilog="Exit status: 0 success, 1 errors in the program, 2 bad command line, 70 internal compiler error.")
+    p.add_argument("input", help="the .tsr source file")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="where to write the result; '-' for standard output (default: INPUT with .cu, .ptx, "
+                        ".cubin or .ir)")
+    p.add_argument("--arch", default="sm_90", metavar="SM",
+                   help=f"target architecture: {', '.join(ARCHS)} (default sm_90); limits shared memory and "
+                        "selects the NVRTC target")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a module constant or a kernel's const parameter (an integer, float, True or False); "
+                        "repeatable")
+    p.add_argument("--emit", choices=("cuda", "ir", "ptx", "cubin"), default="cuda",
+                   help="what to write: CUDA C (default), the checked IR, PTX or a cubin (both from NVRTC)")
+    p.add_argument("--check", action="store_true",
+                   help="also compile the emitted CUDA C with NVRTC and report errors and warnings")
+    p.add_argument("--info", action="store_true",
+                   help="compile with NVRTC and print registers, shared memory and spills per kernel")
+    p.add_argument("--kernel", metavar="NAME", help="emit only this kernel (and what it uses)")
+    p.add_argument("--debug", action="store_true", help="compile tassert checks in")
+    p.add_argument("--line-info", action="store_true", help="emit #line directives that point at the .tsr file")
+    p.add_argument("--dump-after", metavar="PASS", choices=PASS_NAMES,
+                   help=f"print the IR after a pass and stop; passes: {', '.join(PASS_NAMES)}")
+    p.add_argument("--version", action="version", version=f"tesserac {VERSION}")
+    return p
+
+
+def parse_defines(items: list[str], prog_error) -> dict:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not NAME_RE.fullmatch(name):
+            prog_error(f"-D expects NAME=VALUE with NAME an identifier, got {item!r}")
+        v = parse_define_value(value)
+        if v is None:
+            prog_error(f"-D {name}: {value!r} is not an integer, float, True or False")
+        out[name] = v
+    return out
+
+
+def _write(path: str, data: str | bytes) -> None:
+    if path == "-":
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tesserac-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(argv: list[str]) -> int:
+    from tessera.compiler import compile_source, load_source
+    from tessera.irdump import dump_module
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.arch not in ARCHS:
+        parser.error(f"--arch must be one of {', '.join(ARCHS)}, not {args.arch!r}")
+    defines = parse_defines(args.defines, parser.error)
+    try:
+        src = load_source(args.input)
+    except OSError as e:
+        print(f"tesserac: error: cannot read {args.input!r}: {e.strerror}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        if args.dump_after:
+            result = compile_source(src, arch=args.arch, defines=defines, stop_after=args.dump_after)
+            _write(args.output or "-", dump_module(result.module))
+            return 0
+        result = compile_source(src, arch=args.arch, defines=defines, debug=args.debug, line_info=args.line_info)
+        kernels = result.kernels
+        if args.kernel is not None:
+            kernels = tuple(k for k in kernels if k.name == args.kernel)
+            if not kernels:
+                names = ", ".join(k.name for k in result.kernels) or "none"
+                print(f"tesserac: error: no kernel named {args.kernel!r} (kernels: {names})", file=sys.stderr)
+                return EXIT_ERROR
+        base = os.path.splitext(args.input)[0]
+        if args.emit == "ir":
+            _write(args.output or base + ".ir", dump_module(result.module))
+        elif args.emit == "cuda":
+            _write(args.output or base + ".cu", result.cuda)
+        nv = None
+        if args.emit in ("ptx", "cubin") or args.check or args.info:
+            from tessera.runtime.nvrtc import compile_cuda
+
+            nv = compile_cuda(result.cuda, name=os.path.basename(base) + ".cu", arch=args.arch,
+                              line_info=args.line_info)
+            if args.emit == "ptx":
+                _write(args.output or base + ".ptx", nv.ptx)
+            elif args.emit == "cubin":
+                if nv.cubin is None:
+                    print("tesserac: error: NVRTC produced no cubin for this architecture", file=sys.stderr)
+                    return EXIT_ERROR
+                _write(args.output or base + ".cubin", nv.cubin)
+            for w in nv.warnings:
+                print(f"tesserac: warning: {w}", file=sys.stderr)
+        if args.info and nv is not None:
+            print(f"{'kernel':<32} {'registers':>9} {'shared':>8} {'spill st':>8} {'spill ld':>8} {'stack':>6}",
+                  file=sys.stderr)
+            for k in kernels:
+                r = next((x for x in nv.kernels if x.name == k.c_name), None)
+                if r is None:
+                    continue
+                shared = r.shared_bytes + k.dynamic_smem
+                print(f"{k.c_name:<32} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
+                      f"{r.stack_bytes:>6}", file=sys.stderr)
+        elif args.check and nv is not None:
+            print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
+                  + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
+        return 0
+    except CompileError as e:
+        print(e.text, file=sys.stderr)
+        return EXIT_ERROR
+    except InternalCompilerError as e:
+        print(f"tesserac: internal compiler error: {e}\nPlease report this with the input file.", file=sys.stderr)
+        return EXIT_ICE
+    except TesseraError as e:
+        print(f"tesserac: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = run(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        print(f"tesserac: internal compiler error: {type(e).__name__}: {e}", file=sys.stderr)
+        code = EXIT_ICE
+    sys.exit(code)

@@ -1,0 +1,56 @@
+"""The compile driver: source text to CUDA C plus kernel metadata, used by the CLI and the API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tessera import nodes as N
+from tessera.errors import CompileError, DiagnosticSink, InternalCompilerError, SourceFile
+from tessera.parser import decode_source, parse
+from tessera.transpile.consts import Value
+from tessera.transpile.emit import KernelInfo, render_module
+from tessera.transpile.lower import Options
+from tessera.transpile.pipeline import PassContext, run_passes
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    source: SourceFile
+    module: N.Module
+    cuda: str
+    kernels: tuple[KernelInfo, ...]
+
+    def kernel(self, name: str) -> KernelInfo:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+def load_source(path: str) -> SourceFile:
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_source(data, path)
+
+
+def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
+                   variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
+                   line_info: bool = False, stop_after: str | None = None) -> CompileResult:
+    """Compile one source. Raises CompileError with every diagnostic found."""
+    try:
+        module = parse(src)
+        ctx = PassContext(DiagnosticSink(src), arch, dict(defines or {}), variants or {})
+        module = run_passes(module, ctx, stop_after)
+        if stop_after is not None:
+            return CompileResult(src, module, "", ())
+        opts = Options(arch=arch, debug=debug, line_info=line_info, source_name=os.path.basename(src.path))
+        text, infos = render_module(module, opts)
+        return CompileResult(src, module, text, infos)
+    except CompileError:
+        raise
+    except RecursionError:
+        raise CompileError([], src, f"{src.path}:1:1: error: program is nested too deeply") from None
+    except Exception as e:  # noqa: BLE001 - anything else is our bug, reported as such
+        raise InternalCompilerError(f"{type(e).__name__}: {e}") from e

@@ -1,0 +1,387 @@
+"""The IR: frozen dataclasses with tuple children and a source location on every node.
+
+The front end builds these nodes from the parse tree; every pass maps a `Module`
+to a new `Module` (``dataclasses.replace``), filling in the optional fields that
+start as ``None``: expression types (`ty`), what a name refers to (`Name.ref`),
+which assignments declare a local (`Assign.declares`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from tessera.dtypes import ScalarType
+from tessera.errors import Loc
+
+# ---- types of expressions that are not scalars ----------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorType:
+    elem: ScalarType
+    dims: tuple[Expr, ...]
+    mut: bool
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """A shared-memory or register array with constant dimensions."""
+
+    elem: ScalarType
+    shape: tuple[int, ...]
+    space: str  # "shared" | "regs" | "const"
+    pad: int = 0
+
+
+@dataclass(frozen=True)
+class ViewType:
+    """A rectangular slice of a tensor or shared array (argument of tcopy)."""
+
+    base: TensorType | ArrayType
+    extents: tuple[int, ...]   # one per sliced dimension (indexed dims dropped)
+
+
+@dataclass(frozen=True)
+class StrType:
+    pass
+
+
+@dataclass(frozen=True)
+class VoidType:
+    pass
+
+
+Type = Union[ScalarType, TensorType, ArrayType, ViewType, StrType, VoidType]
+STR = StrType()
+VOID = VoidType()
+
+# ---- expressions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Name:
+    loc: Loc
+    id: str
+    ty: Type | None = None
+    ref: str | None = None  # local | param | shape | const | table | shared | regs | builtin | loopvar
+
+
+@dataclass(frozen=True)
+class IntLit:
+    loc: Loc
+    value: int
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class FloatLit:
+    loc: Loc
+    value: float
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class BoolLit:
+    loc: Loc
+    value: bool
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class StrLit:
+    loc: Loc
+    value: str
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class BinOp:
+    loc: Loc
+    op: str  # + - * / // % & | ^ << >>
+    left: Expr
+    right: Expr
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Compare:
+    loc: Loc
+    ops: tuple[str, ...]
+    operands: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    loc: Loc
+    op: str  # and | or
+    left: Expr
+    right: Expr
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Unary:
+    loc: Loc
+    op: str  # - + ~ not
+    operand: Expr
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Ternary:
+    loc: Loc
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Keyword:
+    loc: Loc
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Call:
+    loc: Loc
+    func: Expr
+    args: tuple[Expr, ...]
+    kwargs: tuple[Keyword, ...] = ()
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Slice:
+    loc: Loc
+    lo: Expr | None
+    hi: Expr | None
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Index:
+    loc: Loc
+    base: Expr
+    indices: tuple[Expr, ...]  # Slice allowed only in views
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class Attr:
+    loc: Loc
+    base: Expr
+    name: str
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class TupleLit:
+    loc: Loc
+    items: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+@dataclass(frozen=True)
+class ListLit:
+    loc: Loc
+    items: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+Expr = Union[Name, IntLit, FloatLit, BoolLit, StrLit, BinOp, Compare, BoolOp, Unary, Ternary,
+             Call, Slice, Index, Attr, TupleLit, ListLit]
+
+# ---- statements ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assign:
+    loc: Loc
+    target: Expr
+    value: Expr
+    annotation: str | None = None
+    annotation_loc: Loc | None = None
+    declares: bool = False
+
+
+@dataclass(frozen=True)
+class AugAssign:
+    loc: Loc
+    target: Expr
+    op: str  # without '='
+    value: Expr
+
+
+@dataclass(frozen=True)
+class ExprStmt:
+    loc: Loc
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class If:
+    loc: Loc
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class While:
+    loc: Loc
+    cond: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class For:
+    loc: Loc
+    var: str
+    iter: Expr  # the call: range / static_range / tpipeline
+    body: tuple[Stmt, ...]
+    var_ty: ScalarType | None = None
+    step_value: int | None = None  # the step when it is a compile-time constant
+
+
+@dataclass(frozen=True)
+class Break:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Continue:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Return:
+    loc: Loc
+    value: Expr | None
+
+
+@dataclass(frozen=True)
+class Pass:
+    loc: Loc
+
+
+Stmt = Union[Assign, AugAssign, ExprStmt, If, While, For, Break, Continue, Return, Pass]
+
+# ---- module items --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConstDef:
+    loc: Loc
+    name: str
+    value: Expr
+    folded: int | float | bool | None = None
+
+
+@dataclass(frozen=True)
+class TableDef:
+    loc: Loc
+    name: str
+    elem: str
+    elem_loc: Loc
+    dims: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+    shape: tuple[int, ...] = ()
+    folded: tuple[int | float | bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    loc: Loc
+    name: str
+    qual: str  # "" | "mut" | "const"
+    type_name: str
+    type_loc: Loc
+    dims: tuple[Expr, ...] | None
+    default: Expr | None
+
+
+@dataclass(frozen=True)
+class Decorator:
+    loc: Loc
+    name: str
+    args: tuple[Expr, ...] | None          # @name(args) form
+    kwargs: tuple[Keyword, ...]
+    clauses: tuple[Call, ...]              # tile[...] is a Call whose func is Name("tile")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The kernel header, evaluated."""
+
+    tile: tuple[int, ...]
+    shared_budget: int | None
+    vectorize: int | None
+    launch_bounds: int | None
+    autotune: tuple[tuple[str, tuple[int | float | bool, ...]], ...] = ()
+    autotune_key: tuple[str, ...] | None = None
+
+    @property
+    def tile_count(self) -> int:
+        n = 1
+        for d in self.tile:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class SharedSlot:
+    name: str
+    elem: ScalarType
+    shape: tuple[int, ...]
+    pad: int
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Where each shared array lives; `dynamic` when the footprint exceeds 48 KiB."""
+
+    slots: tuple[SharedSlot, ...]
+    scratch_bytes: int      # for group reductions (static, outside the user's budget)
+    total_bytes: int        # user allocations, padded and aligned
+    dynamic: bool
+
+
+@dataclass(frozen=True)
+class FuncDef:
+    loc: Loc
+    name: str
+    params: tuple[Param, ...]
+    ret: str | None
+    ret_loc: Loc | None
+    body: tuple[Stmt, ...]
+    decorators: tuple[Decorator, ...]
+    kind: str = "kernel"  # kernel | device
+    config: KernelConfig | None = None
+    const_values: tuple[tuple[str, int | float | bool], ...] = ()
+    hoisted: tuple[tuple[str, Type], ...] = ()         # locals declared at the top of the body
+    shape_symbols: tuple[str, ...] = ()                # in order of first appearance
+    uses: tuple[str, ...] = ()                         # features used (warp, tprint, group_reduce, ...)
+    reduce_types: tuple[ScalarType, ...] = ()          # element types of group reductions
+    c_name: str = ""                                   # the (variant) name in the emitted C
+    shared: SharedLayout | None = None
+    param_types: tuple[tuple[str, Type], ...] = ()     # checked types of the non-const parameters
+
+
+Item = Union[ConstDef, TableDef, FuncDef]
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    items: tuple[Item, ...]
+    defines: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def kernels(self) -> tuple[FuncDef, ...]:
+        return tuple(i for i in self.items if isinstance(i, FuncDef) and i.kind == "kernel")

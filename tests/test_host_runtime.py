@@ -1,0 +1,697 @@
+"""CPU backend runtime: hand-written CUDA C (in the style Tessera emits) compiled with
+the host prelude and run as fibers, checked against numpy.  Needs a C++ compiler, no GPU."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tessera.runtime import host_build
+from tessera.runtime.host_build import build_shared_library, launch, load_library
+
+from tessera.errors import CompileError, LaunchError, TesseraError
+
+try:
+    host_build.find_cxx()
+except TesseraError:  # pragma: no cover - every supported machine has one
+    pytest.skip("no C++ compiler", allow_module_level=True)
+
+
+def ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def build(tmp_path: Path, cuda: str, wrapper: str, name: str = "k") -> ctypes.CDLL:
+    out = tmp_path / f"{name}.so"
+    build_shared_library(cuda, '#include "kernel.cu"\n' + wrapper, out)
+    return load_library(out)
+
+
+# --------------------------------------------------------------------------- (a)
+
+SUM_REDUCE = r"""
+extern "C" __global__ void __launch_bounds__(128) sum_reduce(const float* __restrict__ x, float* __restrict__ out, int n) {
+    __shared__ float smem[128];
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        acc += x[i];
+    }
+    smem[threadIdx.x] = acc;
+    __syncthreads();
+    unsigned int s = blockDim.x / 2;
+    while (s > 0) {
+        if (threadIdx.x < s) {
+            smem[threadIdx.x] += smem[threadIdx.x + s];
+        }
+        __syncthreads();
+        s >>= 1;
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[blockIdx.x], smem[0]);
+    }
+}
+"""
+
+SUM_REDUCE_WRAPPER = r"""
+extern "C" int tsr_launch_sum_reduce(const tsr_launch_config* cfg, void** args) {
+    const float* x = *(const float* const*)args[0];
+    float* out = *(float**)args[1];
+    int n = *(const int*)args[2];
+    return tsr::launch(cfg, [=] { sum_reduce(x, out, n); });
+}
+"""
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_shared_memory_tree_reduction(tmp_path, num_threads):
+    lib = build(tmp_path, SUM_REDUCE, SUM_REDUCE_WRAPPER)
+    n = 1 << 18
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    out = np.zeros(8, np.float32)
+    launch(lib, "tsr_launch_sum_reduce", 8, 128, 0, [ptr(x), ptr(out), ctypes.c_int(n)], num_threads=num_threads)
+    # Group b sums the elements whose index lies in its 128-wide slot of every 1024-wide stride.
+    expected = x.astype(np.float64).reshape(-1, 8, 128).sum(axis=(0, 2))
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+    # A second launch of the same library reuses the pooled stacks and starts clean.
+    out2 = np.zeros(8, np.float32)
+    launch(lib, "tsr_launch_sum_reduce", 8, 128, 0, [ptr(x), ptr(out2), ctypes.c_int(n)], num_threads=num_threads)
+    np.testing.assert_array_equal(out, out2)
+
+
+# --------------------------------------------------------------------------- (b)
+
+WARP = r"""
+extern "C" __global__ void warp_ops(const int* __restrict__ x, int* __restrict__ xor_sum, int* __restrict__ down_sum,
+                                    int* __restrict__ scan, int* __restrict__ bcast16, unsigned int* __restrict__ ballot,
+                                    double* __restrict__ dsum, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int lane = threadIdx.x % 32;
+    int v = i < n ? x[i] : 0;
+    // Butterfly: every lane ends with the warp total.
+    int a = v;
+    for (int off = 16; off > 0; off >>= 1) a += __shfl_xor_sync(0xffffffffu, a, off);
+    xor_sum[i] = a;
+    // Tree: lane 0 ends with the warp total.
+    int b = v;
+    for (int off = 16; off > 0; off >>= 1) b += __shfl_down_sync(0xffffffffu, b, off);
+    if (lane == 0) down_sum[i / 32] = b;
+    // Inclusive scan with __shfl_up_sync (lanes below the offset keep their own value).
+    int c = v;
+    for (int off = 1; off < 32; off <<= 1) {
+        int t = __shfl_up_sync(0xffffffffu, c, off);
+        if (lane >= off) c += t;
+    }
+    scan[i] = c;
+    // Broadcast of the first lane of each 16-lane segment.
+    bcast16[i] = __shfl_sync(0xffffffffu, v, 0, 16);
+    unsigned int m = __ballot_sync(0xffffffffu, v & 1);
+    if (lane == 0) ballot[i / 32] = m;
+    double d = (double)v * 0.5;
+    for (int off = 16; off > 0; off >>= 1) d += __shfl_down_sync(0xffffffffu, d, off);
+    if (lane == 0) dsum[i / 32] = d;
+}
+"""
+
+WARP_WRAPPER = r"""
+extern "C" int tsr_launch_warp_ops(const tsr_launch_config* cfg, void** args) {
+    const int* x = *(const int* const*)args[0];
+    int* xs = *(int**)args[1]; int* ds = *(int**)args[2]; int* sc = *(int**)args[3];
+    int* bc = *(int**)args[4]; unsigned int* bl = *(unsigned int**)args[5]; double* dd = *(double**)args[6];
+    int n = *(const int*)args[7];
+    return tsr::launch(cfg, [=] { warp_ops(x, xs, ds, sc, bc, bl, dd, n); });
+}
+"""
+
+
+def test_warp_shuffles_and_votes(tmp_path):
+    lib = build(tmp_path, WARP, WARP_WRAPPER)
+    groups, block = 4, 256
+    n = groups * block
+    x = np.random.default_rng(2).integers(-1000, 1000, n).astype(np.int32)
+    xor_sum = np.zeros(n, np.int32)
+    down_sum = np.zeros(n // 32, np.int32)
+    scan = np.zeros(n, np.int32)
+    bcast = np.zeros(n, np.int32)
+    ballot = np.zeros(n // 32, np.uint32)
+    dsum = np.zeros(n // 32, np.float64)
+    launch(lib, "tsr_launch_warp_ops", groups, block, 0,
+           [ptr(x), ptr(xor_sum), ptr(down_sum), ptr(scan), ptr(bcast), ptr(ballot), ptr(dsum), ctypes.c_int(n)],
+           num_threads=2)
+    w = x.reshape(-1, 32)
+    np.testing.assert_array_equal(xor_sum, np.repeat(w.sum(axis=1), 32))
+    np.testing.assert_array_equal(down_sum, w.sum(axis=1))
+    np.testing.assert_array_equal(scan, np.cumsum(w, axis=1).ravel())
+    np.testing.assert_array_equal(bcast, np.repeat(x.reshape(-1, 16)[:, 0], 16))
+    bits = (w & 1).astype(np.uint64) << np.arange(32, dtype=np.uint64)
+    np.testing.assert_array_equal(ballot, bits.sum(axis=1).astype(np.uint32))
+    np.testing.assert_allclose(dsum, w.sum(axis=1) * 0.5)
+
+
+PARTIAL_WARP = r"""
+extern "C" __global__ void partial(int* res) {
+    const int n = blockDim.x * blockDim.y;
+    int lin = threadIdx.x + threadIdx.y * blockDim.x;   // 2-D block: lanes are consecutive linear ids
+    res[lin] = (int)__activemask();
+    // Lanes past the end of the block take no part: reading from one gives the own value.
+    res[n + lin] = __shfl_xor_sync(__activemask(), lin, 16);
+    int t = 1;
+    for (int off = 16; off > 0; off >>= 1) t += __shfl_down_sync(__activemask(), t, off);
+    res[2 * n + lin] = t;
+    if (threadIdx.y == 2 && threadIdx.x >= 8) return;    // returned lanes leave warp operations
+    __syncwarp();
+    res[3 * n + lin] = __any_sync(0xffffffffu, lin == 33) * 100 + __all_sync(0xffffffffu, lin < 36) * 10
+                       + (__ballot_sync(0xffffffffu, 1) == (lin < 32 ? 0xffffffffu : 0xffu));
+}
+"""
+
+PARTIAL_WRAPPER = r"""
+extern "C" int tsr_launch_partial(const tsr_launch_config* cfg, void** args) {
+    int* res = *(int**)args[0];
+    return tsr::launch(cfg, [=] { partial(res); });
+}
+"""
+
+
+def _down_tree(lane: int, lanes: int) -> int:
+    vals = [1] * 32
+    for off in (16, 8, 4, 2, 1):
+        vals = [vals[i] + (vals[i + off] if i + off < lanes else vals[i]) for i in range(32)]
+    return vals[lane]
+
+
+def test_partial_warp_and_exited_lanes(tmp_path):
+    lib = build(tmp_path, PARTIAL_WARP, PARTIAL_WRAPPER)
+    n = 48  # block (16, 3): warp 0 is full, warp 1 has 16 lanes, 8 of which return early
+    res = np.full(4 * n, -1, np.int32)
+    launch(lib, "tsr_launch_partial", 1, (16, 3), 0, [ptr(res)])
+    act, xor16, tree, votes = res.reshape(4, n)
+    np.testing.assert_array_equal(act.view(np.uint32), [0xFFFFFFFF] * 32 + [0xFFFF] * 16)
+    np.testing.assert_array_equal(xor16, [i ^ 16 for i in range(32)] + list(range(32, 48)))
+    np.testing.assert_array_equal(tree, [_down_tree(i, 32) for i in range(32)] + [_down_tree(i, 16) for i in range(16)])
+    # Warp 0: any(lin == 33) false, all(lin < 36) true.  Warp 1 (lanes 32..39 left): any true, all false.
+    # The last term checks that the ballot names exactly the lanes still in the warp.
+    np.testing.assert_array_equal(votes, [11] * 32 + [101] * 8 + [-1] * 8)
+
+
+# --------------------------------------------------------------------------- (c)
+
+ATOMICS = r"""
+extern "C" __global__ void histogram(const int* __restrict__ x, unsigned int* __restrict__ hist, int n,
+                                     int* __restrict__ mx, int* __restrict__ mn, unsigned long long* __restrict__ total,
+                                     unsigned int* __restrict__ ticket) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int v = x[i];
+        atomicAdd(&hist[v], 1u);
+        atomicMax(mx, v * 7 - i % 13);
+        atomicMin_block(mn, v * 7 - i % 13);
+        atomicAdd_system(total, (unsigned long long)v);
+    }
+    if (threadIdx.x == 0) {
+        unsigned int old;
+        do { old = *ticket; } while (atomicCAS(ticket, old, old + 1) != old);
+    }
+}
+"""
+
+ATOMICS_WRAPPER = r"""
+extern "C" int tsr_launch_histogram(const tsr_launch_config* cfg, void** args) {
+    const int* x = *(const int* const*)args[0]; unsigned int* h = *(unsigned int**)args[1];
+    int n = *(const int*)args[2]; int* mx = *(int**)args[3]; int* mn = *(int**)args[4];
+    unsigned long long* tot = *(unsigned long long**)args[5]; unsigned int* tk = *(unsigned int**)args[6];
+    return tsr::launch(cfg, [=] { histogram(x, h, n, mx, mn, tot, tk); });
+}
+"""
+
+
+def test_atomics_from_many_groups_on_four_threads(tmp_path):
+    lib = build(tmp_path, ATOMICS, ATOMICS_WRAPPER)
+    n = 200_000
+    x = np.random.default_rng(3).integers(0, 64, n).astype(np.int32)
+    hist = np.zeros(64, np.uint32)
+    mx = np.array([np.iinfo(np.int32).min], np.int32)
+    mn = np.array([np.iinfo(np.int32).max], np.int32)
+    total = np.zeros(1, np.uint64)
+    ticket = np.zeros(1, np.uint32)
+    groups = 96
+    launch(lib, "tsr_launch_histogram", groups, 128, 0,
+           [ptr(x), ptr(hist), ctypes.c_int(n), ptr(mx), ptr(mn), ptr(total), ptr(ticket)], num_threads=4)
+    np.testing.assert_array_equal(hist, np.bincount(x, minlength=64))
+    key = x.astype(np.int64) * 7 - np.arange(n) % 13
+    assert mx[0] == key.max() and mn[0] == key.min()
+    assert total[0] == x.astype(np.uint64).sum()
+    assert ticket[0] == groups
+
+
+SMALL_ATOMICS = r"""
+extern "C" __global__ void small_atomics(unsigned int* inc, unsigned int* dec, float* f, double* d, int* bits, int* ex) {
+    atomicInc(inc, 9u);
+    atomicDec(dec, 9u);
+    atomicAdd(f, 0.5f);
+    atomicAdd(d, 0.25);
+    atomicOr(&bits[0], 1 << (threadIdx.x % 31));
+    atomicAnd(&bits[1], ~(1 << (threadIdx.x % 31)));
+    atomicXor(&bits[2], 1);
+    atomicSub(&bits[3], 2);
+    atomicExch(ex, 7);
+    __threadfence();
+}
+"""
+
+SMALL_ATOMICS_WRAPPER = r"""
+extern "C" int tsr_launch_small_atomics(const tsr_launch_config* cfg, void** args) {
+    unsigned int* a = *(unsigned int**)args[0]; unsigned int* b = *(unsigned int**)args[1];
+    float* c = *(float**)args[2]; double* d = *(double**)args[3]; int* e = *(int**)args[4]; int* f = *(int**)args[5];
+    return tsr::launch(cfg, [=] { small_atomics(a, b, c, d, e, f); });
+}
+"""
+
+
+def test_atomic_inc_dec_float_and_bitwise(tmp_path):
+    lib = build(tmp_path, SMALL_ATOMICS, SMALL_ATOMICS_WRAPPER)
+    inc = np.zeros(1, np.uint32)
+    dec = np.zeros(1, np.uint32)
+    f = np.zeros(1, np.float32)
+    d = np.zeros(1, np.float64)
+    bits = np.array([0, -1, 0, 1000], np.int32)
+    ex = np.zeros(1, np.int32)
+    threads = 4 * 64  # 4 groups of 64
+    launch(lib, "tsr_launch_small_atomics", 4, 64, 0, [ptr(inc), ptr(dec), ptr(f), ptr(d), ptr(bits), ptr(ex)],
+           num_threads=4)
+    assert inc[0] == threads % 10  # wraps to 0 after reaching 9
+    assert dec[0] == (-threads) % 10  # 0 wraps to 9
+    assert f[0] == threads * 0.5 and d[0] == threads * 0.25
+    assert bits[0] == (1 << 31) - 1 and bits[1] == -(1 << 31) and bits[2] == 0 and bits[3] == 1000 - 2 * threads
+    assert ex[0] == 7
+
+
+# --------------------------------------------------------------------------- (d)
+
+MATMUL = r"""
+#define TILE 16
+extern "C" __global__ void __launch_bounds__(256) matmul(const float* __restrict__ A, const float* __restrict__ B,
+                                                         float* __restrict__ C, int M, int N, int K) {
+    __shared__ __align__(16) float As[TILE][TILE];
+    __shared__ __align__(16) float Bs[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        As[threadIdx.y][threadIdx.x] = (row < M && k0 + threadIdx.x < K) ? A[row * K + k0 + threadIdx.x] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (col < N && k0 + threadIdx.y < K) ? B[(k0 + threadIdx.y) * N + col] : 0.0f;
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+"""
+
+MATMUL_WRAPPER = r"""
+extern "C" int tsr_launch_matmul(const tsr_launch_config* cfg, void** args) {
+    const float* A = *(const float* const*)args[0]; const float* B = *(const float* const*)args[1];
+    float* C = *(float**)args[2];
+    int M = *(const int*)args[3]; int N = *(const int*)args[4]; int K = *(const int*)args[5];
+    return tsr::launch(cfg, [=] { matmul(A, B, C, M, N, K); });
+}
+"""
+
+
+def test_tiled_matmul_2d_blocks(tmp_path):
+    lib = build(tmp_path, MATMUL, MATMUL_WRAPPER)
+    m = n = k = 128
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    launch(lib, "tsr_launch_matmul", (n // 16, m // 16), (16, 16), 0,
+           [ptr(a), ptr(b), ptr(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)], num_threads=2)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+INDEX_3D = r"""
+extern "C" __global__ void index3d(unsigned int* out) {
+    unsigned int g = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned int nt = blockDim.x * blockDim.y * blockDim.z;
+    out[g * nt + t] = (threadIdx.x << 24) | (threadIdx.y << 16) | (threadIdx.z << 12) |
+                      (blockIdx.x << 8) | (blockIdx.y << 4) | blockIdx.z;
+}
+"""
+
+INDEX_3D_WRAPPER = r"""
+extern "C" int tsr_launch_index3d(const tsr_launch_config* cfg, void** args) {
+    unsigned int* out = *(unsigned int**)args[0];
+    return tsr::launch(cfg, [=] { index3d(out); });
+}
+"""
+
+
+def test_3d_grid_and_block_indices(tmp_path):
+    lib = build(tmp_path, INDEX_3D, INDEX_3D_WRAPPER)
+    grid, block = (3, 2, 4), (5, 3, 2)
+    out = np.zeros(int(np.prod(grid) * np.prod(block)), np.uint32)
+    launch(lib, "tsr_launch_index3d", grid, block, 0, [ptr(out)], num_threads=3)
+    expected = []
+    for bz in range(grid[2]):
+        for by in range(grid[1]):
+            for bx in range(grid[0]):
+                for tz in range(block[2]):
+                    for ty in range(block[1]):
+                        for tx in range(block[0]):
+                            expected.append((tx << 24) | (ty << 16) | (tz << 12) | (bx << 8) | (by << 4) | bz)
+    np.testing.assert_array_equal(out, np.array(expected, np.uint32))
+
+
+def test_invalid_launch_configuration(tmp_path):
+    lib = build(tmp_path, INDEX_3D, INDEX_3D_WRAPPER)
+    out = np.zeros(4096, np.uint32)
+    with pytest.raises(LaunchError, match="invalid launch configuration"):
+        launch(lib, "tsr_launch_index3d", 1, 2048, 0, [ptr(out)])
+    with pytest.raises(LaunchError, match="invalid launch configuration"):
+        launch(lib, "tsr_launch_index3d", (1, 0), 32, 0, [ptr(out)])
+
+
+# --------------------------------------------------------------------------- (e)
+
+HALF = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void half_conv(const unsigned short* __restrict__ hbits, float* __restrict__ hf,
+                                     unsigned short* __restrict__ hback, const float* __restrict__ f,
+                                     unsigned short* __restrict__ fh, unsigned short* __restrict__ fb,
+                                     const double* __restrict__ d, unsigned short* __restrict__ dh,
+                                     float* __restrict__ bf, unsigned short* __restrict__ bback, int n, int m) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        hf[i] = __half2float(__ushort_as_half(hbits[i]));
+        hback[i] = __half_as_ushort(__float2half_rn(hf[i]));
+        bf[i] = __bfloat162float(__ushort_as_bfloat16(hbits[i]));
+        bback[i] = __bfloat16_as_ushort(__float2bfloat16_rn(bf[i]));
+    }
+    if (i < m) {
+        fh[i] = __half_as_ushort(__float2half_rn(f[i]));
+        fb[i] = __bfloat16_as_ushort(__float2bfloat16_rn(f[i]));
+        dh[i] = __half_as_ushort(__double2half(d[i]));
+    }
+}
+"""
+
+HALF_WRAPPER = r"""
+extern "C" int tsr_launch_half_conv(const tsr_launch_config* cfg, void** args) {
+    const unsigned short* hb = *(const unsigned short* const*)args[0]; float* hf = *(float**)args[1];
+    unsigned short* hback = *(unsigned short**)args[2]; const float* f = *(const float* const*)args[3];
+    unsigned short* fh = *(unsigned short**)args[4]; unsigned short* fb = *(unsigned short**)args[5];
+    const double* d = *(const double* const*)args[6]; unsigned short* dh = *(unsigned short**)args[7];
+    float* bf = *(float**)args[8]; unsigned short* bback = *(unsigned short**)args[9];
+    int n = *(const int*)args[10]; int m = *(const int*)args[11];
+    return tsr::launch(cfg, [=] { half_conv(hb, hf, hback, f, fh, fb, d, dh, bf, bback, n, m); });
+}
+"""
+
+
+def bf16_reference(f: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, nearest-even, computed from the values in float64."""
+    u = f.view(np.uint32)
+    lo = (u >> 16).astype(np.uint32)
+    hi = lo + 1
+
+    def value(b: np.ndarray) -> np.ndarray:
+        v = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        mag = np.where((b & 0x7FFF) == 0x7F80, 2.0 ** 128, np.abs(v))  # one step past the largest finite
+        return np.copysign(mag, np.where(b & 0x8000, -1.0, 1.0))
+
+    x = f.astype(np.float64)
+    dlo, dhi = np.abs(x - value(lo)), np.abs(value(hi) - x)
+    pick_hi = (dhi < dlo) | ((dhi == dlo) & (lo & 1 == 1))
+    out = np.where(pick_hi, hi, lo).astype(np.uint16)
+    nan = np.isnan(f)
+    nan_bits = lo.astype(np.uint16)
+    nan_bits = np.where((nan_bits & 0x7F) == 0, nan_bits | 1, nan_bits)
+    return np.where(nan, nan_bits, out).astype(np.uint16)
+
+
+def test_half_and_bfloat16_conversions_bit_exact(tmp_path):
+    lib = build(tmp_path, HALF, HALF_WRAPPER)
+    n = 1 << 16
+    hbits = np.arange(n, dtype=np.uint32).astype(np.uint16)
+    rng = np.random.default_rng(5)
+    special = np.array([0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000, 0x33000001, 0x33800000,
+                        0x387FE000, 0x387FF000, 0x387FFFFF, 0x38800000, 0x7F7FFFFF, 0x7F7F8000, 0x7F7F7FFF,
+                        0x7F800000, 0x7F800001, 0x7FC00000, 0x7F801FFF, 0x00000001, 0x3F808000, 0x3F818000],
+                       np.uint32)
+    fbits = np.concatenate([rng.integers(0, 2 ** 32, 1 << 20, dtype=np.uint64).astype(np.uint32),
+                            special, special | 0x80000000])
+    f = fbits.view(np.float32)
+    m = f.size
+    d = np.concatenate([rng.standard_normal(m // 2) * 2.0 ** rng.integers(-30, 18, m // 2),
+                        f[: m - m // 2].astype(np.float64)])
+    hf = np.zeros(n, np.float32)
+    hback = np.zeros(n, np.uint16)
+    bf = np.zeros(n, np.float32)
+    bback = np.zeros(n, np.uint16)
+    fh = np.zeros(m, np.uint16)
+    fb = np.zeros(m, np.uint16)
+    dh = np.zeros(m, np.uint16)
+    launch(lib, "tsr_launch_half_conv", (m + 255) // 256, 256, 0,
+           [ptr(hbits), ptr(hf), ptr(hback), ptr(f), ptr(fh), ptr(fb), ptr(d), ptr(dh), ptr(bf), ptr(bback),
+            ctypes.c_int(n), ctypes.c_int(m)])
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_array_equal(hf.view(np.uint32), hbits.view(np.float16).astype(np.float32).view(np.uint32))
+        np.testing.assert_array_equal(hback, hbits)  # every half bit pattern survives the round trip
+        np.testing.assert_array_equal(fh, f.astype(np.float16).view(np.uint16))
+        np.testing.assert_array_equal(dh, d.astype(np.float16).view(np.uint16))
+    np.testing.assert_array_equal(bf.view(np.uint32), hbits.astype(np.uint32) << 16)
+    np.testing.assert_array_equal(bback, hbits)
+    np.testing.assert_array_equal(fb, bf16_reference(f))
+
+
+# --------------------------------------------------------------------------- (f)
+
+FAIL = r"""
+extern "C" __global__ void failing(int* out, int mode) {
+    __shared__ int s[64];
+    for (int r = 0; r < 4; ++r) {
+        s[threadIdx.x] = r;
+        __syncthreads();
+        if (blockIdx.x == 3 && threadIdx.x == 17 && r == 2) {
+            if (mode == 0) tsr_host_fail("failing", 42, "index 99 out of bounds for x of length 8");
+            else __trap();
+        }
+        __syncthreads();
+    }
+    atomicAdd(out, 1);
+}
+"""
+
+FAIL_WRAPPER = r"""
+extern "C" int tsr_launch_failing(const tsr_launch_config* cfg, void** args) {
+    int* out = *(int**)args[0]; int mode = *(const int*)args[1];
+    return tsr::launch(cfg, [=] { failing(out, mode); }, "failing");
+}
+"""
+
+
+@pytest.mark.parametrize("num_threads", [1, 4])
+def test_host_fail_stops_the_launch(tmp_path, num_threads):
+    lib = build(tmp_path, FAIL, FAIL_WRAPPER)
+    out = np.zeros(1, np.int32)
+    with pytest.raises(LaunchError) as info:
+        launch(lib, "tsr_launch_failing", 64, 64, 0, [ptr(out), ctypes.c_int(0)], num_threads=num_threads)
+    assert str(info.value) == ("failing:42: index 99 out of bounds for x of length 8 "
+                               "(block (3, 0, 0), thread (17, 0, 0))")
+    assert out[0] < 64 * 64  # not every group ran to completion
+    if num_threads == 1:
+        assert out[0] == 3 * 64  # groups 0..2 finished; group 3 was abandoned; no later group started
+    with pytest.raises(LaunchError, match=r"^failing: __trap\(\) called \(block \(3, 0, 0\), thread \(17, 0, 0\)\)"):
+        launch(lib, "tsr_launch_failing", 8, 64, 0, [ptr(out), ctypes.c_int(1)], num_threads=num_threads)
+    # The library is usable again afterwards.
+    out[0] = 0
+    launch(lib, "tsr_launch_failing", 2, 64, 0, [ptr(out), ctypes.c_int(0)], num_threads=num_threads)
+    assert out[0] == 2 * 64
+
+
+# --------------------------------------------------------------------------- (g)
+
+DEADLOCK = r"""
+extern "C" __global__ void deadlock(int* out) {
+    // Lane 0 of warp 0 waits at the block barrier, while lanes 1..31 of its warp wait in a
+    // full-warp shuffle that needs lane 0: neither can ever complete (a hang on a GPU).
+    int v = threadIdx.x;
+    if (threadIdx.x == 0) {
+        __syncthreads();
+    } else if (threadIdx.x < 32) {
+        v = __shfl_sync(0xffffffffu, v, 0);
+    } else {
+        __syncthreads();
+    }
+    out[threadIdx.x] = v;
+}
+
+extern "C" __global__ void divergent_barrier(int* out) {
+    __shared__ int s[128];
+    if (threadIdx.x >= 96) return;               // returned threads do not take part in barriers
+    s[threadIdx.x] = threadIdx.x;
+    if (threadIdx.x < 32) __syncthreads();       // two call sites, one barrier (sm_70+)
+    else __syncthreads();
+    out[threadIdx.x] = s[95 - threadIdx.x];
+}
+"""
+
+DEADLOCK_WRAPPER = r"""
+extern "C" int tsr_launch_deadlock(const tsr_launch_config* cfg, void** args) {
+    int* out = *(int**)args[0];
+    return tsr::launch(cfg, [=] { deadlock(out); });
+}
+extern "C" int tsr_launch_divergent_barrier(const tsr_launch_config* cfg, void** args) {
+    int* out = *(int**)args[0];
+    return tsr::launch(cfg, [=] { divergent_barrier(out); });
+}
+"""
+
+RUN_IN_CHILD = r"""
+import ctypes, sys
+import numpy as np
+from tessera.errors import LaunchError
+from tessera.runtime.host_build import launch, load_library
+lib = load_library(sys.argv[1])
+out = np.full(128, -1, np.int32)
+try:
+    launch(lib, sys.argv[2], 4, 128, 0, [ctypes.c_void_p(out.ctypes.data)], num_threads=2)
+    print("OK", ",".join(map(str, out)))
+except LaunchError as e:
+    print("ERR", e)
+"""
+
+
+def run_child(tmp_path: Path, lib_path: Path, symbol: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", RUN_IN_CHILD, str(lib_path), symbol],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_deadlock_is_reported_not_hung(tmp_path):
+    so = tmp_path / "deadlock.so"
+    build_shared_library(DEADLOCK, '#include "kernel.cu"\n' + DEADLOCK_WRAPPER, so)
+    result = run_child(tmp_path, so, "tsr_launch_deadlock")
+    assert result.startswith("ERR deadlock: "), result
+    assert "1 wait at __syncthreads" not in result or "31 wait at a warp-synchronous operation" in result
+    result = run_child(tmp_path, so, "tsr_launch_divergent_barrier")
+    assert result.startswith("OK "), result
+    values = [int(v) for v in result[3:].split(",")]
+    assert values == [95 - i for i in range(96)] + [-1] * 32
+
+
+# --------------------------------------------------------------------------- (h)
+
+DYNAMIC = r"""
+extern "C" __global__ void reverse_dynamic(const float* __restrict__ x, float* __restrict__ y, int n) {
+    TSR_DYNAMIC_SMEM(smem);
+    float* buf = reinterpret_cast<float*>(smem);
+    int* counts = reinterpret_cast<int*>(smem + blockDim.x * sizeof(float));
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? x[i] : 0.0f;
+    if (threadIdx.x == 0) counts[0] = 0;
+    __syncthreads();
+    atomicAdd_block(&counts[0], 1);
+    __syncthreads();
+    int j = blockIdx.x * blockDim.x + (blockDim.x - 1 - threadIdx.x);
+    if (j < n) y[j] = buf[threadIdx.x] + (float)(counts[0] - (int)blockDim.x);
+}
+"""
+
+DYNAMIC_WRAPPER = r"""
+extern "C" int tsr_launch_reverse_dynamic(const tsr_launch_config* cfg, void** args) {
+    const float* x = *(const float* const*)args[0]; float* y = *(float**)args[1]; int n = *(const int*)args[2];
+    return tsr::launch(cfg, [=] { reverse_dynamic(x, y, n); });
+}
+"""
+
+
+def test_dynamic_shared_memory(tmp_path):
+    lib = build(tmp_path, DYNAMIC, DYNAMIC_WRAPPER)
+    block, groups = 256, 16
+    n = block * groups
+    x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
+    y = np.zeros(n, np.float32)
+    launch(lib, "tsr_launch_reverse_dynamic", groups, block, block * 4 + 16, [ptr(x), ptr(y), ctypes.c_int(n)],
+           num_threads=2)
+    np.testing.assert_array_equal(y, x.reshape(groups, block)[:, ::-1].ravel())
+
+
+# --------------------------------------------------------------------------- (i)
+
+PRINTF = r"""
+extern "C" __global__ void hello(int tag) {
+    if (threadIdx.x == 0) printf("hello from block %d of %d, tag %d\n", (int)blockIdx.x, (int)gridDim.x, tag);
+}
+"""
+
+PRINTF_WRAPPER = r"""
+extern "C" int tsr_launch_hello(const tsr_launch_config* cfg, void** args) {
+    int tag = *(const int*)args[0];
+    return tsr::launch(cfg, [=] { hello(tag); });
+}
+"""
+
+
+def test_printf_output_appears(tmp_path, capfd):
+    lib = build(tmp_path, PRINTF, PRINTF_WRAPPER)
+    capfd.readouterr()
+    launch(lib, "tsr_launch_hello", 3, 64, 0, [ctypes.c_int(7)], num_threads=1)
+    out = capfd.readouterr().out
+    assert out.splitlines() == [f"hello from block {b} of 3, tag 7" for b in range(3)]
+
+
+# --------------------------------------------------------------------------- build helpers
+
+
+def test_compile_error_carries_compiler_output(tmp_path):
+    bad = 'extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }\n'
+    with pytest.raises(CompileError) as info:
+        build_shared_library(bad, '#include "kernel.cu"\n', tmp_path / "bad.so")
+    assert "undefined_name" in info.value.text
+    assert not (tmp_path / "bad.so").exists()
+    assert not list(tmp_path.glob(".bad.so.*"))  # no partial output left behind
+
+
+def test_find_cxx_honours_and_reports_cxx(monkeypatch):
+    monkeypatch.setenv("CXX", "g++ -fdiagnostics-color=never")
+    assert host_build.find_cxx()[1:] == ["-fdiagnostics-color=never"]
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    with pytest.raises(TesseraError, match="nonexistent"):
+        host_build.find_cxx()
+
+
+def test_header_ships_with_the_package():
+    path = host_build.host_header_path()
+    assert path.name == "tessera_host.h" and "tsr_launch_config" in path.read_text()
+
+
+def test_wrapper_may_launch_large_fiber_stacks(tmp_path):
+    src = textwrap.dedent(r"""
+        extern "C" __global__ void big_stack(float* out) {
+            float local[16384];  // 64 KiB of locals: needs a fiber stack larger than the default
+            for (int i = 0; i < 16384; ++i) local[i] = (float)(i + threadIdx.x);
+            __syncthreads();
+            float s = 0.0f;
+            for (int i = 0; i < 16384; i += 4096) s += local[i];
+            out[threadIdx.x] = s;
+        }
+    """)
+    wrapper = r"""
+        extern "C" int tsr_launch_big_stack(const tsr_launch_config* cfg, void** args) {
+            float* out = *(float**)args[0];
+            return tsr::launch(cfg, [=] { big_stack(out); });
+        }
+    """
+    lib = build(tmp_path, src, wrapper)
+    out = np.zeros(64, np.float32)
+    launch(lib, "tsr_launch_big_stack", 1, 64, 0, [ptr(out)], fiber_stack_bytes=256 * 1024)
+    np.testing.assert_array_equal(out, 4 * np.arange(64) + (0 + 4096 + 8192 + 12288))

@@ -1,0 +1,158 @@
+"""Compile-time constants: evaluation of constant expressions, `-D` values, module constants.
+
+Integer arithmetic follows the target (C): `//` and `%` truncate toward zero,
+overflow wraps at 64 bits. A result of `None` means "not a constant".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from tessera import nodes as N
+from tessera.dtypes import SCALARS, ScalarType
+
+Value = int | float | bool
+
+
+class NotConstant(Exception):
+    def __init__(self, loc, why: str = "") -> None:
+        super().__init__(why)
+        self.loc = loc
+        self.why = why
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _tmod(a: int, b: int) -> int:
+    return a - _tdiv(a, b) * b
+
+
+def _arith(op: str, a: Value, b: Value, loc) -> Value:
+    both_int = isinstance(a, int) and isinstance(b, int)
+    if op in ("//", "%", "/") and b == 0:
+        raise NotConstant(loc, "division by zero in a constant expression")
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if both_int:
+            raise NotConstant(loc, "integer '/'")
+        return a / b
+    if op == "//":
+        return _tdiv(a, b) if both_int else math.floor(a / b)
+    if op == "%":
+        return _tmod(a, b) if both_int else math.fmod(a, b)
+    if not both_int:
+        raise NotConstant(loc, f"'{op}' needs integer operands")
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op in ("<<", ">>"):
+        if b < 0 or b >= 64:
+            raise NotConstant(loc, "shift count out of range")
+        return a << b if op == "<<" else a >> b
+    raise NotConstant(loc)
+
+
+_CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
+    """Value of a constant expression; raises NotConstant (with the offending node's location)."""
+    if isinstance(e, N.BoolLit):
+        return e.value
+    if isinstance(e, (N.IntLit, N.FloatLit)):
+        return e.value
+    if isinstance(e, N.Name):
+        if e.id in env:
+            return env[e.id]
+        if e.id == "WARP_SIZE":
+            return 32
+        raise NotConstant(e.loc, f"'{e.id}' is not a compile-time constant")
+    if isinstance(e, N.Unary):
+        v = evaluate(e.operand, env)
+        if e.op == "not":
+            return not v
+        if e.op == "-":
+            return -v
+        if e.op == "+":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise NotConstant(e.loc, "'~' needs an integer operand")
+        return ~v
+    if isinstance(e, N.BinOp):
+        return _arith(e.op, evaluate(e.left, env), evaluate(e.right, env), e.loc)
+    if isinstance(e, N.Compare):
+        if len(e.ops) != 1:
+            raise NotConstant(e.loc, "chained comparison")
+        return _CMP[e.ops[0]](evaluate(e.operands[0], env), evaluate(e.operands[1], env))
+    if isinstance(e, N.BoolOp):
+        a = evaluate(e.left, env)
+        if e.op == "and":
+            return evaluate(e.right, env) if a else a
+        return a if a else evaluate(e.right, env)
+    if isinstance(e, N.Ternary):
+        return evaluate(e.then, env) if evaluate(e.cond, env) else evaluate(e.orelse, env)
+    if isinstance(e, N.Call) and isinstance(e.func, N.Name) and not e.kwargs:
+        name = e.func.id
+        args = [evaluate(a, env) for a in e.args]
+        if name in ("min", "max") and len(args) >= 2:
+            return min(args) if name == "min" else max(args)
+        if name == "abs" and len(args) == 1:
+            return abs(args[0])
+        if name in SCALARS and len(args) == 1:
+            return convert(args[0], SCALARS[name])
+    raise NotConstant(getattr(e, "loc", None), "not a compile-time constant")
+
+
+def convert(v: Value, ty: ScalarType) -> Value:
+    if ty.kind == "bool":
+        return bool(v)
+    if ty.is_float:
+        return float(v)
+    from tessera.dtypes import wrap_int
+
+    return wrap_int(int(v), ty)
+
+
+def type_of_value(v: Value) -> ScalarType:
+    if isinstance(v, bool):
+        return SCALARS["bool"]
+    if isinstance(v, int):
+        return SCALARS["i32"] if -(2**31) <= v < 2**31 else SCALARS["i64"]
+    return SCALARS["f32"]
+
+
+_INT_RE = re.compile(r"[+-]?(0[xX][0-9a-fA-F](_?[0-9a-fA-F])*|[0-9](_?[0-9])*)")
+_FLOAT_RE = re.compile(r"[+-]?(([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*([eE][+-]?[0-9]+)?|[0-9](_?[0-9])*\.?[eE][+-]?[0-9]+|[0-9](_?[0-9])*\.)")
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_define_value(text: str) -> Value | None:
+    """A `-D` value: an integer, a float, or True/False. Anything else is rejected (None)."""
+    t = text.strip()
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    if _INT_RE.fullmatch(t):
+        sign = -1 if t.startswith("-") else 1
+        body = t.lstrip("+-").replace("_", "")
+        v = sign * (int(body, 16) if body[:2].lower() == "0x" else int(body))
+        return v if -(2**63) <= v < 2**64 else None
+    if _FLOAT_RE.fullmatch(t):
+        v = float(t.replace("_", ""))
+        return v if math.isfinite(v) else None
+    return None

@@ -1,0 +1,109 @@
+"""The kernel header: `@kernel tile[(x, y)] shared(16_KiB) launch_bounds(2)` to a `KernelConfig`."""
+
+from __future__ import annotations
+
+from tessera import nodes as N
+from tessera.errors import DiagnosticSink
+from tessera.transpile.check_expr import ExprChecker
+
+CLAUSES = ("tile", "shared", "vectorize", "launch_bounds")
+
+
+def check_decorators(fn: N.FuncDef, sink: DiagnosticSink) -> str | None:
+    """The function's kind ("kernel" or "device") from its decorators, or None after an error."""
+    names = [d.name for d in fn.decorators]
+    for d in fn.decorators:
+        if d.name not in ("kernel", "device", "autotune"):
+            sink.error(d.loc, f"unknown decorator '@{d.name}'; expected @kernel, @device or @autotune")
+            return None
+    if names.count("kernel") + names.count("device") != 1:
+        sink.error(fn.decorators[-1].loc, "a function needs exactly one of @kernel or @device")
+        return None
+    if "autotune" in names:
+        d = fn.decorators[names.index("autotune")]
+        sink.error(d.loc, "@autotune is not supported yet (it comes with the autotuner issue)")
+        return None
+    if "device" in names:
+        d = fn.decorators[names.index("device")]
+        if d.args is not None or d.clauses:
+            sink.error(d.loc, "@device takes no arguments")
+            return None
+        return "device"
+    d = fn.decorators[names.index("kernel")]
+    if d.args is not None:
+        sink.error(d.loc, "@kernel takes clauses, not arguments: @kernel tile[(128,)] shared(16_KiB)")
+        return None
+    return "kernel"
+
+
+def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N.KernelConfig | None:
+    deco = next(d for d in fn.decorators if d.name == "kernel")
+    tile = None
+    shared = vectorize = bounds = None
+    seen: set[str] = set()
+    ok = True
+    for c in deco.clauses:
+        name = c.func.id
+        if name not in CLAUSES:
+            sink.error(c.loc, f"unknown kernel clause '{name}'; expected one of {', '.join(CLAUSES)}")
+            ok = False
+            continue
+        if name in seen:
+            sink.error(c.loc, f"'{name}' is given twice")
+            ok = False
+            continue
+        seen.add(name)
+        if c.kwargs:
+            sink.error(c.kwargs[0].loc, f"{name}(...) takes no keyword arguments")
+            ok = False
+            continue
+        if name == "tile":
+            if not (len(c.args) == 1 and isinstance(c.args[0], N.TupleLit)):
+                sink.error(c.loc, "write the group shape as tile[(x,)], tile[(x, y)] or tile[(x, y, z)]")
+                ok = False
+                continue
+            items = c.args[0].items
+            if not 1 <= len(items) <= 3:
+                sink.error(c.loc, f"a group shape has 1 to 3 dimensions, not {len(items)}")
+                ok = False
+                continue
+            dims = [checker.const_int(i, "a tile dimension", 1, 1024) for i in items]
+            if any(d is None for d in dims):
+                ok = False
+                continue
+            total = 1
+            for d in dims:
+                total *= d
+            if total > 1024:
+                sink.error(c.loc, f"a group has at most 1024 tiles, this one has {total}")
+                ok = False
+                continue
+            if len(dims) == 3 and dims[2] > 64:
+                sink.error(items[2].loc, "the z dimension of a group is at most 64")
+                ok = False
+                continue
+            tile = tuple(dims)
+            continue
+        if isinstance(c.func, N.Name) and len(c.args) == 1 and isinstance(c.args[0], N.TupleLit):
+            sink.error(c.loc, f"write {name}(value), not {name}[...]")
+            ok = False
+            continue
+        if len(c.args) != 1:
+            sink.error(c.loc, f"{name}(...) takes one argument")
+            ok = False
+            continue
+        if name == "shared":
+            shared = checker.const_int(c.args[0], "the shared-memory budget", 1)
+            ok = ok and shared is not None
+        elif name == "vectorize":
+            sink.error(c.loc, "vectorize(...) is for map kernels, which are not supported yet")
+            ok = False
+        else:
+            bounds = checker.const_int(c.args[0], "launch_bounds", 1, 32)
+            ok = ok and bounds is not None
+    if tile is None and "tile" not in seen:
+        sink.error(deco.loc, "a kernel needs a group shape: @kernel tile[(128,)]")
+        return None
+    if not ok or tile is None:
+        return None
+    return N.KernelConfig(tile, shared, vectorize, bounds)

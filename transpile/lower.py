@@ -1,0 +1,317 @@
+"""Lowering of checked kernels and device functions to C statements, and of the module to
+the inputs of the `module.cu.j2` template. Every statement's first C line carries its
+`.tsr` line in a comment; with `line_info`, a `#line` directive precedes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessera import nodes as N
+from tessera.dtypes import SCALARS, ScalarType, c_literal, promote
+from tessera.transpile.cprinter import CPrinter, c_string, store_fn
+from tessera.transpile.names import c_ident
+
+INDENT = "    "
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str = "sm_90"
+    debug: bool = False
+    line_info: bool = False
+    source_name: str = "input.tsr"
+
+
+def storage_type(ty: ScalarType, space: str) -> str:
+    """C type of a value held in `space` (locals and registers hold the compute type)."""
+    return ty.c_storage if space in ("shared", "global") else ty.c_compute
+
+
+def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
+    return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
+
+
+class BodyLowering:
+    def __init__(self, fn: N.FuncDef, opts: Options) -> None:
+        self.fn = fn
+        self.opts = opts
+        self.pr = CPrinter(fn, opts.debug)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.hoisted = {name for name, _ in fn.hoisted}
+        self.counter = 0
+
+    def emit(self, text: str, loc=None) -> None:
+        if loc is not None and self.opts.line_info:
+            self.lines.append(f"#line {loc.line} {c_string(self.opts.source_name)}")
+        suffix = f"  // line {loc.line}" if loc is not None else ""
+        self.lines.append(INDENT * self.depth + text + suffix)
+
+    def block(self, stmts: tuple[N.Stmt, ...]) -> None:
+        self.depth += 1
+        for s in stmts:
+            self.stmt(s)
+        self.depth -= 1
+
+    def prologue(self) -> None:
+        fn = self.fn
+        for name, value in fn.const_values:
+            ty = next(p for p in fn.params if p.name == name).type_name
+            st = SCALARS[ty]
+            self.emit(f"constexpr {st.c_compute} {c_ident(name)} = {c_literal(value, st)};",
+                      next(p for p in fn.params if p.name == name).loc)
+        layout = fn.shared
+        if layout and layout.scratch_bytes:
+            self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
+                      "  // group reductions")
+        if layout and layout.dynamic and layout.slots:
+            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
+                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
+        for name, ty in fn.hoisted:
+            if isinstance(ty, ScalarType):
+                self.emit(f"{ty.c_compute} {c_ident(name)};  // assigned in an inner block, used outside it")
+            elif isinstance(ty, N.ArrayType):
+                self.emit(f"{ty.elem.c_compute} {c_ident(name)}{dims_suffix(ty.shape)};")
+
+    # ---- statements
+    def stmt(self, s: N.Stmt) -> None:
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Pass(self, s: N.Pass) -> None:
+        self.emit(";", s.loc)
+
+    def s_Break(self, s: N.Break) -> None:
+        self.emit("break;", s.loc)
+
+    def s_Continue(self, s: N.Continue) -> None:
+        self.emit("continue;", s.loc)
+
+    def s_Return(self, s: N.Return) -> None:
+        self.emit("return;" if s.value is None else f"return {self.pr.expr(s.value)};", s.loc)
+
+    def s_If(self, s: N.If, prefix: str = "") -> None:
+        self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)
+        self.block(s.then)
+        if len(s.orelse) == 1 and isinstance(s.orelse[0], N.If):
+            self.lines.append(INDENT * self.depth + "}")
+            self.s_If(s.orelse[0], "else ")
+            return
+        if s.orelse:
+            self.emit("} else {")
+            self.block(s.orelse)
+        self.emit("}")
+
+    def s_While(self, s: N.While) -> None:
+        self.emit(f"while ({self.pr.expr(s.cond)}) {{", s.loc)
+        self.block(s.body)
+        self.emit("}")
+
+    def s_For(self, s: N.For) -> None:
+        args = s.iter.args
+        ty: ScalarType = s.var_ty
+        var = c_ident(s.var)
+        start, stop, step = (None, args[0], None) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else None)
+        start_c = self.pr.expr(start) if start is not None else c_literal(0, ty)
+        step_v = s.step_value
+        static = s.iter.func.id == "static_range"
+        if static:
+            self.emit("#pragma unroll")
+        stop_c = self.pr.expr(stop)
+        step_c = self.pr.expr(step) if step is not None else None
+        if not _simple(stop):
+            tmp = f"tsr_{var}_stop"
+            self.emit(f"const {ty.c_compute} {tmp} = {stop_c};", s.loc)
+            stop_c = tmp
+        if step is not None and step_v is None and not _simple(step):
+            tmp = f"tsr_{var}_step"
+            self.emit(f"const {ty.c_compute} {tmp} = {step_c};", s.loc)
+            step_c = tmp
+        if step_v is None:
+            cond = f"({step_c} > 0 ? {var} < {stop_c} : {var} > {stop_c})"
+        else:
+            cond = f"{var} {'<' if step_v > 0 else '>'} {stop_c}"
+        if step is None or step_v == 1:
+            inc = f"++{var}"
+        elif step_v == -1:
+            inc = f"--{var}"
+        else:
+            inc = f"{var} += {step_c}"
+        decl = "" if s.var in self._existing_locals() else f"{ty.c_compute} "
+        self.emit(f"for ({decl}{var} = {start_c}; {cond}; {inc}) {{", s.loc)
+        self.block(s.body)
+        self.emit("}")
+
+    def _existing_locals(self) -> set[str]:
+        return self.hoisted | getattr(self, "declared", set())
+
+    def s_ExprStmt(self, s: N.ExprStmt) -> None:
+        e = s.expr
+        name = e.func.id if isinstance(e, N.Call) else ""
+        if name == "tbarrier":
+            self.emit("__syncthreads();", s.loc)
+        elif name == "tfence":
+            scope = e.args[0].value
+            fence = {"group": "__threadfence_block", "device": "__threadfence", "mesh": "__threadfence_system"}[scope]
+            self.emit(f"{fence}();", s.loc)
+        elif name == "tprint":
+            args = [c_string(e.args[0].value)] + [_printf_arg(self.pr, a) for a in e.args[1:]]
+            self.emit(f"printf({', '.join(args)});", s.loc)
+        elif name == "tassert":
+            if self.opts.debug:
+                cond = self.pr.wrap(e.args[0], 15)
+                self.emit(f"if (!{cond}) tsr_assert_fail({c_string(self.fn.name)}, "
+                          f"{c_string(self.opts.source_name)}, {s.loc.line}, {c_string(e.args[1].value)});", s.loc)
+            else:
+                self.emit("// tassert compiled out (debug off)", s.loc)
+        elif name == "tcopy":
+            self.emit(self.tcopy(e) + ";", s.loc)
+        elif e.ty == N.VOID or name.startswith("atomic_"):
+            self.emit(self.pr.expr(e) + ";", s.loc)
+        else:
+            self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
+
+    def s_Assign(self, s: N.Assign) -> None:
+        t = s.target
+        if isinstance(t, N.Name):
+            name = c_ident(t.id)
+            ty = t.ty
+            if isinstance(ty, N.ArrayType):
+                self.array_decl(s, name, ty)
+                return
+            value = self.pr.conv(s.value, ty, 0) if isinstance(s.value.ty, ScalarType) else self.pr.expr(s.value)
+            if s.declares and t.id not in self.hoisted:
+                self.declared = getattr(self, "declared", set()) | {t.id}
+                self.emit(f"{ty.c_compute} {name} = {value};", s.loc)
+            else:
+                self.emit(f"{name} = {value};", s.loc)
+            return
+        self.emit(f"{self.pr.element(t)} = {self.stored(s.value, t.ty)};", s.loc)
+
+    def stored(self, value: N.Expr, ty: ScalarType, memory: bool = True) -> str:
+        text = self.pr.conv(value, ty, 0)
+        f = store_fn(ty)
+        return f"{f}({text})" if (f and memory) else text
+
+    def array_decl(self, s: N.Assign, name: str, ty: N.ArrayType) -> None:
+        if ty.space == "shared":
+            slot = next(x for x in self.fn.shared.slots if x.name == s.target.id)
+            ctype = ty.elem.c_storage
+            if self.fn.shared.dynamic:
+                rows = dims_suffix(ty.shape[1:], ty.pad) if len(ty.shape) > 1 else ""
+                ptr = f"(*{name}){rows}" if rows else f"*{name}"
+                cast = f"{ctype} (*){rows}" if rows else f"{ctype}*"
+                self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>(tsr_dynamic_smem + {slot.offset});  "
+                          f"// {slot.nbytes} bytes", s.loc)
+            else:
+                self.emit(f"__shared__ __align__(16) {ctype} {name}{dims_suffix(ty.shape, ty.pad)};", s.loc)
+            return
+        init = s.value.args[0]
+        total = 1
+        for d in ty.shape:
+            total *= d
+        first = name + "[0]" * len(ty.shape)
+        if s.target.id not in self.hoisted:
+            self.emit(f"{ty.elem.c_compute} {name}{dims_suffix(ty.shape)};", s.loc)
+        self.emit(f"tsr_fill<{total}>(&{first}, {self.pr.conv(init, ty.elem, 0)});", s.loc)
+
+    def s_AugAssign(self, s: N.AugAssign) -> None:
+        t = s.target
+        tt: ScalarType = t.ty
+        lhs = c_ident(t.id) if isinstance(t, N.Name) else self.pr.element(t)
+        in_memory = isinstance(t, N.Index) and not (isinstance(t.base.ty, N.ArrayType) and t.base.ty.space == "regs")
+        op = s.op
+        simple = not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
+        if simple:
+            c_op = "/" if op == "//" else op
+            value = s.value
+            if op in ("<<", ">>"):
+                rhs = self.pr.expr(value)
+            else:
+                rhs = self.pr.conv(value, tt, 0) if value.ty.c_compute != tt.c_compute else self.pr.expr(value)
+            self.emit(f"{lhs} {c_op}= {rhs};", s.loc)
+            return
+        # Rebuild as `t = t op v` so that the printer applies rounding, fmod and floor.
+        res = tt if op in ("<<", ">>") else promote(tt, s.value.ty)
+        text = self.pr.conv(N.BinOp(s.loc, op, t, s.value, res), tt, 0)
+        f = store_fn(tt) if in_memory else None
+        self.emit(f"{lhs} = {f}({text});" if f else f"{lhs} = {text};", s.loc)
+
+    # ---- tcopy
+    def tcopy(self, e: N.Call) -> str:
+        dst, src = e.args
+        ext = dst.ty.extents
+        d = (1,) * (3 - len(ext)) + ext
+        elem = dst.ty.base.elem
+        dp, ds, dl = self.view_parts(dst)
+        sp, ss, sl = self.view_parts(src)
+        return (f"tsr_copy<{elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.config.tile_count}>("
+                f"{dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()})")
+
+    def view_parts(self, v: N.Index) -> tuple[str, str, str]:
+        """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
+        base = v.base
+        bt = base.ty
+        name = c_ident(base.id)
+        if isinstance(bt, N.TensorType):
+            dims = [self.pr.expr(d) for d in bt.dims]
+        else:
+            dims = [str(x) for x in bt.shape]
+            dims_padded = [str(x) for x in bt.shape[:-1]] + [str(bt.shape[-1] + bt.pad)]
+        rank = len(dims)
+        # Strides of each dimension, innermost 1.
+        strides = ["1"] * rank
+        phys = dims if isinstance(bt, N.TensorType) else dims_padded
+        for k in range(rank - 2, -1, -1):
+            strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
+        starts: list[str] = []
+        kept: list[tuple[str, str]] = []  # (stride, limit) of sliced dims
+        for k, idx in enumerate(v.indices):
+            if isinstance(idx, N.Slice):
+                lo = self.pr.expr(idx.lo)
+                starts.append(lo)
+                limit = dims[k] if lo == "0" else f"{dims[k]} - ({lo})"
+                kept.append((strides[k], limit))
+            else:
+                i = self.pr.expr(idx)
+                starts.append(i)
+        if not v.indices:
+            starts = ["0"] * rank
+            kept = [(strides[k], dims[k]) for k in range(rank)]
+        offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
+                            if s != "0") or "0"
+        # Indexed (dropped) dims must be in range for the whole view to be valid.
+        guards = [f"({i}) < {dims[k]}" for k, i in enumerate(starts)
+                  if not isinstance(v.indices[k] if v.indices else None, N.Slice) and v.indices]
+        while len(kept) < 3:
+            kept.insert(0, ("0", "1"))
+        if isinstance(bt, N.TensorType):
+            ptr = f"{name} + {offset}" if offset != "0" else name
+        else:
+            ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
+        lim = [f"(int)({lim_})" if lim_ not in dims and not lim_.isdigit() else lim_ for _, lim_ in kept]
+        if guards:
+            lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
+        return (ptr, f"{kept[0][0]}, {kept[1][0]}", ", ".join(lim))
+
+
+def _printf_arg(pr: CPrinter, a: N.Expr) -> str:
+    ty: ScalarType = a.ty
+    if ty.is_float:
+        return f"(double)({pr.expr(a)})"
+    if ty.bits == 64:
+        return f"({'unsigned long long' if ty.kind == 'uint' else 'long long'})({pr.expr(a)})"
+    return f"({'unsigned' if ty.kind == 'uint' else 'int'})({pr.expr(a)})"
+
+
+def _simple(e: N.Expr) -> bool:
+    return isinstance(e, (N.Name, N.IntLit)) or (isinstance(e, N.Call) and e.func.ref == "builtin"
+                                                 and e.func.id in ("group_tile_count", "grid_tile_count"))
+
+
+def lower_function(fn: N.FuncDef, opts: Options) -> str:
+    lw = BodyLowering(fn, opts)
+    lw.prologue()
+    for s in fn.body:
+        lw.stmt(s)
+    return "\n".join(lw.lines)
+

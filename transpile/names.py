@@ -1,0 +1,44 @@
+"""Names in the emitted C: user identifiers kept where safe, renamed where they would
+collide with C++ keywords, CUDA names or the compiler's own `tsr_` prefix; kernel
+variant names for sets of `const` parameter values."""
+
+from __future__ import annotations
+
+CXX_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t
+class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
+decltype default delete do double dynamic_cast else enum explicit export extern false float for friend
+goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private
+protected public register reinterpret_cast requires restrict return short signed sizeof static
+static_assert static_cast struct switch template this thread_local throw true try typedef typeid
+typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+NULL main printf malloc free memcpy memset assert abs min max exp exp2 log log2 sqrt rsqrt sin cos tanh
+erf floor ceil pow fma fabs
+threadIdx blockIdx blockDim gridDim warpSize dim3 uint3 float2 float4 int2 int4 uint2 uint4 half
+size_t ptrdiff_t uintptr_t intptr_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
+""".split())
+
+
+def is_safe_c_name(name: str) -> bool:
+    return not (name in CXX_KEYWORDS or "__" in name or (name.startswith("_") and name[1:2].isupper())
+                or name.lower().startswith("tsr_") or name.startswith("_"))
+
+
+def c_ident(name: str) -> str:
+    """The C spelling of a user identifier (already matched [A-Za-z_][A-Za-z0-9_]*)."""
+    return name if is_safe_c_name(name) else "tsr_u_" + name.lstrip("_") + ("_" * (len(name) - len(name.lstrip("_"))))
+
+
+def _value_text(v: int | float | bool) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v) if v >= 0 else f"m{-v}"
+    text = repr(float(v)).replace("-", "m").replace(".", "p").replace("+", "")
+    return "".join(ch if ch.isalnum() else "_" for ch in text)
+
+
+def variant_name(kernel: str, const_values: tuple[tuple[str, int | float | bool], ...]) -> str:
+    """`matmul` with BM=64, BN=128 becomes `matmul_BM64_BN128` (stable: parameter order)."""
+    base = c_ident(kernel)
+    return base + "".join(f"_{k}{_value_text(v)}" for k, v in const_values)

@@ -1,0 +1,43 @@
+"""The ordered pass pipeline: each pass maps a Module to a Module (the checks report into
+the sink). `PASSES` names them for `tesserac --dump-after PASS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tessera import nodes as N
+from tessera.errors import DiagnosticSink
+from tessera.transpile.consts import Value
+from tessera.transpile.divergence import check_cooperation
+from tessera.transpile.shared_plan import plan_shared
+from tessera.transpile.typecheck import typecheck
+
+
+@dataclass(frozen=True)
+class PassContext:
+    sink: DiagnosticSink
+    arch: str
+    defines: Mapping[str, Value]
+    variants: Mapping[str, Mapping[str, Value]]
+
+
+Pass = Callable[[N.Module, PassContext], N.Module]
+
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("parse", lambda m, ctx: m),
+    ("typecheck", lambda m, ctx: typecheck(m, ctx.sink, ctx.defines, ctx.variants)),
+    ("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink)),
+    ("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
+)
+PASS_NAMES = tuple(name for name, _ in PASSES)
+
+
+def run_passes(module: N.Module, ctx: PassContext, stop_after: str | None = None) -> N.Module:
+    """Run the pipeline; stops at the first pass that reported errors (raising CompileError)."""
+    for name, fn in PASSES:
+        module = fn(module, ctx)
+        ctx.sink.raise_if_errors()
+        if name == stop_after:
+            break
+    return module

@@ -1,0 +1,463 @@
+"""Semantic analysis: names, types, kernel headers, parameters and statements.
+
+`typecheck(module, defines, variants, sink)` returns the module with every
+expression typed, constants folded into `ConstDef.folded`/`FuncDef.const_values`,
+kernel headers evaluated into `KernelConfig`, and the locals that must be declared
+at the top of a body (Python scoping over C blocks) listed in `FuncDef.hoisted`.
+Errors go to the sink; checking goes on so that independent errors are all reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tessera import nodes as N
+from tessera.dtypes import F32, SCALARS, ScalarType
+from tessera.errors import DiagnosticSink, Loc, Note
+from tessera.transpile.check_calls import CallChecker
+from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, is_scalar, type_name
+from tessera.transpile.consts import Value
+
+
+class FunctionChecker(CallChecker):
+    """Checks one kernel or device function body."""
+
+    def __init__(self, sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef) -> None:
+        self.sink = sink
+        self.module_syms = module_syms
+        self.fn = fn
+        self.in_kernel = fn.kind == "kernel"
+        self.tile = fn.config.tile if fn.config else ()
+        self.uses: set[str] = set()
+        self.reduce_types: set[ScalarType] = set()
+        self.params: dict[str, Sym] = {}
+        self.locals: dict[str, Sym] = {}
+        self.scopes = [self.params, self.locals]
+        self.block: tuple[int, ...] = (0,)
+        self.block_counter = 0
+        self.loop_depth = 0
+        self.hoisted: dict[str, N.Type] = {}
+        self.declared_at: dict[str, Loc] = {}
+        self.loop_vars: list[str] = []
+        self.bare_alloc: Sym | None = None
+        self.bare_elem: ScalarType | None = None
+        self.shape_order: list[str] = []
+
+    # -- locals and blocks
+    def note_use(self, s: Sym, loc: Loc) -> None:
+        if s.ref in ("local", "regs") and self.block[: len(s.block)] != s.block and s.ty is not None:
+            self.hoisted[s.name] = s.ty
+
+    def enter_block(self) -> tuple[int, ...]:
+        saved = self.block
+        self.block_counter += 1
+        self.block = (*self.block, self.block_counter)
+        return saved
+
+    def body(self, stmts: tuple[N.Stmt, ...]) -> tuple[N.Stmt, ...]:
+        saved = self.enter_block()
+        out = tuple(self.stmt(s) for s in stmts)
+        self.block = saved
+        return out
+
+    def check_new_name(self, name: str, loc: Loc) -> bool:
+        if name in BUILTIN_NAMES or name == "tshared":
+            self.sink.error(loc, f"'{name}' is a builtin name and cannot be redefined")
+            return False
+        s = self.module_syms.get(name)
+        if s is not None:
+            what = {"const": "a module constant", "table": "a constant table", "func": "a function"}.get(s.ref, "defined")
+            self.sink.error(loc, f"'{name}' is {what} and cannot be assigned", Note("defined here", s.loc))
+            return False
+        return True
+
+    # -- statements
+    def stmt(self, s: N.Stmt) -> N.Stmt:
+        return getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Pass(self, s: N.Pass) -> N.Stmt:
+        return s
+
+    def s_Break(self, s: N.Break) -> N.Stmt:
+        if self.loop_depth == 0:
+            self.sink.error(s.loc, "'break' outside a loop")
+        return s
+
+    def s_Continue(self, s: N.Continue) -> N.Stmt:
+        if self.loop_depth == 0:
+            self.sink.error(s.loc, "'continue' outside a loop")
+        return s
+
+    def s_Return(self, s: N.Return) -> N.Stmt:
+        if self.in_kernel:
+            if s.value is not None:
+                self.sink.error(s.value.loc, "a kernel cannot return a value; store results to a mut tensor")
+            return s
+        ret = SCALARS[self.fn.ret] if self.fn.ret in SCALARS else None
+        if s.value is None:
+            if ret is not None:
+                self.sink.error(s.loc, f"'{self.fn.name}' must return a {ret} value")
+            return s
+        v = self.scalar_expr(s.value, "return value")
+        if ret is None:
+            self.sink.error(s.value.loc, f"'{self.fn.name}' has no return type ('-> type') but returns a value")
+            return s
+        return dataclasses.replace(s, value=self.assignable(v, ret, s.value.loc, "the return value"))
+
+    def s_ExprStmt(self, s: N.ExprStmt) -> N.Stmt:
+        if not isinstance(s.expr, N.Call):
+            self.sink.error(s.expr.loc, "this expression has no effect; only calls can be statements")
+            return s
+        return dataclasses.replace(s, expr=self.expr(s.expr))
+
+    def s_If(self, s: N.If) -> N.Stmt:
+        c = self.cond(s.cond)
+        return dataclasses.replace(s, cond=c, then=self.body(s.then), orelse=self.body(s.orelse))
+
+    def cond(self, e: N.Expr) -> N.Expr:
+        return self.scalar_expr(e, "condition")
+
+    def s_While(self, s: N.While) -> N.Stmt:
+        c = self.cond(s.cond)
+        self.loop_depth += 1
+        b = self.body(s.body)
+        self.loop_depth -= 1
+        return dataclasses.replace(s, cond=c, body=b)
+
+    def s_For(self, s: N.For) -> N.Stmt:
+        it = s.iter
+        if not (isinstance(it, N.Call) and isinstance(it.func, N.Name)
+                and it.func.id in ("range", "static_range", "tpipeline")):
+            self.sink.error(it.loc, "a for loop iterates over range(...), static_range(...) or tpipeline(...)")
+            return s
+        kind = it.func.id
+        if kind == "tpipeline":
+            self.sink.error(it.loc, "tpipeline is not supported yet (it comes with the asynchronous pipeline issue)")
+            return s
+        if it.kwargs:
+            self.sink.error(it.kwargs[0].loc, f"{kind}() takes no keyword arguments")
+            return s
+        if not 1 <= len(it.args) <= 3:
+            self.sink.error(it.loc, f"{kind}() takes 1 to 3 arguments, got {len(it.args)}")
+            return s
+        args = [self.scalar_expr(a, f"argument of {kind}()") for a in it.args]
+        if any(a.ty is None for a in args):
+            return s
+        for a in args:
+            if not a.ty.is_int:
+                self.sink.error(a.loc, f"{kind}() needs integer arguments, not {a.ty}")
+                return s
+        if kind == "static_range":
+            vals = [self.const_int(a, "a static_range bound") for a in it.args]
+            if any(v is None for v in vals):
+                return s
+            if len(vals) == 3 and vals[2] == 0:
+                self.sink.error(it.args[2].loc, "static_range() step must not be zero")
+                return s
+        elif len(args) == 3 and self.is_weak(args[2]) and self.const_value(args[2], "step") == 0:
+            self.sink.error(it.args[2].loc, "range() step must not be zero")
+            return s
+        strong = [a.ty for a in args if not self.is_weak(a)]
+        var_ty = strong[0] if strong else SCALARS["i32"]
+        for t in strong[1:]:
+            if t.bits > var_ty.bits:
+                var_ty = t
+        args = [self.coerce(a, var_ty) for a in args]
+        if not self.check_new_name(s.var, s.loc):
+            return s
+        prev = self.locals.get(s.var)
+        if prev is not None and prev.ref != "local":
+            self.sink.error(s.loc, f"'{s.var}' is already a {prev.ref} and cannot be a loop variable")
+            return s
+        if s.var in self.params:
+            self.sink.error(s.loc, f"'{s.var}' is a parameter and cannot be a loop variable")
+            return s
+        if prev is not None and prev.ty != var_ty:
+            self.sink.error(s.loc, f"loop variable '{s.var}' is {var_ty} but the local '{s.var}' is {prev.ty}")
+            return s
+        if prev is None:
+            self.locals[s.var] = Sym(s.var, "loopvar", var_ty, s.loc, block=self.block + (-1,))
+        self.loop_depth += 1
+        self.loop_vars.append(s.var)
+        body = self.body(s.body)
+        self.loop_vars.pop()
+        self.loop_depth -= 1
+        if prev is None:
+            del self.locals[s.var]
+        new_iter = dataclasses.replace(it, args=tuple(args), func=dataclasses.replace(it.func, ref="builtin"))
+        step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
+        step = step if isinstance(step, int) and not isinstance(step, bool) else None
+        return dataclasses.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
+
+    def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
+        target = self.store_target(s.target)
+        value = self.scalar_expr(s.value)
+        if target.ty is None or value.ty is None:
+            return s
+        tt: ScalarType = target.ty
+        _, value, res = self.binary_type(s.op, dataclasses.replace(target), value, s.loc)
+        if res is None:
+            return s
+        if not (res == tt or (res.is_int and tt.is_int) or (tt.is_float and res.kind != "bool")
+                or (tt.kind == "bool" and res.kind == "bool")):
+            self.sink.error(s.loc, f"'{s.op}=' gives {res}, which cannot be stored to {tt} "
+                            f"'{_target_name(target)}' without a cast")
+            return s
+        return dataclasses.replace(s, target=target, value=value)
+
+    def store_target(self, t: N.Expr) -> N.Expr:
+        """Check an assignment target that must already exist (aug-assign, element store)."""
+        if isinstance(t, N.Name):
+            s = self.lookup(t.id)
+            if s is None:
+                self.undefined(t.loc, t.id)
+                return t
+            if s.ref in ("local",):
+                self.note_use(s, t.loc)
+                return dataclasses.replace(t, ty=s.ty, ref=s.ref)
+            self.cannot_assign(t, s)
+            return t
+        if isinstance(t, N.Index):
+            x = self.expr(t)
+            if not isinstance(x, N.Index) or x.ty is None:
+                return x
+            bt = x.base.ty
+            if isinstance(bt, N.TensorType) and not bt.mut:
+                self.sink.error(t.loc, f"cannot store to '{x.base.id}': it is not mut; declare the parameter "
+                                f"as '{x.base.id}: mut {bt.elem}[...]'")
+                return dataclasses.replace(x, ty=None)
+            if isinstance(bt, N.ArrayType) and bt.space == "const":
+                self.sink.error(t.loc, f"cannot store to the constant table '{x.base.id}'")
+                return dataclasses.replace(x, ty=None)
+            return x
+        self.sink.error(t.loc, "cannot assign to this expression")
+        return t
+
+    def cannot_assign(self, t: N.Name, s: Sym) -> None:
+        if s.ref == "loopvar":
+            self.sink.error(t.loc, f"cannot assign to the loop variable '{t.id}'")
+        elif s.ref in ("param", "shape"):
+            self.sink.error(t.loc, f"cannot assign to the parameter '{t.id}'; copy it to a local first")
+        elif s.ref == "const":
+            self.sink.error(t.loc, f"cannot assign to the constant '{t.id}'")
+        else:
+            self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
+
+    def s_Assign(self, s: N.Assign) -> N.Stmt:
+        if not isinstance(s.target, N.Name):
+            if s.annotation:
+                self.sink.error(s.loc, "only a name can have a type annotation")
+            target = self.store_target(s.target)
+            value = self.scalar_expr(s.value, "stored value")
+            if target.ty is None or value.ty is None:
+                return s
+            if isinstance(target, N.Index) and isinstance(target.base.ty, N.ArrayType) \
+                    and target.base.ty.space == "shared" and self.bare_alloc is not None \
+                    and target.base.id == self.bare_alloc.name and not self.bare_alloc.extra.get("typed"):
+                self.type_bare_alloc(value.ty)
+                target = self.expr(s.target)
+            value = self.assignable(value, target.ty, s.loc, f"an element of '{target.base.id}'")
+            return dataclasses.replace(s, target=target, value=value)
+        name = s.target.id
+        special = self.special_value(s)
+        if special is not None:
+            return special
+        existing = self.lookup(name)
+        value = self.scalar_expr(s.value, "assigned value")
+        if existing is not None and existing.ref in ("local", "loopvar"):
+            if existing.ref == "loopvar":
+                self.cannot_assign(s.target, existing)
+                return s
+            if s.annotation:
+                self.sink.error(s.annotation_loc or s.loc, f"'{name}' is already declared as {existing.ty}",
+                                Note("declared here", existing.loc))
+            self.note_use(existing, s.loc)
+            if existing.ty is None or value.ty is None:
+                return s
+            value = self.assignable(value, existing.ty, s.loc, f"'{name}'")
+            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=existing.ty, ref="local"),
+                                       value=value)
+        if existing is not None:
+            self.cannot_assign(s.target, existing)
+            return s
+        if not self.check_new_name(name, s.target.loc):
+            return s
+        ty = value.ty
+        if s.annotation:
+            if s.annotation not in SCALARS:
+                self.sink.error(s.annotation_loc or s.loc, f"unknown type '{s.annotation}'")
+                return s
+            ty = SCALARS[s.annotation]
+            if value.ty is not None:
+                value = self.assignable(value, ty, s.loc, f"'{name}'")
+        if ty is None:
+            self.locals[name] = Sym(name, "local", None, s.loc, block=self.block)
+            return s
+        if ty == N.VOID or not is_scalar(ty):
+            self.sink.error(s.value.loc, f"this call has no value to assign to '{name}'")
+            return s
+        self.locals[name] = Sym(name, "local", ty, s.loc, block=self.block)
+        return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="local"),
+                                   value=value, declares=True)
+
+    def type_bare_alloc(self, elem: ScalarType) -> None:
+        sym = self.bare_alloc
+        budget = sym.extra["budget"]
+        sym.ty = N.ArrayType(elem, (budget // elem.size,), "shared")
+        sym.extra["typed"] = True
+
+    def special_value(self, s: N.Assign) -> N.Stmt | None:
+        """`x = tshared.alloc...` and `x = tregs(...)`: array declarations."""
+        v = s.value
+        is_bare = isinstance(v, N.Attr) and isinstance(v.base, N.Name) and v.base.id == "tshared" and v.name == "alloc"
+        is_shaped = (isinstance(v, N.Call) and isinstance(v.func, N.Attr) and isinstance(v.func.base, N.Name)
+                     and v.func.base.id == "tshared" and v.func.name == "alloc")
+        is_regs = isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tregs" \
+            and self.lookup("tregs") is None
+        if not (is_bare or is_shaped or is_regs):
+            return None
+        name = s.target.id
+        if not self.check_new_name(name, s.target.loc) or self.lookup(name) is not None:
+            if self.lookup(name) is not None:
+                self.sink.error(s.target.loc, f"'{name}' is already defined")
+            return s
+        if s.annotation:
+            self.sink.error(s.loc, "an array declaration takes no type annotation")
+        if is_bare or is_shaped:
+            if not self.in_kernel:
+                self.sink.error(v.loc, "shared memory can only be allocated in a kernel")
+                return s
+            if self.block != (0, 1):
+                self.sink.error(v.loc, "shared memory can only be allocated at the top level of a kernel body")
+                return s
+        if is_bare:
+            budget = self.fn.config.shared_budget if self.fn.config else None
+            if budget is None:
+                self.sink.error(v.loc, "a bare tshared.alloc takes the whole shared(...) budget; "
+                                "add shared(SIZE) to the @kernel line")
+                return s
+            elem = self.bare_elem or F32
+            sym = Sym(name, "shared", N.ArrayType(elem, (budget // elem.size,), "shared"), s.loc,
+                      block=self.block, extra={"budget": budget, "bare": True, "typed": self.bare_elem is not None})
+            self.bare_alloc = sym
+            self.locals[name] = sym
+            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), sym.ty)
+            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=sym.ty, ref="shared"),
+                                       value=call, declares=True)
+        kind = "tshared.alloc" if is_shaped else "tregs"
+        nargs = len(v.args)
+        if nargs != (1 if is_shaped else 2):
+            self.sink.error(v.loc, f"{kind}() takes {'a type like f32[64, 32]' if is_shaped else 'a type like f32[4, 4] and an initial value'}")
+            return s
+        for k in v.kwargs:
+            if not (is_shaped and k.name == "pad"):
+                self.sink.error(k.loc, f"{kind}() got an unexpected keyword argument '{k.name}'")
+                return s
+        spec = v.args[0]
+        if not (isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in SCALARS):
+            self.sink.error(spec.loc, f"the first argument of {kind}() is an element type with constant "
+                            "dimensions, such as f32[64, 32]")
+            return s
+        elem = SCALARS[spec.base.id]
+        shape = []
+        for d in spec.indices:
+            n = self.const_int(d, f"a dimension of {kind}()", 1)
+            if n is None:
+                return s
+            shape.append(n)
+        pad = 0
+        for k in v.kwargs:
+            p = self.const_int(k.value, "pad", 0)
+            if p is None:
+                return s
+            pad = p
+        if is_shaped:
+            ty = N.ArrayType(elem, tuple(shape), "shared", pad)
+            sym = Sym(name, "shared", ty, s.loc, block=self.block)
+            self.locals[name] = sym
+            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), ty)
+            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="shared"),
+                                       value=call, declares=True)
+        init = self.scalar_expr(v.args[1], "initial value of tregs()")
+        if init.ty is None:
+            return s
+        init = self.assignable(init, elem, v.args[1].loc, "a register array element")
+        total = 1
+        for d in shape:
+            total *= d
+        if total > 4096:
+            self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
+            return s
+        ty = N.ArrayType(elem, tuple(shape), "regs")
+        self.locals[name] = Sym(name, "regs", ty, s.loc, block=self.block)
+        call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,), (), ty)
+        return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="regs"),
+                                   value=call, declares=True)
+
+    def run(self) -> N.FuncDef:
+        body = self.body(self.fn.body)
+        if not self.in_kernel and self.fn.ret and not _always_returns(body):
+            self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
+                            "a value")
+        return dataclasses.replace(self.fn, body=body,
+                                   hoisted=tuple(sorted(self.hoisted.items(), key=lambda kv: kv[0])),
+                                   uses=tuple(sorted(self.uses)),
+                                   reduce_types=tuple(sorted(self.reduce_types, key=lambda t: t.name)))
+
+
+def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef,
+                   params: dict[str, Sym]) -> N.FuncDef:
+    """Check a function; a bare `tshared.alloc` whose element type is learned from its first
+    store is checked twice, the second time with that type known from the start."""
+    scratch = DiagnosticSink(sink.source)
+    first = FunctionChecker(scratch, module_syms, fn)
+    first.params.update(params)
+    result = first.run()
+    if first.bare_alloc is None or not first.bare_alloc.extra.get("typed"):
+        sink.items.extend(d for d in scratch.items if d not in sink.items)
+        return result
+    second = FunctionChecker(sink, module_syms, fn)
+    second.params.update(params)
+    second.bare_elem = first.bare_alloc.ty.elem
+    return second.run()
+
+
+def _always_returns(body: tuple[N.Stmt, ...]) -> bool:
+    for s in body:
+        if isinstance(s, N.Return):
+            return True
+        if isinstance(s, N.If) and s.orelse and _always_returns(s.then) and _always_returns(s.orelse):
+            return True
+        if isinstance(s, N.While) and isinstance(s.cond, N.BoolLit) and s.cond.value and not _has_break(s.body):
+            return True
+    return False
+
+
+def _has_break(body: tuple[N.Stmt, ...]) -> bool:
+    for s in body:
+        if isinstance(s, N.Break):
+            return True
+        if isinstance(s, N.If) and (_has_break(s.then) or _has_break(s.orelse)):
+            return True
+    return False
+
+
+def _target_name(t: N.Expr) -> str:
+    if isinstance(t, N.Name):
+        return t.id
+    if isinstance(t, N.Index) and isinstance(t.base, N.Name):
+        return f"{t.base.id}[...]"
+    return "target"
+
+
+# ---- module level ----------------------------------------------------------------------
+
+
+def typecheck(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Value],
+              variants: Mapping[str, Mapping[str, Value]] | None = None) -> N.Module:
+    """Type-check a module. `defines` are -D values; `variants` gives const parameter values per kernel."""
+    from tessera.transpile.module_check import ModuleChecker  # noqa: PLC0415 (cycle)
+
+    return ModuleChecker(module, sink, defines, variants or {}).run()
+
