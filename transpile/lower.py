@@ -58,7 +58,7 @@ class BodyLowering:
         for name, value in fn.const_values:
             ty = next(p for p in fn.params if p.name == name).type_name
             st = SCALARS[ty]
-            self.emit(f"constexpr {st.c_compute} {c_ident(name)} = {c_literal(value, st)};",
+            self.emit(f"[[maybe_unused]] constexpr {st.c_compute} {c_ident(name)} = {c_literal(value, st)};",
                       next(p for p in fn.params if p.name == name).loc)
         layout = fn.shared
         if layout and layout.scratch_bytes:
@@ -126,7 +126,9 @@ class BodyLowering:
             tmp = f"tsr_{var}_step"
             self.emit(f"const {ty.c_compute} {tmp} = {step_c};", s.loc)
             step_c = tmp
-        if step_v is None:
+        if step_v is None and _known_positive(step):
+            cond = f"{var} < {stop_c}"
+        elif step_v is None:
             cond = f"({step_c} > 0 ? {var} < {stop_c} : {var} > {stop_c})"
         else:
             cond = f"{var} {'<' if step_v > 0 else '>'} {stop_c}"
@@ -303,9 +305,15 @@ def _printf_arg(pr: CPrinter, a: N.Expr) -> str:
     return f"({'unsigned' if ty.kind == 'uint' else 'int'})({pr.expr(a)})"
 
 
+def _known_positive(e: N.Expr) -> bool:
+    """Builtins that count something are at least 1 (so a range stepping by them counts up)."""
+    return isinstance(e, N.Call) and e.func.ref == "builtin" and e.func.id in (
+        "group_tile_count", "grid_tile_count", "group_shape", "group_count")
+
+
 def _simple(e: N.Expr) -> bool:
     return isinstance(e, (N.Name, N.IntLit)) or (isinstance(e, N.Call) and e.func.ref == "builtin"
-                                                 and e.func.id in ("group_tile_count", "grid_tile_count"))
+                                                 and e.func.id == "group_tile_count")
 
 
 def lower_function(fn: N.FuncDef, opts: Options) -> str:
