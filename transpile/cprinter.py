@@ -39,6 +39,8 @@ def c_string(text: str) -> str:
             out.append("\\" + c)
         elif c == "?":
             out.append("\\?")
+        elif c in "\n\t":
+            out.append("\\n" if c == "\n" else "\\t")
         elif 32 <= ch < 127:
             out.append(c)
         else:

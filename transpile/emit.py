@@ -100,7 +100,7 @@ def render_module(module: N.Module, opts: Options) -> tuple[str, tuple[KernelInf
             ty = SCALARS[item.elem]
             values = ", ".join(c_literal(v, ty) for v in item.folded)
             tables.append({"ctype": ty.c_compute, "name": c_ident(item.name), "dims": dims_suffix(item.shape),
-                           "values": values, "line": item.loc.line})
+                           "init": values, "line": item.loc.line})
         elif isinstance(item, N.FuncDef):
             body = lower_function(item, opts)
             if item.kind == "device":

@@ -93,8 +93,7 @@ class BodyLowering:
         self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)
         self.block(s.then)
         if len(s.orelse) == 1 and isinstance(s.orelse[0], N.If):
-            self.lines.append(INDENT * self.depth + "}")
-            self.s_If(s.orelse[0], "else ")
+            self.s_If(s.orelse[0], "} else ")
             return
         if s.orelse:
             self.emit("} else {")
@@ -168,7 +167,8 @@ class BodyLowering:
         elif name == "tcopy":
             self.emit(self.tcopy(e) + ";", s.loc)
         elif e.ty == N.VOID or name.startswith("atomic_"):
-            self.emit(self.pr.expr(e) + ";", s.loc)
+            text = self.pr.expr(e)
+            self.emit((text[len("(long long)"):] if text.startswith("(long long)atomic") else text) + ";", s.loc)
         else:
             self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
 
