@@ -239,6 +239,10 @@ class ExprChecker:
             return a, b, None
         if res.kind == "bool" and op not in ("&", "|", "^"):
             res = I32
+        if wa and ta != res and literal_adopts(ta, res):
+            a = retype(a, res)
+        if wb and tb != res and literal_adopts(tb, res):
+            b = retype(b, res)
         return a, b, res
 
     def x_BinOp(self, e: N.BinOp) -> N.Expr:
