@@ -106,3 +106,15 @@ def test_missing_file(capsys) -> None:
 def test_console_script_runs() -> None:
     p = subprocess.run([sys.executable, "-m", "tessera", SAMPLE, "-o", "-"], capture_output=True, text=True)
     assert p.returncode == 0 and "__global__" in p.stdout
+
+
+def test_internal_errors_exit_70_without_traceback(monkeypatch, capsys) -> None:
+    import tessera.compiler
+
+    def boom(*args, **kwargs):
+        raise ValueError("simulated bug")
+
+    monkeypatch.setattr(tessera.compiler, "render_module", boom)
+    assert run([SAMPLE, "-o", "-"]) == 70
+    err = capsys.readouterr().err
+    assert "internal compiler error" in err and "Traceback" not in err
