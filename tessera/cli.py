@@ -97,6 +97,9 @@ def run(argv: list[str]) -> int:
     except OSError as e:
         print(f"tesserac: error: cannot read {args.input!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
+    except CompileError as e:  # not UTF-8, or a NUL byte
+        print(e.text, file=sys.stderr)
+        return EXIT_ERROR
     try:
         if args.dump_after:
             result = compile_source(src, arch=args.arch, defines=defines, stop_after=args.dump_after)

@@ -37,15 +37,17 @@ def load_source(path: str) -> SourceFile:
 
 def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
-                   line_info: bool = False, stop_after: str | None = None) -> CompileResult:
+                   line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
+                   skip_unbound: bool = False) -> CompileResult:
     """Compile one source. Raises CompileError with every diagnostic found."""
     try:
         module = parse(src)
-        ctx = PassContext(DiagnosticSink(src), arch, dict(defines or {}), variants or {})
+        ctx = PassContext(DiagnosticSink(src), arch, dict(defines or {}), variants or {}, skip_unbound)
         module = run_passes(module, ctx, stop_after)
         if stop_after is not None:
             return CompileResult(src, module, "", ())
-        opts = Options(arch=arch, debug=debug, line_info=line_info, source_name=os.path.basename(src.path))
+        opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
+                       source_name=os.path.basename(src.path))
         text, infos = render_module(module, opts)
         return CompileResult(src, module, text, infos)
     except CompileError:

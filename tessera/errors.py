@@ -47,7 +47,12 @@ class SourceFile:
     lines: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lines", tuple(self.text.splitlines()))
+        # Lines end at "\n" only, as the lexer counts them (str.splitlines would also split at
+        # "\r", "\f", "\x1c", U+2028 and others, and then show the wrong line under a diagnostic).
+        lines = self.text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        object.__setattr__(self, "lines", tuple(ln[:-1] if ln.endswith("\r") else ln for ln in lines))
 
     def line(self, n: int) -> str:
         return self.lines[n - 1] if 1 <= n <= len(self.lines) else ""

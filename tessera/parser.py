@@ -20,7 +20,9 @@ from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
 KEYWORDS = frozenset("def const mut if elif else while for in break continue return pass and or not True False".split())
 
 
-class _IndentError(Exception):
+class _LexError(Exception):
+    """A located error found while lexing (indentation, string escapes)."""
+
     def __init__(self, loc: Loc, message: str) -> None:
         super().__init__(message)
         self.loc = loc
@@ -35,6 +37,26 @@ class TsrIndenter(Indenter):
     DEDENT_type = "_DEDENT"
     tab_len = 8
 
+    open_brackets: list[Token]
+    keyword_names: list[Token]
+
+    def process(self, stream):
+        self.open_brackets = []
+        self.keyword_names = []
+        return super().process(stream)
+
+    def _process(self, stream):
+        # As Lark's, but remembering the open brackets (for "'(' was never closed") and the
+        # keywords the contextual lexer took as names (for "unexpected keyword 'else'").
+        for token in super()._process(stream):
+            if token.type == "NAME" and str(token) in KEYWORDS:
+                self.keyword_names.append(token)
+            yield token
+            if token.type in self.OPEN_PAREN_types:
+                self.open_brackets.append(token)
+            elif token.type in self.CLOSE_PAREN_types and self.open_brackets:
+                self.open_brackets.pop()
+
     def handle_NL(self, token: Token) -> Iterator[Token]:
         if self.paren_level > 0:
             return
@@ -42,18 +64,21 @@ class TsrIndenter(Indenter):
         indent_str = token.rsplit("\n", 1)[1]
         line = (token.end_line or token.line or 1)
         if "\t" in indent_str:
-            raise _IndentError(Loc(line, indent_str.index("\t") + 1),
+            raise _LexError(Loc(line, indent_str.index("\t") + 1),
                                "tab in indentation; indent with spaces")
         indent = len(indent_str.replace("\f", ""))
         if indent > self.indent_level[-1]:
             self.indent_level.append(indent)
-            yield Token.new_borrow_pos(self.INDENT_type, indent_str, token)
+            # Located at the first character of the indented line, not at the newline before it.
+            yield Token(self.INDENT_type, indent_str, start_pos=token.end_pos, line=line,
+                        column=len(indent_str) + 1, end_line=line, end_column=len(indent_str) + 1,
+                        end_pos=token.end_pos)
         else:
             while indent < self.indent_level[-1]:
                 self.indent_level.pop()
                 yield Token.new_borrow_pos(self.DEDENT_type, indent_str, token)
             if indent != self.indent_level[-1]:
-                raise _IndentError(Loc(line, indent + 1),
+                raise _LexError(Loc(line, indent + 1),
                                    "unindent does not match any outer indentation level")
 
 
@@ -106,23 +131,68 @@ def _syntax_error(err: UnexpectedInput, src: SourceFile) -> Diagnostic:
         tok = err.token
         line = tok.line or src.text.count("\n") + 1
         col = tok.column or 1
+        # What the parser accepts here (err.expected is only what the contextual lexer tried).
+        try:
+            expected = set(err.accepts or ()) or set(err.expected)
+        except Exception:  # noqa: BLE001 - a better message is not worth a crash
+            expected = set(err.expected)
+        opened = _unclosed_bracket(tok, src)
+        if opened is not None:
+            return Diagnostic(f"'{opened}' was never closed", Loc(opened.line, opened.column))
+        kw = _keyword_before(tok)
+        if kw is not None:
+            return Diagnostic(f"unexpected keyword '{kw}'", Loc(kw.line, kw.column))
         if tok.type == "_INDENT":
             return Diagnostic("unexpected indent", Loc(line, col))
-        if tok.type == "_NL" and "_INDENT" in err.expected and len(err.expected) == 1:
-            return Diagnostic("expected an indented block", Loc(line, col))
+        if expected == {"_INDENT"}:
+            # After 'if c:' and a newline, the suite's first line is not indented.
+            lno = tok.line if tok.type not in ("_NL", "$END", "_DEDENT") else tok.end_line or tok.line
+            lno = lno or len(src.lines) + 1
+            if tok.type in ("_NL", "_DEDENT"):
+                col = len(str(tok).rsplit("\n", 1)[-1]) + 1
+            if lno > len(src.lines) or tok.type == "$END":  # the file ends after the ':'
+                lno = max(1, len(src.lines))
+                col = len(src.line(lno)) + 1
+            return Diagnostic("expected an indented block", Loc(lno, col))
         if tok.type == "_NL" or tok.type == "$END":
             # Point at the end of the line that is unfinished.
             lno = tok.line or len(src.lines)
             text = src.line(lno)
             stripped = text.split("#", 1)[0].rstrip()
-            return Diagnostic(f"unexpected end of line{_expected(err.expected)}", Loc(lno, len(stripped) + 1))
+            return Diagnostic(f"unexpected end of line{_expected(expected)}", Loc(lno, len(stripped) + 1))
         if tok.type == "NAME" and str(tok) in KEYWORDS:
-            return Diagnostic(f"unexpected keyword {str(tok)!r}{_expected(err.expected)}", Loc(line, col))
-        return Diagnostic(f"unexpected {_describe(tok)}{_expected(err.expected)}", Loc(line, col))
+            return Diagnostic(f"unexpected keyword {str(tok)!r}{_expected(expected)}", Loc(line, col))
+        return Diagnostic(f"unexpected {_describe(tok)}{_expected(expected)}", Loc(line, col))
     if isinstance(err, UnexpectedEOF):
         n = max(1, len(src.lines))
         return Diagnostic("unexpected end of file", Loc(n, len(src.line(n)) + 1))
     return Diagnostic(f"syntax error: {err}", Loc(getattr(err, "line", 1) or 1, getattr(err, "column", 1) or 1))
+
+
+def _unclosed_bracket(tok: Token, src: SourceFile) -> Token | None:
+    """The innermost open bracket when the parser stopped at the start of a later line (or at the
+    end of the file): then the likely mistake is the bracket that was never closed."""
+    opened = getattr(_parser().options.postlex, "open_brackets", None)
+    if not opened:
+        return None
+    last = opened[-1]
+    if tok.type in ("$END", "_DEDENT"):  # inside brackets, dedents come only at the end of the file
+        return last
+    if not tok.line or tok.line <= (last.line or 0):
+        return None
+    before = src.line(tok.line)[: max(0, (tok.column or 1) - 1)]
+    return last if before.strip() == "" else None
+
+
+def _keyword_before(tok: Token) -> Token | None:
+    """A keyword taken as a name earlier on the line where the parser stopped (`else:` where no
+    'if' is open reads as the start of `else: TYPE = value`)."""
+    names = getattr(_parser().options.postlex, "keyword_names", None) or []
+    line, col = tok.line or 0, tok.column or 0
+    for kw in names:
+        if kw.line == line and (kw.column or 0) < col:
+            return kw
+    return None
 
 
 def decode_source(data: bytes, path: str) -> SourceFile:
@@ -135,6 +205,8 @@ def decode_source(data: bytes, path: str) -> SourceFile:
         col = len(before.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")) + 1
         src = SourceFile(path, data.decode("utf-8", "replace"))
         raise CompileError([Diagnostic("source is not valid UTF-8", Loc(line, col))], src) from None
+    if text.startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the program
+        text = text[1:]
     src = SourceFile(path, text)
     if "\x00" in text:
         pos = text.index("\x00")
@@ -144,17 +216,27 @@ def decode_source(data: bytes, path: str) -> SourceFile:
     return src
 
 
+def _keyword_names(tree: Tree) -> list[Diagnostic]:
+    """Keywords the contextual lexer took as names where only a name fits (`def = 3`)."""
+    found = tree.scan_values(lambda v: isinstance(v, Token) and v.type == "NAME" and str(v) in KEYWORDS)
+    return [Diagnostic(f"'{t}' is a keyword and cannot be used as a name", Loc(t.line or 1, t.column or 1))
+            for t in sorted(found, key=lambda t: (t.line or 0, t.column or 0))]
+
+
 def parse(src: SourceFile) -> N.Module:
     text = src.text if src.text.endswith("\n") else src.text + "\n"
     try:
         tree = _parser().parse(text)
+        bad = _keyword_names(tree)
+        if bad:
+            raise CompileError(bad, src)
         return _Build(src.path).transform(tree)
-    except _IndentError as e:
+    except _LexError as e:
         raise CompileError([Diagnostic(e.message, e.loc)], src) from None
     except UnexpectedInput as e:
         raise CompileError([_syntax_error(e, src)], src) from None
     except VisitError as e:
-        if isinstance(e.orig_exc, _IndentError):
+        if isinstance(e.orig_exc, _LexError):
             raise CompileError([Diagnostic(e.orig_exc.message, e.orig_exc.loc)], src) from None
         raise
 
@@ -380,7 +462,8 @@ class _Build(Transformer):
 
     def str_lit(self, meta, c):
         raw = str(c[0])[1:-1]
-        return N.StrLit(_loc(c[0]), _unescape(raw))
+        loc = _loc(c[0])
+        return N.StrLit(loc, _unescape(raw, loc))
 
     def true_lit(self, meta, c):
         return N.BoolLit(_iloc(meta), True)
@@ -399,17 +482,23 @@ class _Build(Transformer):
         return tuple(x for x in c if x is not None)
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "r": "\r", "0": "\0"}
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "r": "\r"}
 
 
-def _unescape(raw: str) -> str:
+def _unescape(raw: str, loc: Loc = Loc(1, 1)) -> str:
     out: list[str] = []
     i = 0
     while i < len(raw):
         ch = raw[i]
         if ch == "\\" and i + 1 < len(raw):
             nxt = raw[i + 1]
-            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            if nxt not in _ESCAPES:
+                # A string never spans lines: the escape is on the literal's line, after its quote.
+                shown = repr(nxt)[1:-1] if nxt.isprintable() else f"U+{ord(nxt):04X}"
+                raise _LexError(Loc(loc.line, loc.col + 1 + i),
+                                   f"unknown escape sequence '\\{shown}' in a string; the escapes are "
+                                   "\\n, \\t, \\r, \\\" and \\\\")
+            out.append(_ESCAPES[nxt])
             i += 2
         else:
             out.append(ch)

@@ -64,11 +64,12 @@ def store_fn(ty: ScalarType) -> str | None:
 class CPrinter:
     """Prints expressions of one function. `tile` is the group shape (kernels only)."""
 
-    def __init__(self, fn: N.FuncDef, debug: bool = False) -> None:
+    def __init__(self, fn: N.FuncDef, debug: bool = False, check_bounds: bool = False) -> None:
         self.fn = fn
         self.tile = fn.config.tile if fn.config else ()
         self.nt = fn.config.tile_count if fn.config else 0
         self.debug = debug
+        self.check_bounds = check_bounds
 
     def expr(self, e: N.Expr) -> str:
         return self.p(e)[0]
@@ -193,15 +194,24 @@ class CPrinter:
         base = c_ident(e.base.id)
         bt = e.base.ty
         if isinstance(bt, N.TensorType):
-            return f"{base}[{self.flat_index(e.indices, bt.dims)}]"
-        return base + "".join(f"[{self.expr(i)}]" for i in e.indices)
+            idx = [self.checked(i, self.expr(d), e.base.id, k) for k, (i, d) in enumerate(zip(e.indices, bt.dims))]
+            return f"{base}[{self.flat_index(idx, bt.dims)}]"
+        return base + "".join(f"[{self.checked(i, str(n), e.base.id, k)[0]}]"
+                              for k, (i, n) in enumerate(zip(e.indices, bt.shape)))
 
-    def flat_index(self, indices: tuple[N.Expr, ...], dims: tuple[N.Expr, ...]) -> str:
-        text, prec = self.p(indices[0])
-        for i, d in zip(indices[1:], dims[1:]):
+    def checked(self, i: N.Expr, extent: str, array: str, dim: int) -> tuple[str, int]:
+        """An index, wrapped in a bounds check when compiling with check_bounds."""
+        if not self.check_bounds:
+            return self.p(i)
+        return (f"tsr_check_index({self.expr(i)}, {extent}, {c_string(self.fn.name)}, {c_string(array)}, "
+                f"{dim}, {i.loc.line})"), PRIMARY
+
+    def flat_index(self, indices: list[tuple[str, int]], dims: tuple[N.Expr, ...]) -> str:
+        text, prec = indices[0]
+        for (i, iprec), d in zip(indices[1:], dims[1:]):
             dim = self.expr(d)
             left = text if prec >= MUL else f"({text})"
-            text, prec = f"{left} * {dim} + {self.wrap(i, ADD + 1)}", ADD
+            text, prec = f"{left} * {dim} + {i if iprec > ADD else f'({i})'}", ADD
         return text
 
     def p_Call(self, e: N.Call) -> tuple[str, int]:

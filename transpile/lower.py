@@ -19,6 +19,7 @@ class Options:
     arch: str = "sm_90"
     debug: bool = False
     line_info: bool = False
+    check_bounds: bool = False
     source_name: str = "input.tsr"
 
 
@@ -35,7 +36,7 @@ class BodyLowering:
     def __init__(self, fn: N.FuncDef, opts: Options) -> None:
         self.fn = fn
         self.opts = opts
-        self.pr = CPrinter(fn, opts.debug)
+        self.pr = CPrinter(fn, opts.debug, opts.check_bounds)
         self.lines: list[str] = []
         self.depth = 1
         self.hoisted = {name for name, _ in fn.hoisted}

@@ -22,13 +22,15 @@ def _kind(v: Value) -> str:
 
 class ModuleChecker:
     def __init__(self, module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Value],
-                 variants: Mapping[str, Mapping[str, Value]]) -> None:
+                 variants: Mapping[str, Mapping[str, Value]], skip_unbound: bool = False) -> None:
         self.module = module
         self.sink = sink
         self.defines = dict(defines)
         self.variants = variants
         self.syms: dict[str, Sym] = {}
         self.used_defines: set[str] = set()
+        self.skip_unbound = skip_unbound
+        self.unbound: list[str] = []   # kernels left out because a const parameter has no value
 
     def declare(self, name: str, loc: Loc, sym: Sym) -> bool:
         if name in BUILTIN_NAMES or name == "tshared":
@@ -219,6 +221,9 @@ class ModuleChecker:
         elif p.name in self.defines:
             value = self.override(p.name, p.loc, value if value is not None else self.defines[p.name],
                                   "const parameter")
+        if value is None and self.skip_unbound:
+            self.unbound.append(fn.name)
+            return None
         if value is None:
             self.sink.error(p.loc, f"const parameter '{p.name}' of '{fn.name}' has no value; give it a default "
                             f"or pass -D {p.name}=VALUE")

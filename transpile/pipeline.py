@@ -20,13 +20,14 @@ class PassContext:
     arch: str
     defines: Mapping[str, Value]
     variants: Mapping[str, Mapping[str, Value]]
+    skip_unbound: bool = False  # leave out kernels whose const parameters have no value yet
 
 
 Pass = Callable[[N.Module, PassContext], N.Module]
 
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("parse", lambda m, ctx: m),
-    ("typecheck", lambda m, ctx: typecheck(m, ctx.sink, ctx.defines, ctx.variants)),
+    ("typecheck", lambda m, ctx: typecheck(m, ctx.sink, ctx.defines, ctx.variants, ctx.skip_unbound)),
     ("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink)),
     ("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
 )

@@ -455,9 +455,9 @@ def _target_name(t: N.Expr) -> str:
 
 
 def typecheck(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Value],
-              variants: Mapping[str, Mapping[str, Value]] | None = None) -> N.Module:
+              variants: Mapping[str, Mapping[str, Value]] | None = None, skip_unbound: bool = False) -> N.Module:
     """Type-check a module. `defines` are -D values; `variants` gives const parameter values per kernel."""
     from tessera.transpile.module_check import ModuleChecker  # noqa: PLC0415 (cycle)
 
-    return ModuleChecker(module, sink, defines, variants or {}).run()
+    return ModuleChecker(module, sink, defines, variants or {}, skip_unbound).run()
 
