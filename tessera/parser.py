@@ -160,7 +160,7 @@ def _syntax_error(err: UnexpectedInput, src: SourceFile) -> Diagnostic:
             text = src.line(lno)
             stripped = text.split("#", 1)[0].rstrip()
             return Diagnostic(f"unexpected end of line{_expected(expected)}", Loc(lno, len(stripped) + 1))
-        if tok.type == "NAME" and str(tok) in KEYWORDS:
+        if str(tok) in KEYWORDS and tok.type in ("NAME", str(tok).upper()):
             return Diagnostic(f"unexpected keyword {str(tok)!r}{_expected(expected)}", Loc(line, col))
         return Diagnostic(f"unexpected {_describe(tok)}{_expected(expected)}", Loc(line, col))
     if isinstance(err, UnexpectedEOF):

@@ -27,7 +27,8 @@ ATOMICS = {"atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and",
 NOT_YET = {"tcopy_async": "tcopy_async", "tcommit": "tcommit", "twait": "twait"}
 SCOPES = ("group", "device", "mesh")
 
-_FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?([a-zA-Z%])")
+_FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
+_FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]+[a-zA-Z]?")
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -220,6 +221,9 @@ class CallChecker(ExprChecker):
         pos, k = 0, 0
         text = fmt.value
         for m in _FMT_SPEC.finditer(text):
+            if "%" in text[pos:m.start()]:
+                self.sink.error(fmt.loc, "tprint format has a stray '%'; write '%%' for a percent sign")
+                return e
             out.append(text[pos:m.start()])
             pos = m.end()
             flags, width, prec, conv = m.groups()
@@ -228,6 +232,11 @@ class CallChecker(ExprChecker):
                 continue
             if "*" in (width or "") or "*" in (prec or ""):
                 self.sink.error(fmt.loc, "tprint format: '*' widths are not supported")
+                return e
+            if conv in "hlLqjzt":
+                spec = _FMT_LENGTH.match(text, m.start()).group(0)
+                self.sink.error(fmt.loc, f"tprint format: drop the length modifier in '{spec}'; the argument's "
+                                "type decides it (write %d for any integer, %f for any float)")
                 return e
             if conv not in "diuxXofFeEgGc":
                 self.sink.error(fmt.loc, f"tprint format: unsupported conversion '%{conv}'")
@@ -244,11 +253,14 @@ class CallChecker(ExprChecker):
                 kind = "a float" if want_float else "an integer"
                 self.sink.error(a.loc, f"tprint format '%{conv}' needs {kind} argument, got {a.ty}")
                 continue
+            if conv == "c" and a.ty.bits == 64:
+                self.sink.error(a.loc, f"tprint format '%c' needs an integer of at most 32 bits, got {a.ty}")
+                continue
             length = "ll" if (not want_float and a.ty.bits == 64) else ""
             out.append(f"%{flags}{width or ''}{'.' + prec if prec is not None else ''}{length}{conv}")
         out.append(text[pos:])
-        if "%" in "".join(out).replace("%%", "").replace("%", "", 0) and _stray_percent(text[pos:]):
-            self.sink.error(fmt.loc, "tprint format has a stray '%'")
+        if "%" in text[pos:]:
+            self.sink.error(fmt.loc, "tprint format has a stray '%'; write '%%' for a percent sign")
             return e
         if k != len(args):
             self.sink.error(e.loc, f"tprint format has {k} conversions but {len(args)} arguments were given")
@@ -457,6 +469,11 @@ class CallChecker(ExprChecker):
         if len(e.args) != len(fn.params):
             self.sink.error(e.loc, f"{fn.name}() takes {len(fn.params)} arguments, got {len(e.args)}")
             return e
+        if any(p.type_name not in SCALARS for p in fn.params) or (fn.ret is not None and fn.ret not in SCALARS):
+            # The signature has an unknown type, already reported at the definition.
+            for a in e.args:
+                self.scalar_expr(a, "argument")
+            return e
         args = []
         for a, p in zip(e.args, fn.params):
             t = self.scalar_expr(a, f"argument '{p.name}' of {fn.name}()")
@@ -476,10 +493,6 @@ def _prod(t: tuple[int, ...]) -> int:
 
 def _root(v: N.Expr) -> str:
     return v.base.id if isinstance(v, N.Index) and isinstance(v.base, N.Name) else "?"
-
-
-def _stray_percent(tail: str) -> bool:
-    return "%" in tail.replace("%%", "")
 
 
 __all__ = ["CallChecker", "same_expr", "is_scalar", "BOOL", "Loc"]

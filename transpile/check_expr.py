@@ -105,6 +105,13 @@ class ExprChecker:
         except NotConstant as nc:
             why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
             loc = nc.loc or e.loc
+            name = _name_at(e, loc)
+            sym = self.lookup(name.id) if name is not None else None
+            if sym is not None and sym.ref in _RUNTIME_WHAT:
+                why = f" ('{name.id}' is {_RUNTIME_WHAT[sym.ref]})"
+                if sym.ref == "param" and isinstance(sym.ty, ScalarType):
+                    why = f" ('{name.id}' is a parameter passed at launch; declare it '{name.id}: const {sym.ty}' " \
+                          "for a compile-time value)"
             self.sink.error(loc, f"{what} must be a compile-time constant{why}")
             return None
 
@@ -349,6 +356,30 @@ class ExprChecker:
     def x_Slice(self, e: N.Slice) -> N.Expr:
         self.sink.error(e.loc, "a slice is only allowed inside [] of a tcopy argument")
         return e
+
+
+_RUNTIME_WHAT = {
+    "shape": "a shape symbol, known only at launch",
+    "param": "a parameter passed at launch",
+    "local": "a variable", "loopvar": "a loop variable",
+}
+
+
+def _name_at(e: object, loc: Loc | None) -> N.Name | None:
+    """The name at `loc` inside expression `e` (where a constant evaluation stopped)."""
+    if isinstance(e, N.Name):
+        return e if e.loc == loc else None
+    if not dataclasses.is_dataclass(e):
+        return None
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, (N.Name, N.BinOp, N.Unary, N.Call, N.Compare, N.BoolOp, N.Ternary, N.Index,
+                              N.TupleLit, N.Keyword)):
+                found = _name_at(x, loc)
+                if found is not None:
+                    return found
+    return None
 
 
 def _base_name(e: N.Expr) -> str:

@@ -6,39 +6,17 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
-from dataclasses import dataclass
 
 import jinja2
 
 from tessera import nodes as N
+from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.dtypes import SCALARS, ScalarType, c_literal
 from tessera.transpile.consts import type_of_value
 from tessera.transpile.lower import Options, dims_suffix, lower_function
 from tessera.transpile.names import c_ident
 
 VERSION = "0.1.0"
-
-
-@dataclass(frozen=True)
-class ParamInfo:
-    name: str
-    kind: str                      # tensor | scalar | shape
-    dtype: str                     # .tsr scalar type name
-    dims: tuple[int | str, ...] = ()  # tensors: ints and shape-symbol names ("grid_groups" too)
-    mut: bool = False
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """How to launch one emitted kernel: C parameters in order, group shape, shared memory."""
-
-    name: str
-    c_name: str
-    params: tuple[ParamInfo, ...]
-    tile: tuple[int, ...]
-    dynamic_smem: int
-    const_values: tuple[tuple[str, int | float | bool], ...]
-    line: int
 
 
 def _template_source(name: str) -> str:

@@ -915,7 +915,11 @@ struct StackArena {
   size_t map_bytes, slot_bytes, stack_bytes;
   unsigned count;
   StackArena* next;
-  unsigned char* top(unsigned i) const { return base + static_cast<size_t>(i + 1) * slot_bytes; }
+  // Stack tops are staggered by 64 bytes per tile (up to 4 KiB) so that the
+  // tiles' hot frames do not all fall into the same L1 cache set.
+  unsigned char* top(unsigned i) const {
+    return base + static_cast<size_t>(i + 1) * slot_bytes - static_cast<size_t>(i % 64u) * 64u;
+  }
 };
 
 struct Worker {
@@ -938,6 +942,15 @@ struct Worker {
 };
 
 inline thread_local Worker* t_worker = nullptr;
+
+// A fiber never migrates between OS threads, and the tile it runs never
+// changes, so for code running in a fiber these two are constant: declaring
+// them `const` (and out of line, so GCC keeps the attribute) lets the
+// compiler compute them once per kernel activation instead of reloading the
+// thread-local after every scheduling point (a __tls_get_addr call each in a
+// shared library).  Only code that runs inside a fiber may call them.
+__attribute__((const, noinline)) inline Worker* fiber_worker() { return t_worker; }
+__attribute__((const, noinline)) inline Tile* fiber_tile() { return t_worker->cur; }
 
 // --- Fiber stacks ----------------------------------------------------------
 // One arena of `count` stacks per worker, each with a PROT_NONE guard page
@@ -1109,8 +1122,8 @@ inline void barrier_release(Worker* w) {
 }
 
 inline unsigned long long barrier_arrive(int pred) {
-  Worker* w = t_worker;
-  Tile* t = w->cur;
+  Worker* w = fiber_worker();
+  Tile* t = fiber_tile();
   w->bar_pred += (pred != 0);
   if (++w->bar_arrived == w->live) {
     const unsigned long long r = (static_cast<unsigned long long>(w->bar_arrived) << 32) | w->bar_pred;
@@ -1185,8 +1198,8 @@ inline void warp_recheck(Worker* w, unsigned wi) {
 }
 
 inline unsigned long long warp_op(unsigned mask, unsigned char op, unsigned long long val, int b, unsigned c) {
-  Worker* w = t_worker;
-  Tile* t = w->cur;
+  Worker* w = fiber_worker();
+  Tile* t = fiber_tile();
   Warp& wp = w->warps[t->warp];
   const unsigned bit = 1u << t->lane;
   const unsigned need = (mask | bit) & wp.live;
@@ -1336,7 +1349,7 @@ inline void* worker_thread(void* arg) {
 
 }  // namespace detail
 
-inline unsigned char* dynamic_smem() { return detail::t_worker->dyn_smem; }
+inline unsigned char* dynamic_smem() { return detail::fiber_worker()->dyn_smem; }
 
 }  // namespace tsr
 
@@ -1346,10 +1359,10 @@ inline unsigned char* dynamic_smem() { return detail::t_worker->dyn_smem; }
 
 namespace tsr {
 namespace detail {
-inline const uint3& cur_thread_idx() { return t_worker->cur->tid; }
-inline const uint3& cur_block_idx() { return t_worker->block_idx; }
-inline const dim3& cur_block_dim() { return t_worker->block_dim; }
-inline const dim3& cur_grid_dim() { return t_worker->grid_dim; }
+inline const uint3& cur_thread_idx() { return fiber_tile()->tid; }
+inline const uint3& cur_block_idx() { return fiber_worker()->block_idx; }
+inline const dim3& cur_block_dim() { return fiber_worker()->block_dim; }
+inline const dim3& cur_grid_dim() { return fiber_worker()->grid_dim; }
 
 template <class T>
 inline unsigned long long to_bits(T v) {
@@ -1408,22 +1421,22 @@ inline void __syncwarp(unsigned int mask = 0xffffffffu) { tsr::detail::warp_op(m
 // converged at this point; here lanes run ahead to their next warp operation,
 // so lanes that have returned from the kernel are already gone.)
 inline unsigned int __activemask() {
-  const tsr::detail::Worker* w = tsr::detail::t_worker;
-  return w->warps[w->cur->warp].live;
+  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
+  return w->warps[tsr::detail::fiber_tile()->warp].live;
 }
 inline unsigned int __ballot_sync(unsigned int mask, int pred) {
   return static_cast<unsigned int>(tsr::detail::warp_op(mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
 }
 inline int __any_sync(unsigned int mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned int mask, int pred) {
-  const tsr::detail::Worker* w = tsr::detail::t_worker;
-  const unsigned need = (mask | (1u << w->cur->lane)) & w->warps[w->cur->warp].live;
+  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
+  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
   return __ballot_sync(mask, pred) == need;
 }
 inline int __uni_sync(unsigned int mask, int pred) {
   const unsigned b = __ballot_sync(mask, pred);
-  const tsr::detail::Worker* w = tsr::detail::t_worker;
-  const unsigned need = (mask | (1u << w->cur->lane)) & w->warps[w->cur->warp].live;
+  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
+  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
   return b == 0 || b == need;
 }
 

@@ -1,0 +1,148 @@
+"""The CPU backend: the emitted CUDA C compiled with the host prelude into a shared library
+(cached on disk), loaded with ctypes, and launched with GPU semantics (one fiber per tile)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tessera.errors import LaunchError
+from tessera.kernel_info import KernelInfo, ParamInfo
+from tessera.runtime.launch_args import Bound
+
+# C types of scalar parameters as the emitted kernels declare them (compute types).
+_C_SCALAR = {"bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+             "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int", "u64": "unsigned long long",
+             "f16": "float", "bf16": "float", "f32": "float", "f64": "double"}
+_C_STORAGE = dict(_C_SCALAR, f16="__half", bf16="__nv_bfloat16")
+_CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
+           "u64": ctypes.c_uint64, "f16": ctypes.c_float, "bf16": ctypes.c_float, "f32": ctypes.c_float,
+           "f64": ctypes.c_double}
+
+
+def _c_param(p: ParamInfo) -> str:
+    if p.kind == "tensor":
+        ty = _C_STORAGE[p.dtype]
+        return f"{ty}*" if p.mut else f"const {ty}*"
+    return _C_SCALAR[p.dtype]
+
+
+def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
+    """One `extern "C" int tsr_launch_<kernel>(cfg, args)` per kernel, unpacking a void*[]."""
+    out = ['#include "kernel.cu"', ""]
+    for k in kernels:
+        out.append(f'extern "C" int tsr_launch_{k.c_name}(const tsr_launch_config* cfg, void** args) {{')
+        names = []
+        for i, p in enumerate(k.params):
+            t = _c_param(p)
+            out.append(f"    {t} a{i} = *static_cast<{t}*>(args[{i}]);")
+            names.append(f"a{i}")
+        out.append(f'    return tsr::launch(cfg, [=] {{ {k.c_name}({", ".join(names)}); }}, "{k.name}");')
+        out.append("}")
+        out.append("")
+    return "\n".join(out)
+
+
+def library_key(cuda: str, wrapper: str) -> str:
+    from tessera.runtime.cache import cache_key
+    from tessera.runtime.host_build import BASE_FLAGS, find_cxx, host_header_path
+
+    return cache_key("cpu-library", cuda, wrapper, " ".join(BASE_FLAGS), _compiler_identity(find_cxx()),
+                     host_header_path().read_bytes())
+
+
+_IDENTITY: dict[str, str] = {}
+
+
+def _compiler_identity(cxx: list[str]) -> str:
+    key = " ".join(cxx)
+    if key not in _IDENTITY:
+        import subprocess
+
+        try:
+            out = subprocess.run([*cxx, "--version"], capture_output=True, text=True, check=False).stdout
+        except OSError:
+            out = ""
+        _IDENTITY[key] = key + "\n" + out
+    return _IDENTITY[key]
+
+
+def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path]:
+    """The cached shared library for this emitted code: (cache key, path)."""
+    from tessera.runtime.cache import DiskCache
+    from tessera.runtime.host_build import build_shared_library
+
+    wrapper = wrapper_source(kernels)
+    key = library_key(cuda, wrapper)
+    cache = DiskCache("cpu")
+    hit = cache.get_file(key, ".so")
+    if hit is not None:
+        return key, hit
+    with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
+        out = Path(tmp) / f"{key}.so"
+        build_shared_library(cuda, wrapper, out)
+        stored = cache.put_file(key, ".so", out)
+        if stored is not None and stored.exists():
+            return key, stored
+        # No usable cache: keep a private copy whose name holds the content hash.
+        private = Path(tempfile.gettempdir()) / f"tessera-{os.getpid()}-{key[:16]}.so"
+        os.replace(out, private)
+        return key, private
+
+
+def cached_library(key: str) -> Path | None:
+    from tessera.runtime.cache import DiskCache
+
+    return DiskCache("cpu").get_file(key, ".so")
+
+
+def _default_threads() -> int:
+    env = os.environ.get("TESSERA_CPU_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+class CpuLibrary:
+    """A loaded kernel library."""
+
+    def __init__(self, path: Path) -> None:
+        from tessera.runtime.host_build import load_library
+
+        self.path = path
+        self.lib = load_library(path)
+
+    def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
+               num_threads: int | None = None) -> None:
+        from tessera.runtime.host_build import launch
+
+        arrays = bound.arrays
+        if check_bounds:
+            # Run on copies so that a failing launch leaves the caller's arrays untouched.
+            arrays = {k: (np.array(v, copy=True) if _is_mut(info, k) else v) for k, v in arrays.items()}
+        args: list = []
+        for p in info.params:
+            if p.kind == "tensor":
+                args.append(ctypes.c_void_p(arrays[p.name].ctypes.data))
+            elif p.kind == "shape":
+                args.append(ctypes.c_int32(bound.shapes[p.name]))
+            else:
+                args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
+        try:
+            launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, info.dynamic_smem, args,
+                   num_threads=num_threads or _default_threads())
+        except LaunchError as e:
+            raise LaunchError(f"{info.name}: {e}") if not str(e).startswith(info.name) else e
+        if check_bounds:
+            for k, v in arrays.items():
+                if _is_mut(info, k):
+                    np.copyto(bound.arrays[k], v)
+
+
+def _is_mut(info: KernelInfo, name: str) -> bool:
+    return any(p.name == name and p.mut for p in info.params)

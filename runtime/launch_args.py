@@ -1,0 +1,156 @@
+"""Launch arguments: checking what the user passed against a kernel's parameters and binding
+shape symbols and the grid. One implementation for every backend: nothing is launched and
+nothing is written unless every check passes; each error names the parameter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tessera.errors import LaunchError
+from tessera.kernel_info import KernelInfo, ParamInfo
+
+INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-(2**31), 2**31 - 1),
+              "i64": (-(2**63), 2**63 - 1), "u8": (0, 2**8 - 1), "u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1),
+              "u64": (0, 2**64 - 1)}
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
+    """NumPy dtypes accepted for a .tsr element type (bf16: ml_dtypes' bfloat16, or raw uint16 bits)."""
+    if tsr_type == "bf16":
+        out = [np.dtype(np.uint16)]
+        try:
+            import ml_dtypes
+
+            out.insert(0, np.dtype(ml_dtypes.bfloat16))
+        except ImportError:
+            pass
+        return tuple(out)
+    from tessera.dtypes import SCALARS
+
+    return (np.dtype(SCALARS[tsr_type].numpy),)
+
+
+@dataclass
+class Bound:
+    """Checked arguments in the kernel's C parameter order."""
+
+    grid: tuple[int, int, int]
+    arrays: dict[str, Any]        # tensor parameter -> the user's array (or device object)
+    scalars: dict[str, int | float | bool]
+    shapes: dict[str, int]
+
+
+def _fail(kernel: str, param: str, message: str) -> LaunchError:
+    return LaunchError(f"{kernel}(): parameter '{param}': {message}")
+
+
+def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
+    dims = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid) if isinstance(grid, (tuple, list)) else None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
+        raise LaunchError(f"{kernel}(): grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    for d, limit in zip(dims, MAX_GRID):
+        if not 1 <= d <= limit:
+            raise LaunchError(f"{kernel}(): grid dimension {d} is out of range (1..{limit})")
+    return dims
+
+
+def _is_device_array(obj: Any) -> bool:
+    return hasattr(obj, "__cuda_array_interface__") or (hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray))
+
+
+def _check_array(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str],
+                 device_ok: bool) -> Any:
+    if not isinstance(value, np.ndarray):
+        if device_ok and _is_device_array(value):
+            return value
+        raise _fail(info.name, p.name, f"expected a NumPy array of {p.dtype}, got {type(value).__name__}")
+    accepted = numpy_dtypes(p.dtype)
+    if value.dtype not in accepted:
+        names = " or ".join(str(d) for d in accepted)
+        raise _fail(info.name, p.name, f"expected dtype {names} ({p.dtype}), got {value.dtype}")
+    if value.ndim != len(p.dims):
+        raise _fail(info.name, p.name, f"expected {len(p.dims)} dimension{'s' if len(p.dims) != 1 else ''}, "
+                    f"got an array of shape {value.shape}")
+    if not value.flags.c_contiguous:
+        raise _fail(info.name, p.name, "the array is not C-contiguous; pass np.ascontiguousarray(...)")
+    if p.mut and not value.flags.writeable:
+        raise _fail(info.name, p.name, "the array is read-only but the parameter is mut")
+    if value.size >= 2**31:
+        raise _fail(info.name, p.name, f"arrays are limited to 2**31 - 1 elements, this one has {value.size}")
+    for axis, (want, got) in enumerate(zip(p.dims, value.shape)):
+        if isinstance(want, int):
+            if got != want:
+                raise _fail(info.name, p.name, f"dimension {axis} must be {want}, got {got}")
+            continue
+        if want in shapes and shapes[want] != got:
+            raise _fail(info.name, p.name, f"shape symbol '{want}' is {got} here but {shapes[want]} from "
+                        f"{origin[want]}")
+        shapes[want] = got
+        origin[want] = f"'{p.name}' dimension {axis}"
+    return value
+
+
+def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | bool:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if p.dtype == "bool":
+        if not isinstance(value, bool):
+            raise _fail(info.name, p.name, f"expected a bool, got {type(value).__name__}")
+        return value
+    if p.dtype in INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(info.name, p.name, f"expected an integer ({p.dtype}), got {type(value).__name__}")
+        lo, hi = INT_RANGES[p.dtype]
+        if not lo <= value <= hi:
+            raise _fail(info.name, p.name, f"{value} is out of range for {p.dtype} ({lo}..{hi})")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(info.name, p.name, f"expected a number ({p.dtype}), got {type(value).__name__}")
+    return float(value)
+
+
+def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, device_ok: bool = False) -> Bound:
+    """Check `args`/`kwargs` against `info`; raises LaunchError naming the parameter."""
+    user = [p for p in info.params if p.kind != "shape"]
+    if len(args) > len(user):
+        raise LaunchError(f"{info.name}() takes {len(user)} arguments ({', '.join(p.name for p in user)}), "
+                          f"got {len(args)}")
+    values: dict[str, Any] = {p.name: a for p, a in zip(user, args)}
+    for name, v in kwargs.items():
+        if not any(p.name == name for p in user):
+            raise LaunchError(f"{info.name}() got an unexpected keyword argument '{name}'")
+        if name in values:
+            raise LaunchError(f"{info.name}() got two values for parameter '{name}'")
+        values[name] = v
+    missing = [p.name for p in user if p.name not in values]
+    if missing:
+        raise LaunchError(f"{info.name}() is missing argument{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+    shapes: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    explicit = normalize_grid(info.name, grid) if grid is not None else None
+    if explicit is not None:
+        shapes["grid_groups"] = explicit[0] * explicit[1] * explicit[2]
+        origin["grid_groups"] = "the grid"
+    arrays: dict[str, Any] = {}
+    scalars: dict[str, int | float | bool] = {}
+    for p in user:
+        if p.kind == "tensor":
+            arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
+        else:
+            scalars[p.name] = _check_scalar(info, p, values[p.name])
+    for p in info.params:
+        if p.kind == "shape" and p.name not in shapes:
+            raise LaunchError(f"{info.name}(): shape symbol '{p.name}' is not bound by any argument")
+        if p.kind == "shape" and shapes[p.name] >= 2**31:
+            raise LaunchError(f"{info.name}(): shape symbol '{p.name}' = {shapes[p.name]} does not fit in i32")
+    if explicit is None:
+        if "grid_groups" not in shapes:
+            raise LaunchError(f"{info.name}(): no grid given and no parameter's shape uses grid_groups; "
+                              f"pass grid=N or launch as {info.name}[N](...)")
+        explicit = normalize_grid(info.name, shapes["grid_groups"])
+    return Bound(explicit, arrays, scalars, shapes)

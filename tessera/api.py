@@ -1,0 +1,215 @@
+"""The Python interface (spec section 11): `load`, `compile`, modules with one attribute per
+kernel, and launches on the CPU backend (the CUDA backend shares the same interface).
+
+A compiled variant (source, options, const values) is cached on disk as JSON metadata
+plus the compiled library, so a warm start neither parses nor transpiles anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tessera.errors import LaunchError, TesseraError
+from tessera.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
+
+BACKENDS = ("auto", "cpu", "cuda")
+FORMAT = "1"
+
+
+def select_backend(requested: str) -> tuple[str, str]:
+    """(backend, reason). `TESSERA_BACKEND` overrides the request."""
+    env = os.environ.get("TESSERA_BACKEND", "").strip().lower()
+    choice = env or requested
+    if choice not in BACKENDS:
+        where = "TESSERA_BACKEND" if env else "backend="
+        raise TesseraError(f"{where} must be one of {', '.join(BACKENDS)}, not {choice!r}")
+    if choice == "cpu":
+        return "cpu", "requested"
+    from tessera.runtime.devices import cuda_status
+
+    ok, why = cuda_status()
+    if choice == "cuda":
+        if not ok:
+            raise TesseraError(f"backend='cuda' is not available: {why}")
+        return "cuda", why
+    return ("cuda", why) if ok else ("cpu", why)
+
+
+class Module:
+    """A loaded .tsr module: `mod.name` or `mod["name"]` is a kernel."""
+
+    def __init__(self, source: bytes, path: str, backend: str, arch: str | None, debug: bool,
+                 check_bounds: bool) -> None:
+        self.path = path
+        self.backend, self.backend_reason = select_backend(backend)
+        if self.backend == "cuda":
+            raise TesseraError("the CUDA backend is not available in this version; use backend='cpu'")
+        self.arch = arch or "sm_90"
+        self.debug = debug
+        self.check_bounds = check_bounds
+        self._source = source
+        self._variants: dict[tuple, _Variant] = {}
+        default = self._variant(None, {})
+        self._names: tuple[str, ...] = default.names
+        self._consts: dict[str, tuple[str, ...]] = default.consts
+
+    def _variant(self, kernel: str | None, consts: dict[str, Any]) -> _Variant:
+        key = (kernel, tuple(sorted(consts.items())))
+        v = self._variants.get(key)
+        if v is None:
+            v = _Variant.get(self, kernel, consts)
+            self._variants[key] = v
+        return v
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __getitem__(self, name: str) -> Kernel:
+        if name not in self._names:
+            raise AttributeError(f"module {self.path!r} has no kernel {name!r} (kernels: {', '.join(self._names)})")
+        return Kernel(self, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._names))
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return self._names
+
+
+class Kernel:
+    """One kernel of a module; call it to launch: `k(x, out)`, `k(x, out, grid=8)`, `k[8](x, out)`."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def __getitem__(self, grid: Any) -> functools.partial:
+        return functools.partial(self.__call__, grid=grid)
+
+    def __repr__(self) -> str:
+        return f"<tessera kernel {self.name} from {self.module.path} on {self.module.backend}>"
+
+    def info(self, **consts: Any) -> KernelInfo:
+        return self.module._variant(self.name, _check_consts(self, consts)).kernel(self.name)
+
+    def __call__(self, *args: Any, grid: Any = None, stream: Any = None, **kwargs: Any) -> None:
+        from tessera.runtime.launch_args import bind
+
+        names = self.module._consts.get(self.name, ())
+        consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
+        variant = self.module._variant(self.name, consts)
+        info = variant.kernel(self.name)
+        bound = bind(info, args, kwargs, grid)
+        variant.library().launch(info, bound, check_bounds=self.module.check_bounds)
+
+
+def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, v in consts.items():
+        if hasattr(v, "item") and callable(v.item):
+            v = v.item()
+        if not isinstance(v, (bool, int, float)):
+            raise LaunchError(f"{k.name}(): const parameter '{name}' must be an int, float or bool, not "
+                              f"{type(v).__name__}")
+        out[name] = v
+    return out
+
+
+class _Variant:
+    """The compiled form of one set of const values: kernel metadata plus the library."""
+
+    def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
+                 library_key: str, cuda: str | None) -> None:
+        self.kernels = kernels
+        self.names = names
+        self.consts = consts
+        self.library_key = library_key
+        self._cuda = cuda
+        self._lib = None
+
+    def kernel(self, name: str) -> KernelInfo:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise LaunchError(f"kernel '{name}' needs values for its const parameters "
+                          f"({', '.join(self.consts.get(name, ()))}): pass them as keyword arguments")
+
+    def library(self):
+        if self._lib is None:
+            from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
+
+            path = cached_library(self.library_key)
+            if path is None:
+                if self._cuda is None:
+                    raise TesseraError("internal error: a cached kernel library disappeared; retry")
+                _, path = build_library(self._cuda, self.kernels)
+            self._lib = CpuLibrary(path)
+        return self._lib
+
+    @staticmethod
+    def get(mod: Module, kernel: str | None, consts: dict[str, Any]) -> _Variant:
+        from tessera.runtime.cache import DiskCache, cache_key
+
+        from tessera import __version__
+
+        key = cache_key("front", FORMAT, __version__, mod._source, mod.arch, str(mod.debug), str(mod.check_bounds),
+                        kernel or "", json.dumps(sorted(consts.items())))
+        cache = DiskCache("cpu")
+        raw = cache.get_bytes(key)
+        if raw is not None:
+            try:
+                meta = json.loads(raw)
+                if cache.get_file(meta["library"], ".so") is not None:
+                    return _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
+                                    {k: tuple(v) for k, v in meta["consts"].items()}, meta["library"], None)
+            except (ValueError, KeyError, TypeError):
+                pass
+        return _Variant._compile(mod, kernel, consts, cache, key)
+
+    @staticmethod
+    def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], cache, key: str) -> _Variant:
+        from tessera.compiler import compile_source
+        from tessera.nodes import FuncDef
+        from tessera.parser import decode_source, parse
+        from tessera.runtime.cpu import build_library
+
+        src = decode_source(mod._source, mod.path)
+        parsed = parse(src)
+        kernels = [f for f in parsed.items if isinstance(f, FuncDef) and any(d.name == "kernel" for d in f.decorators)]
+        names = tuple(f.name for f in kernels)
+        const_names = {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in kernels}
+        if kernel is not None:
+            unknown = set(consts) - set(const_names.get(kernel, ()))
+            if unknown:
+                raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
+        result = compile_source(src, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
+                                variants={kernel: consts} if kernel else None, skip_unbound=True)
+        lib_key, _ = build_library(result.cuda, result.kernels) if result.kernels else ("", None)
+        meta = {"kernels": kernels_to_json(result.kernels), "names": list(names), "consts": const_names,
+                "library": lib_key}
+        if lib_key:
+            cache.put_bytes(key, json.dumps(meta, sort_keys=True).encode())
+        return _Variant(result.kernels, names, const_names, lib_key, result.cuda)
+
+
+def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = None, debug: bool = False,
+         check_bounds: bool = False) -> Module:
+    """Load a .tsr file. Compile errors raise `tessera.CompileError` with the diagnostics."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise TesseraError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
+    return Module(data, os.fspath(path), backend, arch, debug, check_bounds)
+
+
+def compile(source: str, backend: str = "auto", *, arch: str | None = None, debug: bool = False,  # noqa: A001
+            check_bounds: bool = False, path: str = "<string>") -> Module:
+    """Compile .tsr source text (see `load`)."""
+    return Module(source.encode("utf-8"), path, backend, arch, debug, check_bounds)

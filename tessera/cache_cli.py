@@ -1,0 +1,21 @@
+"""`python -m tessera cache info|clear`: show or empty the compile caches."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv: list[str]) -> int:
+    from tessera.runtime.cache import DiskCache
+
+    p = argparse.ArgumentParser(prog="python -m tessera cache", description="Show or clear Tessera's compile cache.")
+    p.add_argument("action", choices=("info", "clear"))
+    args = p.parse_args(argv)
+    for kind in ("cpu", "cuda"):
+        cache = DiskCache(kind)
+        if args.action == "info":
+            info = cache.info()
+            print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes")
+        else:
+            print(f"{kind}: removed {cache.clear()} entries")
+    return 0

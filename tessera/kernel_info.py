@@ -1,0 +1,43 @@
+"""What the runtime needs to launch an emitted kernel, and its JSON form for the caches.
+Kept free of heavy imports: a warm start reads these from the cache without the compiler."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    kind: str                         # tensor | scalar | shape
+    dtype: str                        # .tsr scalar type name
+    dims: tuple[int | str, ...] = ()  # tensors: ints and shape-symbol names ("grid_groups" too)
+    mut: bool = False
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """How to launch one emitted kernel: C parameters in order, group shape, shared memory."""
+
+    name: str
+    c_name: str
+    params: tuple[ParamInfo, ...]
+    tile: tuple[int, ...]
+    dynamic_smem: int
+    const_values: tuple[tuple[str, int | float | bool], ...]
+    line: int
+
+
+def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
+    return json.dumps([asdict(k) for k in kernels], sort_keys=True)
+
+
+def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
+    out = []
+    for k in json.loads(text):
+        params = tuple(ParamInfo(p["name"], p["kind"], p["dtype"], tuple(p["dims"]), bool(p["mut"]))
+                       for p in k["params"])
+        out.append(KernelInfo(k["name"], k["c_name"], params, tuple(k["tile"]), int(k["dynamic_smem"]),
+                              tuple((str(n), v) for n, v in k["const_values"]), int(k["line"])))
+    return tuple(out)

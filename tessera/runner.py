@@ -1,0 +1,124 @@
+"""`python -m tessera run samples/NAME.tsr`: run a sample on random inputs and compare it with
+NumPy. Each sample kernel has a case here: how to make inputs, launch, and the reference."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    make: Callable[[np.random.Generator], dict]          # inputs by parameter name
+    launch: Callable[[object, dict], None]               # runs the kernel on the inputs
+    expect: Callable[[dict], dict]                       # expected arrays by parameter name
+    rtol: float = 1e-5
+    atol: float = 1e-5
+
+
+def _sum_reduce() -> Case:
+    def make(rng):
+        return {"x": rng.standard_normal(1 << 18).astype(np.float32), "out": np.zeros(8, np.float32)}
+    # As in the seed, every group sums the whole input into its own element of out.
+    return Case(make, lambda k, a: k(a["x"], a["out"]),
+                lambda a: {"out": np.full(8, a["x"].astype(np.float64).sum(), np.float32)}, rtol=1e-4, atol=1e-2)
+
+
+def _warp_reduce() -> Case:
+    def make(rng):
+        return {"x": rng.standard_normal(100_003).astype(np.float32), "out": np.zeros(1, np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["out"], grid=16),
+                lambda a: {"out": np.array([a["x"].astype(np.float64).sum()], np.float32)}, rtol=1e-4, atol=1e-2)
+
+
+def _transpose() -> Case:
+    def make(rng):
+        A = rng.standard_normal((100, 70)).astype(np.float32)
+        return {"A": A, "B": np.zeros((70, 100), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], grid=((70 + 31) // 32, (100 + 31) // 32)),
+                lambda a: {"B": a["A"].T.copy()}, rtol=0, atol=0)
+
+
+def _matmul() -> Case:
+    def make(rng):
+        return {"A": rng.standard_normal((130, 70)).astype(np.float32),
+                "B": rng.standard_normal((70, 90)).astype(np.float32), "C": np.zeros((130, 90), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=((90 + 63) // 64, (130 + 63) // 64)),
+                lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
+
+
+def _softmax() -> Case:
+    def make(rng):
+        x = (rng.standard_normal((37, 300)) * 3).astype(np.float16)
+        return {"x": x, "y": np.zeros_like(x)}
+
+    def expect(a):
+        x = a["x"].astype(np.float32)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float16)}
+    return Case(make, lambda k, a: k(a["x"], a["y"], grid=a["x"].shape[0]), expect, rtol=2e-3, atol=1e-3)
+
+
+def _histogram() -> Case:
+    def make(rng):
+        return {"data": rng.integers(0, 256, 50_000, dtype=np.uint8), "hist": np.zeros(256, np.uint32)}
+    return Case(make, lambda k, a: k(a["data"], a["hist"], grid=12),
+                lambda a: {"hist": np.bincount(a["data"], minlength=256).astype(np.uint32)}, rtol=0, atol=0)
+
+
+CASES: dict[str, Callable[[], Case]] = {"sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce,
+                                        "transpose": _transpose, "matmul": _matmul, "softmax": _softmax,
+                                        "histogram": _histogram}
+
+
+def check_kernel(mod, name: str, seed: int = 0) -> tuple[bool, str]:
+    """Run one kernel's case; (ok, message)."""
+    case = CASES[name]()
+    args = case.make(np.random.default_rng(seed))
+    want = case.expect({k: v.copy() for k, v in args.items()})
+    t0 = time.perf_counter()
+    case.launch(getattr(mod, name), args)
+    ms = (time.perf_counter() - t0) * 1e3
+    for param, expected in want.items():
+        got = args[param]
+        if not np.allclose(got.astype(np.float64), expected.astype(np.float64), rtol=case.rtol, atol=case.atol):
+            err = np.abs(got.astype(np.float64) - expected.astype(np.float64)).max()
+            return False, f"{name}: '{param}' differs from NumPy (max abs error {err:.3g})"
+    return True, f"{name}: matches NumPy ({ms:.1f} ms on the {mod.backend} backend)"
+
+
+def main(argv: list[str]) -> int:
+    import tessera
+
+    p = argparse.ArgumentParser(prog="python -m tessera run",
+                                description="Run a sample's kernels on random inputs and compare with NumPy.")
+    p.add_argument("file", help="a .tsr file, such as samples/sum_reduce.tsr")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        mod = tessera.load(args.file, backend=args.backend)
+    except tessera.CompileError as e:
+        print(e.text, file=sys.stderr)
+        return 1
+    except tessera.TesseraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: backend {mod.backend} ({mod.backend_reason})")
+    status = 0
+    for name in mod.kernels:
+        if name not in CASES:
+            print(f"{name}: no NumPy reference for this kernel; not run")
+            continue
+        try:
+            ok, message = check_kernel(mod, name, args.seed)
+        except tessera.TesseraError as e:
+            ok, message = False, f"{name}: {e}"
+        print(("ok    " if ok else "FAIL  ") + message)
+        status |= 0 if ok else 1
+    return status
