@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from tessera.runtime.host_build import build_shared_library, launch, load_library
 
 KERNELS = r"""

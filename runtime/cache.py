@@ -50,7 +50,6 @@ _SUFFIX_RE = re.compile(r"\.[a-z0-9]{1,8}")
 _KIND_RE = re.compile(r"[a-z0-9_-]{1,32}")
 _HEX64_RE = re.compile(rb"[0-9a-f]{64}")
 _LEN_RE = re.compile(rb"[0-9]{1,19}")
-_STALE_TMP_S = 3600.0
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -99,7 +98,6 @@ def default_cache_root() -> Path:
 
 
 def _name(key: str, suffix: str) -> str:
-    """``<key><suffix>`` after checking both against the allowed patterns."""
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         raise ValueError(f"cache key must be 16-128 lowercase hex digits, got {key!r}")
     if not isinstance(suffix, str) or not _SUFFIX_RE.fullmatch(suffix):
@@ -123,9 +121,7 @@ def _file_sha256(path: Path) -> str:
 
 def _parse_entry(raw: bytes) -> bytes | None:
     """The body of a byte entry, or None if the header or checksum is wrong."""
-    if not raw.startswith(MAGIC):
-        return None
-    lines = raw[len(MAGIC):].split(b"\n", 2)
+    lines = raw[len(MAGIC):].split(b"\n", 2) if raw.startswith(MAGIC) else []
     if len(lines) != 3 or not _HEX64_RE.fullmatch(lines[0]) or not _LEN_RE.fullmatch(lines[1]):
         return None
     body = lines[2]
@@ -256,7 +252,6 @@ class DiskCache:
         if not self.enabled:
             return src
         digest = _file_sha256(src).encode() + b"\n"
-        mode = src.stat().st_mode & 0o777
 
         def copy(f: BinaryIO) -> None:
             with open(src, "rb") as s:
@@ -264,7 +259,7 @@ class DiskCache:
 
         try:
             with self._lock():
-                self._write_atomic(path, copy, mode)
+                self._write_atomic(path, copy, src.stat().st_mode & 0o777)
                 self._write_atomic(sidecar, lambda f: f.write(digest))
         except OSError as e:
             if self._verified(path, sidecar):  # e.g. Windows refusing to replace a loaded library
@@ -273,15 +268,11 @@ class DiskCache:
             return src
         return path
 
-    def _entries(self) -> Iterator[Path]:
-        """Every visible file in the folder (entries and sidecars)."""
-        try:
-            with os.scandir(self.path) as it:
-                for e in it:
-                    if not e.name.startswith(".") and e.is_file(follow_symlinks=False):
-                        yield Path(e.path)
-        except OSError:
-            return
+    def _entries(self) -> list[Path]:
+        """Every visible file in the folder (entries and sidecars; not temp files or the lock)."""
+        with contextlib.suppress(OSError), os.scandir(self.path) as it:
+            return [Path(e.path) for e in it if not e.name.startswith(".") and e.is_file(follow_symlinks=False)]
+        return []
 
     def info(self) -> dict[str, object]:
         """``{"path", "kind", "enabled", "entries", "bytes"}`` for this kind's folder."""
@@ -302,9 +293,8 @@ class DiskCache:
             except OSError:
                 continue
             removed += not p.name.endswith(_SIDECAR)
-        now = time.time()
-        for p in self.path.glob(".tmp-*") if self.path.is_dir() else ():
+        for p in self.path.glob(".tmp-*"):  # left by killed writers; an hour is far past any live write
             with contextlib.suppress(OSError):
-                if now - p.stat().st_mtime > _STALE_TMP_S:
+                if time.time() - p.stat().st_mtime > 3600:
                     p.unlink()
         return removed

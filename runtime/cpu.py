@@ -137,7 +137,9 @@ class CpuLibrary:
             launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, info.dynamic_smem, args,
                    num_threads=num_threads or _default_threads())
         except LaunchError as e:
-            raise LaunchError(f"{info.name}: {e}") if not str(e).startswith(info.name) else e
+            if str(e).startswith(info.name):
+                raise
+            raise LaunchError(f"{info.name}: {e}") from None
         if check_bounds:
             for k, v in arrays.items():
                 if _is_mut(info, k):

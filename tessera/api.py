@@ -155,9 +155,8 @@ class _Variant:
 
     @staticmethod
     def get(mod: Module, kernel: str | None, consts: dict[str, Any]) -> _Variant:
-        from tessera.runtime.cache import DiskCache, cache_key
-
         from tessera import __version__
+        from tessera.runtime.cache import DiskCache, cache_key
 
         key = cache_key("front", FORMAT, __version__, mod._source, mod.arch, str(mod.debug), str(mod.check_bounds),
                         kernel or "", json.dumps(sorted(consts.items())))

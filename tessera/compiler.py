@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from tessera import nodes as N
 from tessera.errors import CompileError, DiagnosticSink, InternalCompilerError, SourceFile
+from tessera.kernel_info import KernelInfo
 from tessera.parser import decode_source, parse
 from tessera.transpile.consts import Value
-from tessera.kernel_info import KernelInfo
 from tessera.transpile.emit import render_module
 from tessera.transpile.lower import Options
 from tessera.transpile.pipeline import PassContext, run_passes

@@ -9,7 +9,6 @@ which assignments declare a local (`Assign.declares`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from tessera.dtypes import ScalarType
 from tessera.errors import Loc
@@ -52,7 +51,7 @@ class VoidType:
     pass
 
 
-Type = Union[ScalarType, TensorType, ArrayType, ViewType, StrType, VoidType]
+Type = ScalarType | TensorType | ArrayType | ViewType | StrType | VoidType
 STR = StrType()
 VOID = VoidType()
 
@@ -192,8 +191,7 @@ class ListLit:
     ty: Type | None = None
 
 
-Expr = Union[Name, IntLit, FloatLit, BoolLit, StrLit, BinOp, Compare, BoolOp, Unary, Ternary,
-             Call, Slice, Index, Attr, TupleLit, ListLit]
+Expr = Name | IntLit | FloatLit | BoolLit | StrLit | BinOp | Compare | BoolOp | Unary | Ternary | Call | Slice | Index | Attr | TupleLit | ListLit
 
 # ---- statements ----------------------------------------------------------------------
 
@@ -268,7 +266,7 @@ class Pass:
     loc: Loc
 
 
-Stmt = Union[Assign, AugAssign, ExprStmt, If, While, For, Break, Continue, Return, Pass]
+Stmt = Assign | AugAssign | ExprStmt | If | While | For | Break | Continue | Return | Pass
 
 # ---- module items --------------------------------------------------------------------
 
@@ -373,7 +371,7 @@ class FuncDef:
     param_types: tuple[tuple[str, Type], ...] = ()     # checked types of the non-const parameters
 
 
-Item = Union[ConstDef, TableDef, FuncDef]
+Item = ConstDef | TableDef | FuncDef
 
 
 @dataclass(frozen=True)

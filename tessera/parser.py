@@ -17,7 +17,7 @@ from lark.indenter import Indenter
 from tessera import nodes as N
 from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
 
-KEYWORDS = frozenset("def const mut if elif else while for in break continue return pass and or not True False".split())
+KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for", "in", "break", "continue", "return", "pass", "and", "or", "not", "True", "False"])
 
 
 class _LexError(Exception):

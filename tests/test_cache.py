@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+
 from tessera.runtime import cache as cache_mod
 from tessera.runtime.cache import DiskCache, TesseraCacheWarning, cache_key, default_cache_root
 

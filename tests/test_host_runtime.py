@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tessera.runtime import host_build
-from tessera.runtime.host_build import build_shared_library, launch, load_library
 
 from tessera.errors import CompileError, LaunchError, TesseraError
+from tessera.runtime import host_build
+from tessera.runtime.host_build import build_shared_library, launch, load_library
 
 try:
     host_build.find_cxx()

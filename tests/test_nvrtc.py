@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from tessera.runtime import nvrtc, sass
 
 from tessera.errors import CompileError, TesseraError
+from tessera.runtime import nvrtc, sass
 
 HALF_KERNEL = r"""
 #include <cuda_fp16.h>

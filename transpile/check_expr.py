@@ -16,14 +16,7 @@ from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, 
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.consts import NotConstant, Value, evaluate
 
-BUILTIN_NAMES = frozenset("""
-tile_linear_id tile_id group_linear_id group_id group_tile_count group_shape grid_groups group_count
-global_linear_id grid_tile_count lane_id warp_id WARP_SIZE
-exp exp2 log log2 sqrt rsqrt sin cos tanh erf abs floor ceil pow fma min max
-tprint tassert tbarrier tshared tregs tcopy tcopy_async tcommit twait tpipeline range static_range
-warp_sum warp_max warp_min shfl shfl_xor shfl_down group_sum group_max group_min
-atomic_add atomic_sub atomic_max atomic_min atomic_and atomic_or atomic_xor atomic_exch atomic_cas tfence
-""".split()) | frozenset(SCALARS)
+BUILTIN_NAMES = frozenset(["tile_linear_id", "tile_id", "group_linear_id", "group_id", "group_tile_count", "group_shape", "grid_groups", "group_count", "global_linear_id", "grid_tile_count", "lane_id", "warp_id", "WARP_SIZE", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "ceil", "pow", "fma", "min", "max", "tprint", "tassert", "tbarrier", "tshared", "tregs", "tcopy", "tcopy_async", "tcommit", "twait", "tpipeline", "range", "static_range", "warp_sum", "warp_max", "warp_min", "shfl", "shfl_xor", "shfl_down", "group_sum", "group_max", "group_min", "atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas", "tfence"]) | frozenset(SCALARS)
 
 
 @dataclass

@@ -69,9 +69,7 @@ class _Taint:
         """Propagate taints; returns the taint of break/continue control inside (for the loop)."""
         exits = UNIFORM
         for s in stmts:
-            if isinstance(s, N.Assign) and isinstance(s.target, N.Name):
-                self.set(s.target.id, max(ctl, self.expr(s.value)))
-            elif isinstance(s, N.AugAssign) and isinstance(s.target, N.Name):
+            if isinstance(s, N.Assign) and isinstance(s.target, N.Name) or isinstance(s, N.AugAssign) and isinstance(s.target, N.Name):
                 self.set(s.target.id, max(ctl, self.expr(s.value)))
             elif isinstance(s, N.If):
                 c = max(ctl, self.expr(s.cond))

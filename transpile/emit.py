@@ -10,8 +10,8 @@ import re
 import jinja2
 
 from tessera import nodes as N
-from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.dtypes import SCALARS, ScalarType, c_literal
+from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile.consts import type_of_value
 from tessera.transpile.lower import Options, dims_suffix, lower_function
 from tessera.transpile.names import c_ident

@@ -4,19 +4,7 @@ variant names for sets of `const` parameter values."""
 
 from __future__ import annotations
 
-CXX_KEYWORDS = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t
-class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
-decltype default delete do double dynamic_cast else enum explicit export extern false float for friend
-goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private
-protected public register reinterpret_cast requires restrict return short signed sizeof static
-static_assert static_cast struct switch template this thread_local throw true try typedef typeid
-typename union unsigned using virtual void volatile wchar_t while xor xor_eq
-NULL main printf malloc free memcpy memset assert abs min max exp exp2 log log2 sqrt rsqrt sin cos tanh
-erf floor ceil pow fma fabs
-threadIdx blockIdx blockDim gridDim warpSize dim3 uint3 float2 float4 int2 int4 uint2 uint4 half
-size_t ptrdiff_t uintptr_t intptr_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
-""".split())
+CXX_KEYWORDS = frozenset(["alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "NULL", "main", "printf", "malloc", "free", "memcpy", "memset", "assert", "abs", "min", "max", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "pow", "fma", "fabs", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "float2", "float4", "int2", "int4", "uint2", "uint4", "half", "size_t", "ptrdiff_t", "uintptr_t", "intptr_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t"])
 
 
 def is_safe_c_name(name: str) -> bool:

@@ -94,7 +94,7 @@ class FunctionChecker(CallChecker):
             if s.value is not None:
                 self.sink.error(s.value.loc, "a kernel cannot return a value; store results to a mut tensor")
             return s
-        ret = SCALARS[self.fn.ret] if self.fn.ret in SCALARS else None
+        ret = SCALARS.get(self.fn.ret or "")
         if s.value is None:
             if ret is not None:
                 self.sink.error(s.loc, f"'{self.fn.name}' must return a {ret} value")
