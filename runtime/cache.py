@@ -245,12 +245,12 @@ class DiskCache:
                     self._corrupt(path)
         return path if ok else None
 
-    def put_file(self, key: str, suffix: str, src: Path | str) -> Path:
-        """Copy `src` into the cache as ``<key><suffix>`` and return that path (`src` itself if disabled)."""
+    def put_file(self, key: str, suffix: str, src: Path | str) -> Path | None:
+        """Copy `src` into the cache as ``<key><suffix>``; that path, or None when nothing was cached."""
         path, sidecar = self._file_paths(key, suffix)
         src = Path(src)
         if not self.enabled:
-            return src
+            return None
         digest = _file_sha256(src).encode() + b"\n"
 
         def copy(f: BinaryIO) -> None:
@@ -265,7 +265,7 @@ class DiskCache:
             if self._verified(path, sidecar):  # e.g. Windows refusing to replace a loaded library
                 return path
             self._disable(e)
-            return src
+            return None
         return path
 
     def _entries(self) -> list[Path]:

@@ -181,7 +181,7 @@ class CPrinter:
 
     # ---- memory
     def p_Index(self, e: N.Index) -> tuple[str, int]:
-        text = self.element(e)
+        text = self.raced(e, "read")
         base_ty = e.base.ty
         if isinstance(base_ty, N.TensorType) or (isinstance(base_ty, N.ArrayType) and base_ty.space == "shared"):
             f = load_fn(e.ty)
@@ -198,6 +198,14 @@ class CPrinter:
             return f"{base}[{self.flat_index(idx, bt.dims)}]"
         return base + "".join(f"[{self.checked(i, str(n), e.base.id, k)[0]}]"
                               for k, (i, n) in enumerate(zip(e.indices, bt.shape)))
+
+    def raced(self, e: N.Index, how: str) -> str:
+        """An element, routed through the race detector for shared arrays under check_bounds."""
+        text = self.element(e)
+        bt = e.base.ty
+        if self.check_bounds and isinstance(bt, N.ArrayType) and bt.space == "shared":
+            return f"(*tsr_race_{how}(&{text}, {e.loc.line}))"
+        return text
 
     def checked(self, i: N.Expr, extent: str, array: str, dim: int) -> tuple[str, int]:
         """An index, wrapped in a bounds check when compiling with check_bounds."""

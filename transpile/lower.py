@@ -188,7 +188,7 @@ class BodyLowering:
             else:
                 self.emit(f"{name} = {value};", s.loc)
             return
-        self.emit(f"{self.pr.element(t)} = {self.stored(s.value, t.ty)};", s.loc)
+        self.emit(f"{self.pr.raced(t, 'write')} = {self.stored(s.value, t.ty)};", s.loc)
 
     def stored(self, value: N.Expr, ty: ScalarType, memory: bool = True) -> str:
         text = self.pr.conv(value, ty, 0)
@@ -220,7 +220,7 @@ class BodyLowering:
     def s_AugAssign(self, s: N.AugAssign) -> None:
         t = s.target
         tt: ScalarType = t.ty
-        lhs = c_ident(t.id) if isinstance(t, N.Name) else self.pr.element(t)
+        lhs = c_ident(t.id) if isinstance(t, N.Name) else self.pr.raced(t, "write")
         in_memory = isinstance(t, N.Index) and not (isinstance(t.base.ty, N.ArrayType) and t.base.ty.space == "regs")
         op = s.op
         simple = not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)

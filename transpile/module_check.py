@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
 from tessera.errors import DiagnosticSink, Loc, Note
+from tessera.transpile.check_consts import value_range_error
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym
 from tessera.transpile.consts import NotConstant, Value, convert, evaluate, type_of_value
 from tessera.transpile.kernel_header import check_decorators, check_header
@@ -81,6 +82,9 @@ class ModuleChecker:
             value = None
         value = self.override(c.name, c.loc, value, "constant")
         ty = type_of_value(value) if value is not None else I32
+        why = value_range_error(value, ty) if value is not None else None
+        if why:
+            self.sink.error(c.loc, f"module constant '{c.name}': {why}")
         self.declare(c.name, c.loc, Sym(c.name, "const", ty, c.loc, value=value, weak=True))
         return dataclasses.replace(c, folded=value)
 
@@ -115,6 +119,10 @@ class ModuleChecker:
                 return t
             if elem.is_int and isinstance(x, float):
                 self.sink.error(v.loc, f"table '{t.name}' of {elem} cannot hold the float {x!r}")
+                return t
+            why = value_range_error(x, elem)
+            if why:
+                self.sink.error(v.loc, f"table '{t.name}' of {elem}: {why}")
                 return t
             folded.append(convert(x, elem))
         ty = N.ArrayType(elem, tuple(shape), "const")
@@ -230,6 +238,10 @@ class ModuleChecker:
             return None
         if ty.is_int and isinstance(value, float):
             self.sink.error(p.loc, f"const parameter '{p.name}' is {ty}, not a float ({value!r})")
+            return None
+        why = value_range_error(value, ty)
+        if why:
+            self.sink.error(p.loc, f"const parameter '{p.name}': {why}")
             return None
         return convert(value, ty)
 

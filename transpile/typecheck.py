@@ -16,6 +16,7 @@ from tessera import nodes as N
 from tessera.dtypes import F32, SCALARS, ScalarType
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.check_calls import CallChecker
+from tessera.transpile.check_consts import ConstRangeChecker
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, is_scalar, type_name
 from tessera.transpile.consts import Value
 
@@ -397,6 +398,7 @@ class FunctionChecker(CallChecker):
 
     def run(self) -> N.FuncDef:
         body = self.body(self.fn.body)
+        ConstRangeChecker(self.sink, self.try_const).run(body)
         if not self.in_kernel and self.fn.ret and not _always_returns(body):
             self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
                             "a value")

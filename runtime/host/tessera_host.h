@@ -54,6 +54,7 @@
 #include <limits>
 #include <new>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #pragma GCC visibility push(hidden)
@@ -939,6 +940,9 @@ struct Worker {
   unsigned char* dyn_smem;
   StackArena* arena;
   uint64_t fpstate;
+  unsigned long long epoch;   // barrier intervals since the worker started (race detector)
+  void* race;                 // shadow of shared memory for the race detector, or null
+  void (*race_free)(void*);
 };
 
 inline thread_local Worker* t_worker = nullptr;
@@ -1119,6 +1123,7 @@ inline void barrier_release(Worker* w) {
   w->nwait = 0;
   w->bar_arrived = 0;
   w->bar_pred = 0;
+  ++w->epoch;  // a new barrier interval: earlier shared accesses cannot race with later ones
 }
 
 inline unsigned long long barrier_arrive(int pred) {
@@ -1262,6 +1267,7 @@ inline void fiber_main(void* arg) {
 
 inline void start_group(Worker* w, unsigned long long g) {
   const Launch* L = w->launch;
+  ++w->epoch;  // a new group: nothing it does races with the previous group on this worker
   w->block_idx.x = static_cast<unsigned>(g % L->grid[0]);
   w->block_idx.y = static_cast<unsigned>((g / L->grid[0]) % L->grid[1]);
   w->block_idx.z = static_cast<unsigned>(g / (static_cast<unsigned long long>(L->grid[0]) * L->grid[1]));
@@ -1318,6 +1324,7 @@ inline void worker_free(Worker* w) {
   free(w->bar_wait);
   free(w->dyn_smem);
   release_arena(w->arena);
+  if (w->race != nullptr) w->race_free(w->race);
 }
 
 inline void worker_run(Launch* L) {
@@ -1405,6 +1412,61 @@ inline unsigned shfl_c(int width, bool up) {
 // Lets the other tiles of the group run, so a spin-wait on a flag that
 // another tile of the same group sets can make progress.
 inline void __nanosleep(unsigned int) { tsr::detail::yield_current(); }
+
+
+// --- Shared-memory race detector (check_bounds builds only) ---------------------
+// Code compiled with check_bounds passes every shared-memory element access
+// through tsr_race_read/tsr_race_write. Within one barrier interval of a group
+// (an epoch), an element touched by two different tiles, at least one of them
+// writing, is a data race; atomics do not go through here. The shadow keeps,
+// per byte address, the epoch, the last writer and one reader (or "many").
+namespace tsr { namespace detail {
+struct RaceShadow {
+  unsigned long long epoch;
+  int writer, wline;
+  int reader, rline;
+};
+using RaceMap = std::unordered_map<uintptr_t, RaceShadow>;
+
+[[noreturn]] inline void race_fail(Worker* w, int line_a, int tile_a, int line_b, int tile_b, bool write_a,
+                                   bool write_b) {
+  char msg[256];
+  snprintf(msg, sizeof msg,
+           "shared-memory data race: tile %d %s it at line %d and tile %d %s it at line %d with no tbarrier() between",
+           tile_a, write_a ? "writes" : "reads", line_a, tile_b, write_b ? "writes" : "reads", line_b);
+  (void)w;
+  tsr_host_fail(w->launch->kernel_name, line_b, msg);
+}
+
+inline void race_access(const void* p, bool write, int line) {
+  Worker* w = fiber_worker();
+  if (w->race == nullptr) {
+    w->race = new RaceMap();
+    w->race_free = [](void* m) { delete static_cast<RaceMap*>(m); };
+  }
+  RaceMap& map = *static_cast<RaceMap*>(w->race);
+  const int me = static_cast<int>(fiber_tile()->index);
+  RaceShadow& s = map[reinterpret_cast<uintptr_t>(p)];
+  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0};
+  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
+  if (write) {
+    if (s.reader == -2 || (s.reader >= 0 && s.reader != me)) {
+      race_fail(w, s.rline, s.reader == -2 ? -1 : s.reader, line, me, false, true);
+    }
+    s.writer = me;
+    s.wline = line;
+  } else if (s.reader == -1 || s.reader == me) {
+    s.reader = me;
+    s.rline = line;
+  } else {
+    s.reader = -2;  // several readers: only a later write can race
+    s.rline = line;
+  }
+}
+}}  // namespace tsr::detail
+
+template <class T> inline T* tsr_race_read(T* p, int line) { tsr::detail::race_access(p, false, line); return p; }
+template <class T> inline T* tsr_race_write(T* p, int line) { tsr::detail::race_access(p, true, line); return p; }
 
 inline void __syncthreads() { tsr::detail::barrier_arrive(0); }
 inline int __syncthreads_count(int pred) {

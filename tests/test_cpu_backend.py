@@ -1,0 +1,310 @@
+"""The CPU backend runs the emitted CUDA C with GPU semantics; results are compared with NumPy
+(exact for integers and f16 element-wise arithmetic, tolerances stated per test otherwise)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.runner import CASES, check_kernel
+from tests.conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+
+
+def compile_cpu(text: str, **kw) -> tessera.api.Module:
+    return tessera.compile(text, backend="cpu", **kw)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_samples_match_numpy(name: str) -> None:
+    mod = tessera.load(ROOT / "samples" / f"{name}.tsr", backend="cpu")
+    ok, message = check_kernel(mod, name, seed=1)
+    assert ok, message
+
+
+def test_seed_sum_reduce_exactly_as_written() -> None:
+    mod = tessera.load(ROOT / "samples" / "sum_reduce.tsr")
+    assert mod.backend == "cpu"
+    x = np.arange(1 << 14, dtype=np.float32) % 7
+    out = np.zeros(4, np.float32)
+    mod.sum_reduce(x, out)
+    assert np.array_equal(out, np.full(4, x.sum(), np.float32))  # small integers: exact
+    out2 = np.zeros(4, np.float32)
+    mod["sum_reduce"][4](x, out2)
+    assert np.array_equal(out, out2)
+
+
+def test_barriers_inside_loops_and_group_reductions_with_partial_warps() -> None:
+    mod = compile_cpu("""
+@kernel tile[(48,)]
+def k(x: f32[n], out: mut f32[grid_groups], mx: mut i32[grid_groups]):
+    t = tile_linear_id()
+    s = 0.0
+    for base in range(0, n, group_tile_count()):
+        if base + t < n:
+            s += x[base + t]
+        tbarrier()
+    total = group_sum(s)
+    m = group_max(t)
+    if t == 0:
+        out[group_linear_id()] = total
+        mx[group_linear_id()] = m
+""")
+    x = np.arange(480, dtype=np.float32)
+    out = np.zeros(3, np.float32)
+    mx = np.zeros(3, np.int32)
+    mod.k(x, out, mx)
+    assert np.array_equal(out, np.full(3, x.sum(), np.float32))
+    assert np.array_equal(mx, np.full(3, 47, np.int32))
+
+
+def test_warp_operations() -> None:
+    mod = compile_cpu("""
+@kernel tile[(64,)]
+def k(x: i32[n], s: mut i32[n], b: mut i32[n], d: mut i32[n], m: mut i32[n]):
+    t = tile_linear_id()
+    s[t] = warp_sum(x[t])
+    b[t] = shfl(x[t], 3)
+    d[t] = shfl_down(x[t], 1)
+    m[t] = warp_max(x[t]) - warp_min(x[t]) + shfl_xor(x[t], 1) * 0
+""")
+    x = np.random.default_rng(0).integers(-100, 100, 64).astype(np.int32)
+    s, b, d, m = (np.zeros(64, np.int32) for _ in range(4))
+    mod.k[1](x, s, b, d, m)
+    w = x.reshape(2, 32)
+    assert np.array_equal(s, np.repeat(w.sum(1), 32))
+    assert np.array_equal(b, np.repeat(w[:, 3], 32))
+    want_d = w.copy()
+    want_d[:, :-1] = w[:, 1:]
+    assert np.array_equal(d, want_d.ravel())
+    assert np.array_equal(m, np.repeat(w.max(1) - w.min(1), 32))
+
+
+def test_atomics_from_many_groups() -> None:
+    mod = compile_cpu("""
+@kernel tile[(128,)]
+def k(out: mut i64[2], f: mut f32[2], h: mut f16[1]):
+    g = global_linear_id()
+    atomic_add(out[0], 1)
+    atomic_max(out[1], i64(g))
+    atomic_max(f[0], f32(g))
+    atomic_add(f[1], 1.0, scope="mesh")
+    atomic_add(h[0], 1.0)
+""")
+    out = np.zeros(2, np.int64)
+    f = np.zeros(2, np.float32)
+    h = np.zeros(1, np.float16)
+    mod.k(out, f, h, grid=16)
+    n = 16 * 128
+    assert out.tolist() == [n, n - 1]
+    assert f.tolist() == [n - 1, n]
+    assert h[0] == np.float16(n)  # 2048 is exact in f16
+
+
+def test_f16_arithmetic_matches_numpy_bit_for_bit() -> None:
+    mod = compile_cpu("""
+@kernel tile[(256,)]
+def k(a: f16[n], b: f16[n], out: mut f16[n]):
+    i = global_linear_id()
+    if i < n:
+        out[i] = a[i] * b[i] + a[i] / b[i] - b[i]
+""")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(5000).astype(np.float16)
+    b = (rng.standard_normal(5000) + 3).astype(np.float16)
+    out = np.zeros_like(a)
+    mod.k(a, b, out, grid=20)
+    want = a * b + a / b - b  # NumPy computes each f16 operation in f32 and rounds, as the spec says
+    assert np.array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+def test_integer_semantics_truncate_and_wrap() -> None:
+    mod = compile_cpu("""
+@kernel tile[(64,)]
+def k(a: i32[n], b: i32[n], q: mut i32[n], r: mut i32[n], c: mut i8[n]):
+    i = tile_linear_id()
+    q[i] = a[i] // b[i]
+    r[i] = a[i] % b[i]
+    c[i] = i8(a[i]) + i8(100)
+""")
+    rng = np.random.default_rng(5)
+    a = rng.integers(-1000, 1000, 64).astype(np.int32)
+    b = rng.choice([-7, -3, 2, 5], 64).astype(np.int32)
+    q, r = np.zeros(64, np.int32), np.zeros(64, np.int32)
+    c = np.zeros(64, np.int8)
+    mod.k[1](a, b, q, r, c)
+    assert np.array_equal(q, np.fix(a / b).astype(np.int32))
+    assert np.array_equal(r, a - np.fix(a / b).astype(np.int32) * b)
+    assert np.array_equal(c, (a.astype(np.int8) + np.int8(100)).astype(np.int8))
+
+
+def test_dynamic_shared_memory_and_tcopy() -> None:
+    mod = compile_cpu("""
+@kernel tile[(256,)]
+def k(x: f32[R, C], y: mut f32[R, C]):
+    buf = tshared.alloc(f32[64, 256])
+    r0 = group_id(0) * 64
+    tcopy(buf, x[r0:r0 + 64, 0:256])
+    tbarrier()
+    t = tile_linear_id()
+    for r in range(64):
+        buf[r, t] = buf[r, t] * 2.0
+    tbarrier()
+    tcopy(y[r0:r0 + 64, 0:256], buf)
+""")
+    assert mod.k.info().dynamic_smem == 64 * 256 * 4
+    x = np.random.default_rng(0).standard_normal((100, 200)).astype(np.float32)
+    y = np.zeros_like(x)
+    mod.k(x, y, grid=2)
+    assert np.array_equal(y, x * 2)
+
+
+def test_const_parameters_by_keyword() -> None:
+    mod = tessera.load(ROOT / "samples" / "matmul.tsr", backend="cpu")
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((50, 40)).astype(np.float32)
+    B = rng.standard_normal((40, 33)).astype(np.float32)
+    C = np.zeros((50, 33), np.float32)
+    mod.matmul(A, B, C, grid=(1, 1), BM=64, BN=64)
+    assert np.allclose(C, A @ B, rtol=1e-4, atol=1e-4)
+    with pytest.raises(tessera.LaunchError, match="const parameter 'BM' must be an int"):
+        mod.matmul(A, B, C, grid=(1, 1), BM="64")
+
+
+def test_tprint_prints(capfd) -> None:
+    mod = compile_cpu('@kernel tile[(2,)]\ndef k(x: i32[n]):\n    tprint("tile %d sees %d\\n", tile_linear_id(), x[0])\n')
+    mod.k(np.array([42], np.int32), grid=1)
+    out = capfd.readouterr().out
+    assert "tile 0 sees 42" in out and "tile 1 sees 42" in out
+
+
+def test_tassert_fails_the_launch_in_debug_only() -> None:
+    text = '@kernel tile[(32,)]\ndef k(x: f32[n]):\n    tassert(x[tile_linear_id()] >= 0.0, "x must be positive")\n'
+    x = -np.ones(32, np.float32)
+    compile_cpu(text).k(x, grid=1)
+    with pytest.raises(tessera.LaunchError, match=r"k:3: x must be positive"):
+        compile_cpu(text, debug=True).k(x, grid=1)
+
+
+OFF_BY_ONE = """
+@kernel tile[(64,)]
+def shift(x: f32[n], y: mut f32[n]):
+    i = global_linear_id()
+    if i < n:
+        y[i] = x[i + 1]
+"""
+
+
+def test_check_bounds_reports_the_line_and_leaves_arrays_untouched() -> None:
+    x = np.arange(100, dtype=np.float32)
+    y = np.full(100, -1, np.float32)
+    with pytest.raises(tessera.LaunchError) as e:
+        compile_cpu(OFF_BY_ONE, check_bounds=True).shift(x, y, grid=2)
+    msg = str(e.value)
+    assert "shift" in msg and ":6:" in msg and "'x'" in msg and "index 100" in msg and "(size 100)" in msg
+    assert np.all(y == -1)
+
+
+def test_planted_shared_memory_race_is_reported_with_both_lines() -> None:
+    mod = compile_cpu("""
+@kernel tile[(64,)]
+def racy(x: f32[n], y: mut f32[n]):
+    s = tshared.alloc(f32[64])
+    t = tile_linear_id()
+    s[t] = x[t]
+    y[t] = s[(t + 1) % 64]
+""", check_bounds=True)
+    x = np.ones(64, np.float32)
+    y = np.zeros(64, np.float32)
+    with pytest.raises(tessera.LaunchError, match=r"data race.*line 6.*line 7|data race.*line 7.*line 6"):
+        mod.racy(x, y, grid=1)
+    fixed = compile_cpu("""
+@kernel tile[(64,)]
+def ok(x: f32[n], y: mut f32[n]):
+    s = tshared.alloc(f32[64])
+    t = tile_linear_id()
+    s[t] = x[t]
+    tbarrier()
+    y[t] = s[(t + 1) % 64]
+""", check_bounds=True)
+    fixed.ok(x, y, grid=1)
+    assert np.all(y == 1)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda x, y: ((x.astype(np.float64), y), {}), r"parameter 'x': expected dtype float32 \(f32\), got float64"),
+    (lambda x, y: ((x.reshape(10, 10), y), {}), r"parameter 'x': expected 1 dimension"),
+    (lambda x, y: ((x, y[:50]), {}), r"parameter 'y': shape symbol 'n' is 50 here but 100 from 'x' dimension 0"),
+    (lambda x, y: ((x[::2].repeat(2)[::1], np.zeros(200, np.float32)[::2]), {}), r"parameter 'y': .*not C-contiguous"),
+    (lambda x, y: ((x,), {}), r"missing argument: y"),
+    (lambda x, y: ((x, [1.0] * 100), {}), r"parameter 'y': expected a NumPy array"),
+])
+def test_argument_errors_name_the_parameter_and_write_nothing(bad, match) -> None:
+    mod = compile_cpu(OFF_BY_ONE.replace("x[i + 1]", "x[i]"))
+    x = np.arange(100, dtype=np.float32)
+    y = np.full(100, -1, np.float32)
+    args, kw = bad(x, y)
+    with pytest.raises(tessera.LaunchError, match=match):
+        mod.shift(*args, grid=2, **kw)
+    assert np.all(y == -1)
+
+
+def test_scalar_ranges_and_grid_errors() -> None:
+    mod = compile_cpu("@kernel tile[(32,)]\ndef k(y: mut u8[n], v: u8):\n    y[tile_linear_id()] = v\n")
+    y = np.zeros(32, np.uint8)
+    with pytest.raises(tessera.LaunchError, match=r"parameter 'v': 300 is out of range for u8"):
+        mod.k(y, 300, grid=1)
+    with pytest.raises(tessera.LaunchError, match="no grid given"):
+        mod.k(y, 3)
+    with pytest.raises(tessera.LaunchError, match="grid must be"):
+        mod.k(y, 3, grid="8")
+    mod.k(y, np.uint8(7), grid=(1, 1))
+    assert np.all(y == 7)
+
+
+def test_backend_selection(monkeypatch) -> None:
+    mod = compile_cpu("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[0] = 1.0\n")
+    assert mod.backend == "cpu"
+    auto = tessera.compile("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[0] = 1.0\n")
+    assert auto.backend == "cpu" and "CPU backend" in auto.backend_reason
+    monkeypatch.setenv("TESSERA_BACKEND", "bogus")
+    with pytest.raises(tessera.TesseraError, match="TESSERA_BACKEND must be one of"):
+        tessera.compile("")
+    monkeypatch.setenv("TESSERA_BACKEND", "cuda")
+    with pytest.raises(tessera.TesseraError, match="not available"):
+        tessera.compile("")
+
+
+def test_compile_errors_raise_compile_error() -> None:
+    with pytest.raises(tessera.CompileError) as e:
+        tessera.compile("@kernel tile[(32,)]\ndef k(y: f32[n]):\n    y[0] = 1.0\n", backend="cpu", path="bad.tsr")
+    assert e.value.diagnostics[0].loc.line == 3
+    assert "bad.tsr:3:5: error: cannot store to 'y'" in e.value.text
+
+
+def test_warm_start_neither_parses_nor_transpiles(tmp_path) -> None:
+    code = ("import sys, numpy as np, tessera\n"
+            "m = tessera.load('samples/sum_reduce.tsr')\n"
+            "out = np.zeros(2, np.float32)\n"
+            "m.sum_reduce(np.ones(1000, np.float32), out)\n"
+            "assert out.tolist() == [1000.0, 1000.0], out\n"
+            "print(sorted(k for k in sys.modules if k in ('lark', 'jinja2', 'tessera.parser', 'tessera.compiler')))\n")
+    env = {"TESSERA_CACHE_DIR": str(tmp_path / "c"), "PATH": "/usr/bin:/bin"}
+    import os
+
+    env = dict(os.environ, **env)
+    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "tessera.parser" in first.stdout
+    second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "[]"
