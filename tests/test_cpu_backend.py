@@ -308,3 +308,23 @@ def test_warm_start_neither_parses_nor_transpiles(tmp_path) -> None:
     second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "[]"
+
+
+def test_a_corrupt_cached_library_is_rebuilt(tmp_path, monkeypatch) -> None:
+    import os
+
+    from tessera.runtime import cache as cache_mod
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(cache_mod, "_warned", set())
+    text = "@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[tile_linear_id()] = 2.0\n"
+    # Fill the cache from another process (a library loaded here must not be overwritten under us).
+    code = f"import numpy as np, tessera; tessera.compile({text!r}, backend='cpu').k(np.zeros(32, np.float32), grid=1)"
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
+    libs = list((tmp_path / "c").rglob("*.so"))
+    assert len(libs) == 1
+    libs[0].write_bytes(b"garbage")
+    y = np.zeros(32, np.float32)
+    with pytest.warns(cache_mod.TesseraCacheWarning, match="corrupt"):
+        tessera.compile(text, backend="cpu").k(y, grid=1)
+    assert np.all(y == 2.0)
