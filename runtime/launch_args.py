@@ -59,26 +59,34 @@ def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
     return dims
 
 
-def _is_device_array(obj: Any) -> bool:
-    return hasattr(obj, "__cuda_array_interface__") or (hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray))
-
-
 def _check_array(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str],
                  device_ok: bool) -> Any:
+    arr = value
     if not isinstance(value, np.ndarray):
-        if device_ok and _is_device_array(value):
-            return value
-        raise _fail(info.name, p.name, f"expected a NumPy array of {p.dtype}, got {type(value).__name__}")
+        from tessera.runtime.device_arrays import describe, is_device_array
+
+        if not (device_ok and is_device_array(value)):
+            what = "a NumPy or CUDA array" if device_ok else "a NumPy array"
+            raise _fail(info.name, p.name, f"expected {what} of {p.dtype}, got {type(value).__name__}")
+        arr = describe(value)
+    _check_layout(info, p, arr, shapes, origin)
+    return value
+
+
+def _check_layout(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str]) -> None:
+    """dtype, rank, contiguity, writability and shape symbols of a NumPy array or a DeviceArray."""
     accepted = numpy_dtypes(p.dtype)
     if value.dtype not in accepted:
         names = " or ".join(str(d) for d in accepted)
         raise _fail(info.name, p.name, f"expected dtype {names} ({p.dtype}), got {value.dtype}")
-    if value.ndim != len(p.dims):
+    if len(value.shape) != len(p.dims):
         raise _fail(info.name, p.name, f"expected {len(p.dims)} dimension{'s' if len(p.dims) != 1 else ''}, "
                     f"got an array of shape {value.shape}")
-    if not value.flags.c_contiguous:
+    contiguous = value.flags.c_contiguous if isinstance(value, np.ndarray) else value.c_contiguous
+    writeable = value.flags.writeable if isinstance(value, np.ndarray) else not value.readonly
+    if not contiguous:
         raise _fail(info.name, p.name, "the array is not C-contiguous; pass np.ascontiguousarray(...)")
-    if p.mut and not value.flags.writeable:
+    if p.mut and not writeable:
         raise _fail(info.name, p.name, "the array is read-only but the parameter is mut")
     if value.size >= 2**31:
         raise _fail(info.name, p.name, f"arrays are limited to 2**31 - 1 elements, this one has {value.size}")
@@ -92,7 +100,6 @@ def _check_array(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, i
                         f"{origin[want]}")
         shapes[want] = got
         origin[want] = f"'{p.name}' dimension {axis}"
-    return value
 
 
 def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | bool:

@@ -46,8 +46,10 @@ class Module:
                  check_bounds: bool) -> None:
         self.path = path
         self.backend, self.backend_reason = select_backend(backend)
-        if self.backend == "cuda":
-            raise TesseraError("the CUDA backend is not available in this version; use backend='cpu'")
+        if arch is None and self.backend == "cuda":
+            from tessera.runtime.cuda import device
+
+            arch = device().arch
         self.arch = arch or "sm_90"
         self.debug = debug
         self.check_bounds = check_bounds
@@ -106,8 +108,34 @@ class Kernel:
         consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
         variant = self.module._variant(self.name, consts)
         info = variant.kernel(self.name)
-        bound = bind(info, args, kwargs, grid)
-        variant.library().launch(info, bound, check_bounds=self.module.check_bounds)
+        bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+        if self.module.backend == "cuda":
+            variant.library().launch(info, bound, stream=stream, check_bounds=self.module.check_bounds)
+        else:
+            variant.library().launch(info, bound, check_bounds=self.module.check_bounds)
+
+    def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
+        """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
+        Launches repeatedly: mut arguments are updated each time."""
+        import statistics
+        import time
+
+        from tessera.runtime.launch_args import bind
+
+        names = self.module._consts.get(self.name, ())
+        consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
+        variant = self.module._variant(self.name, consts)
+        info = variant.kernel(self.name)
+        bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+        lib = variant.library()
+        if self.module.backend == "cuda":
+            return lib.benchmark(info, bound, repeat=repeat)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            lib.launch(info, bound)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
 
 
 def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +154,8 @@ class _Variant:
     """The compiled form of one set of const values: kernel metadata plus the library."""
 
     def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
-                 library_key: str, cuda: str | None) -> None:
+                 library_key: str, cuda: str | None, backend: str = "cpu") -> None:
+        self.backend = backend
         self.kernels = kernels
         self.names = names
         self.consts = consts
@@ -142,6 +171,13 @@ class _Variant:
                           f"({', '.join(self.consts.get(name, ()))}): pass them as keyword arguments")
 
     def library(self):
+        if self._lib is None and self.backend == "cuda":
+            from tessera.runtime.cuda import CudaLibrary, load_image
+
+            image = load_image(self.library_key)
+            if image is None:
+                raise TesseraError("internal error: a cached CUDA image disappeared; retry")
+            self._lib = CudaLibrary(image, self.kernels)
         if self._lib is None:
             from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
 
@@ -158,16 +194,19 @@ class _Variant:
         from tessera import __version__
         from tessera.runtime.cache import DiskCache, cache_key
 
-        key = cache_key("front", FORMAT, __version__, mod._source, mod.arch, str(mod.debug), str(mod.check_bounds),
-                        kernel or "", json.dumps(sorted(consts.items())))
-        cache = DiskCache("cpu")
+        key = cache_key("front", FORMAT, __version__, mod.backend, mod._source, mod.arch, str(mod.debug),
+                        str(mod.check_bounds), kernel or "", json.dumps(sorted(consts.items())))
+        cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)
         if raw is not None:
             try:
                 meta = json.loads(raw)
-                if cache.get_file(meta["library"], ".so") is not None:
+                present = (cache.get_file(meta["library"], ".so") is not None if mod.backend == "cpu"
+                           else cache.get_bytes(meta["library"]) is not None)
+                if present:
                     return _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
-                                    {k: tuple(v) for k, v in meta["consts"].items()}, meta["library"], None)
+                                    {k: tuple(v) for k, v in meta["consts"].items()}, meta["library"], None,
+                                    mod.backend)
             except (ValueError, KeyError, TypeError):
                 pass
         return _Variant._compile(mod, kernel, consts, cache, key)
@@ -177,7 +216,6 @@ class _Variant:
         from tessera.compiler import compile_source
         from tessera.nodes import FuncDef
         from tessera.parser import decode_source, parse
-        from tessera.runtime.cpu import build_library
 
         src = decode_source(mod._source, mod.path)
         parsed = parse(src)
@@ -190,12 +228,21 @@ class _Variant:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_source(src, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                 variants={kernel: consts} if kernel else None, skip_unbound=True)
-        lib_key, _ = build_library(result.cuda, result.kernels) if result.kernels else ("", None)
+        if not result.kernels:
+            lib_key = ""
+        elif mod.backend == "cuda":
+            from tessera.runtime.cuda import compile_for_device
+
+            lib_key, _ = compile_for_device(result.cuda, mod.arch)
+        else:
+            from tessera.runtime.cpu import build_library
+
+            lib_key, _ = build_library(result.cuda, result.kernels)
         meta = {"kernels": kernels_to_json(result.kernels), "names": list(names), "consts": const_names,
                 "library": lib_key}
         if lib_key:
             cache.put_bytes(key, json.dumps(meta, sort_keys=True).encode())
-        return _Variant(result.kernels, names, const_names, lib_key, result.cuda)
+        return _Variant(result.kernels, names, const_names, lib_key, result.cuda, mod.backend)
 
 
 def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = None, debug: bool = False,

@@ -17,3 +17,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run only where a CUDA driver and device are present."""
+    from tessera.runtime.devices import cuda_status
+
+    ok, why = cuda_status()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -13,7 +13,7 @@ import re
 from tessera import nodes as N
 from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, promote
 from tessera.errors import Loc
-from tessera.transpile.check_expr import ExprChecker, is_scalar, type_name
+from tessera.transpile.check_expr import BUILTIN_NAMES, ExprChecker, is_scalar, type_name
 
 INDEX_NOARG = {"tile_linear_id", "group_linear_id", "group_tile_count", "global_linear_id",
                "grid_tile_count", "lane_id", "warp_id"}
@@ -78,7 +78,7 @@ class CallChecker(ExprChecker):
         if name in ("tregs",):
             self.sink.error(e.loc, "tregs(...) is only allowed as the value of an assignment to a name")
             return e
-        handler = getattr(self, "b_" + name, None)
+        handler = getattr(self, "b_" + name, None) if name in BUILTIN_NAMES else None
         if handler is None:
             for group, h in ((INDEX_NOARG, self.b_index), (INDEX_AXIS, self.b_index_axis),
                              (MATH_UNARY, self.b_math1), (WARP_REDUCE, self.b_warp_reduce),

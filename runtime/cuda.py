@@ -1,0 +1,216 @@
+"""The CUDA backend: emitted CUDA C -> NVRTC (cubin for the device, cached on disk) -> the
+cuda-python driver API: module load, argument packing, launch, copies and timing.
+
+Everything up to the driver call (compilation, caching, argument packing) is usable without a
+GPU; the driver part runs only where `runtime.devices.cuda_status()` finds a device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tessera.errors import LaunchError
+from tessera.kernel_info import KernelInfo
+from tessera.runtime.launch_args import Bound
+
+_SCALAR_CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+                  "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
+                  "u64": ctypes.c_uint64, "f16": ctypes.c_float, "bf16": ctypes.c_float, "f32": ctypes.c_float,
+                  "f64": ctypes.c_double}
+STATIC_SMEM_LIMIT = 48 * 1024
+
+
+def pack_params(info: KernelInfo, bound: Bound, pointers: dict[str, int]) -> list[ctypes._SimpleCData]:
+    """One ctypes value per C parameter of the kernel, in order (device pointers as u64)."""
+    out: list[ctypes._SimpleCData] = []
+    for p in info.params:
+        if p.kind == "tensor":
+            out.append(ctypes.c_uint64(pointers[p.name]))
+        elif p.kind == "shape":
+            out.append(ctypes.c_int32(bound.shapes[p.name]))
+        else:
+            out.append(_SCALAR_CTYPES[p.dtype](bound.scalars[p.name]))
+    return out
+
+
+_IMAGE_TAGS = {b"cubin": "cubin", b"ptx\x00\x00": "ptx"}
+
+
+def load_image(key: str) -> bytes | None:
+    """A cached image (cubin, or NUL-terminated PTX) by its key."""
+    from tessera.runtime.cache import DiskCache
+
+    hit = DiskCache("cuda").get_bytes(key)
+    return hit[5:] if hit is not None and hit[:5] in _IMAGE_TAGS else None
+
+
+def compile_for_device(cuda: str, arch: str, *, line_info: bool = False) -> tuple[str, bytes]:
+    """(cache key, image): a cubin for `arch`, or PTX when NVRTC is older than the device. Cached
+    on disk by source, arch, options, NVRTC version and Tessera version."""
+    from tessera import __version__
+    from tessera.runtime.cache import DiskCache, cache_key
+    from tessera.runtime.nvrtc import compile_cuda, nvrtc_version
+
+    opts = f"line_info={line_info}"
+    key = cache_key("cuda-image", cuda, arch, opts, ".".join(map(str, nvrtc_version())), __version__)
+    hit = load_image(key)
+    if hit is not None:
+        return key, hit
+    result = compile_cuda(cuda, name="tessera.cu", arch=arch, line_info=line_info)
+    tag, image = (b"cubin", result.cubin) if result.cubin is not None else (b"ptx\x00\x00", result.ptx.encode() + b"\x00")
+    DiskCache("cuda").put_bytes(key, tag + image)
+    return key, image
+
+
+# ---- the driver ---------------------------------------------------------------------------------
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _check(result: Any, what: str, kernel: str = "") -> Any:
+    """cuda-python returns (status, *values); raise LaunchError on a non-success status."""
+    drv = _driver()
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if status != drv.CUresult.CUDA_SUCCESS:
+        _, name = drv.cuGetErrorName(status)
+        _, text = drv.cuGetErrorString(status)
+        prefix = f"{kernel}: " if kernel else ""
+        raise LaunchError(f"{prefix}{what} failed: {name.decode() if name else status} "
+                          f"({text.decode() if text else 'no description'})")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@dataclass
+class Device:
+    ordinal: int
+    handle: Any
+    context: Any
+    arch: str
+    name: str
+
+
+_DEVICE: Device | None = None
+
+
+def device() -> Device:
+    """The current device with its primary context made current (created once per process)."""
+    global _DEVICE
+    if _DEVICE is None:
+        drv = _driver()
+        _check(drv.cuInit(0), "cuInit")
+        dev = _check(drv.cuDeviceGet(0), "cuDeviceGet")
+        major = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+        minor = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+        ctx = _check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        name = _check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        _DEVICE = Device(0, dev, ctx, f"sm_{major}{minor}", name.split(b"\0")[0].decode(errors="replace"))
+    _check(_driver().cuCtxSetCurrent(_DEVICE.context), "cuCtxSetCurrent")
+    return _DEVICE
+
+
+class CudaLibrary:
+    """A loaded CUDA module with a function handle per kernel (cached per process)."""
+
+    def __init__(self, image: bytes, kernels: tuple[KernelInfo, ...]) -> None:
+        drv = _driver()
+        device()
+        self.module = _check(drv.cuModuleLoadData(image), "cuModuleLoadData")
+        self.functions: dict[str, Any] = {}
+        for k in kernels:
+            f = _check(drv.cuModuleGetFunction(self.module, k.c_name.encode()), "cuModuleGetFunction", k.name)
+            if k.dynamic_smem > STATIC_SMEM_LIMIT:
+                _check(drv.cuFuncSetAttribute(
+                    f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem),
+                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", k.name)
+            self.functions[k.name] = f
+
+    def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False) -> None:
+        drv = _driver()
+        copies: list[tuple[np.ndarray, Any]] = []
+        allocations: list[Any] = []
+        pointers: dict[str, int] = {}
+        try:
+            for name, arr in bound.arrays.items():
+                if isinstance(arr, np.ndarray):
+                    dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
+                    allocations.append(dptr)
+                    if arr.nbytes:
+                        _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
+                    pointers[name] = int(dptr)
+                    if any(p.name == name and p.mut for p in info.params):
+                        copies.append((arr, dptr))
+                else:
+                    pointers[name] = device_pointer(arr)
+            params = pack_params(info, bound, pointers)
+            argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+            hstream = stream if stream is not None else 0
+            _check(drv.cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
+                                      hstream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
+            if stream is None or copies:
+                _check(drv.cuStreamSynchronize(hstream), "kernel execution", info.name)
+            for arr, dptr in copies:
+                if arr.nbytes:
+                    _check(drv.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes), "cuMemcpyDtoH", info.name)
+        finally:
+            for dptr in allocations:
+                drv.cuMemFree(dptr)
+
+    def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
+        """Median milliseconds per launch, measured with CUDA events (arrays stay on the device)."""
+        drv = _driver()
+        pointers: dict[str, int] = {}
+        allocations = []
+        try:
+            for name, arr in bound.arrays.items():
+                if isinstance(arr, np.ndarray):
+                    dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
+                    allocations.append(dptr)
+                    if arr.nbytes:
+                        _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
+                    pointers[name] = int(dptr)
+                else:
+                    pointers[name] = device_pointer(arr)
+            params = pack_params(info, bound, pointers)
+            argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+            start = _check(drv.cuEventCreate(0), "cuEventCreate")
+            stop = _check(drv.cuEventCreate(0), "cuEventCreate")
+            times = []
+            for i in range(warmup + repeat):
+                _check(drv.cuEventRecord(start, 0), "cuEventRecord")
+                _check(drv.cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
+                                          0, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
+                _check(drv.cuEventRecord(stop, 0), "cuEventRecord")
+                _check(drv.cuEventSynchronize(stop), "kernel execution", info.name)
+                if i >= warmup:
+                    times.append(_check(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+            drv.cuEventDestroy(start)
+            drv.cuEventDestroy(stop)
+            return statistics.median(times)
+        finally:
+            for dptr in allocations:
+                drv.cuMemFree(dptr)
+
+
+def _block(info: KernelInfo) -> tuple[int, int, int]:
+    t = tuple(info.tile) + (1,) * (3 - len(info.tile))
+    return t[0], t[1], t[2]
+
+
+def device_pointer(obj: Any) -> int:
+    """The device address of an object with `__cuda_array_interface__` or `__dlpack__` (used in place)."""
+    from tessera.runtime.device_arrays import describe
+
+    return describe(obj).ptr
