@@ -2,6 +2,9 @@
 // Written against the CUDA primitives only (threadIdx, __syncthreads, __shfl_*_sync,
 // atomicCAS, ...) so that the CPU backend, which emulates those primitives, runs it as is.
 #if !defined(TESSERA_HOST)
+// A .tsr local that is assigned but never read is not worth a C warning.
+#pragma nv_diag_suppress 177
+#pragma nv_diag_suppress 550
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define TSR_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]

@@ -105,14 +105,13 @@ def run(argv: list[str]) -> int:
             result = compile_source(src, arch=args.arch, defines=defines, stop_after=args.dump_after)
             _write(args.output or "-", dump_module(result.module))
             return 0
-        result = compile_source(src, arch=args.arch, defines=defines, debug=args.debug, line_info=args.line_info)
+        result = compile_source(src, arch=args.arch, defines=defines, debug=args.debug, line_info=args.line_info,
+                                only_kernel=args.kernel)
         kernels = result.kernels
-        if args.kernel is not None:
-            kernels = tuple(k for k in kernels if k.name == args.kernel)
-            if not kernels:
-                names = ", ".join(k.name for k in result.kernels) or "none"
-                print(f"tesserac: error: no kernel named {args.kernel!r} (kernels: {names})", file=sys.stderr)
-                return EXIT_ERROR
+        if args.kernel is not None and not kernels:
+            names = ", ".join(k.name for k in result.module.kernels) or "none"
+            print(f"tesserac: error: no kernel named {args.kernel!r} (kernels: {names})", file=sys.stderr)
+            return EXIT_ERROR
         base = os.path.splitext(args.input)[0]
         if args.emit == "ir":
             _write(args.output or base + ".ir", dump_module(result.module))

@@ -39,7 +39,7 @@ def load_source(path: str) -> SourceFile:
 def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
-                   skip_unbound: bool = False) -> CompileResult:
+                   skip_unbound: bool = False, only_kernel: str | None = None) -> CompileResult:
     """Compile one source. Raises CompileError with every diagnostic found."""
     try:
         module = parse(src)
@@ -49,7 +49,11 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
             return CompileResult(src, module, "", ())
         opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
                        source_name=os.path.basename(src.path))
-        text, infos = render_module(module, opts)
+        emitted = module
+        if only_kernel is not None:
+            emitted = N.Module(module.path, tuple(i for i in module.items if not (
+                isinstance(i, N.FuncDef) and i.kind == "kernel" and i.name != only_kernel)), module.defines)
+        text, infos = render_module(emitted, opts)
         return CompileResult(src, module, text, infos)
     except CompileError:
         raise

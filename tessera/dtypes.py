@@ -107,7 +107,7 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
     if ty.kind == "bool":
         return "true" if value else "false"
     if ty.is_float:
-        v = float(value)
+        v = round_to(float(value), ty)
         if v != v:
             return "__int_as_float(0x7fffffff)" if ty.bits <= 32 else "__longlong_as_double(0x7ff8000000000000LL)"
         if v in (float("inf"), float("-inf")):
@@ -125,6 +125,27 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
     if v == -(2**31):
         return "(-2147483647 - 1)"
     return str(v)
+
+
+def round_to(v: float, ty: ScalarType) -> float:
+    """`v` rounded (to nearest even) to a float type: a literal that takes the type f16 has an
+    f16 value, as it would after a store."""
+    import struct
+
+    if ty.name == "f16":
+        try:
+            return struct.unpack("<e", struct.pack("<e", v))[0]
+        except OverflowError:
+            return float("inf") if v > 0 else float("-inf")
+    if ty.name == "bf16":
+        try:
+            bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        except OverflowError:
+            return float("inf") if v > 0 else float("-inf")
+        if (bits & 0x7F800000) != 0x7F800000:
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    return v
 
 
 def int_range(ty: ScalarType) -> tuple[int, int]:

@@ -172,6 +172,8 @@ class CPrinter:
         if ty.is_int and src.is_float:
             return f"tsr_f2i<{ty.c_compute}>({self.expr(e)})"
         r = round_fn(ty)
+        if not r and src.c_compute == ty.c_compute:
+            return self.expr(e)
         if r:
             if src.is_half and src.name == ty.name:
                 return self.expr(e)
@@ -374,6 +376,9 @@ class CPrinter:
             return f"tsr_atomic_{op}{suffix}_{elem.name}({addr}, {', '.join(vals)})"
         if elem.is_float and name in ("atomic_max", "atomic_min", "atomic_cas"):
             return f"tsr_{name}{suffix}({addr}, {', '.join(vals)})"
+        if elem.name == "f64" and name == "atomic_exch":
+            return (f"__longlong_as_double((long long)atomicExch{suffix}(({_U64}*){addr}, "
+                    f"({_U64})__double_as_longlong({vals[0]})))")
         if elem.is_float and name == "atomic_sub":
             return f"atomicAdd{suffix}({addr}, -({vals[0]}))"
         cname = ATOMIC_C[name] + suffix

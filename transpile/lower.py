@@ -40,7 +40,7 @@ class BodyLowering:
         self.lines: list[str] = []
         self.depth = 1
         self.hoisted = {name for name, _ in fn.hoisted}
-        self.counter = 0
+        self.temps: set[str] = set()
 
     def emit(self, text: str, loc=None) -> None:
         if loc is not None and self.opts.line_info:
@@ -107,41 +107,58 @@ class BodyLowering:
         self.emit("}")
 
     def s_For(self, s: N.For) -> None:
+        """`range` evaluates its bounds once (as in Python): bounds that could change while the
+        loop runs are copied to constants first."""
         args = s.iter.args
         ty: ScalarType = s.var_ty
         var = c_ident(s.var)
         start, stop, step = (None, args[0], None) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else None)
         start_c = self.pr.expr(start) if start is not None else c_literal(0, ty)
         step_v = s.step_value
-        static = s.iter.func.id == "static_range"
-        if static:
-            self.emit("#pragma unroll")
         stop_c = self.pr.expr(stop)
         step_c = self.pr.expr(step) if step is not None else None
         if not _simple(stop):
-            tmp = f"tsr_{var}_stop"
+            tmp = self.temp(f"tsr_{var}_stop")
             self.emit(f"const {ty.c_compute} {tmp} = {stop_c};", s.loc)
             stop_c = tmp
         if step is not None and step_v is None and not _simple(step):
-            tmp = f"tsr_{var}_step"
+            tmp = self.temp(f"tsr_{var}_step")
             self.emit(f"const {ty.c_compute} {tmp} = {step_c};", s.loc)
             step_c = tmp
+        # A loop over an existing local counts in a hidden variable and assigns the local at the
+        # top of each iteration, so that after the loop it holds the last value, as in Python.
+        reuse = s.var in self._existing_locals()
+        counter = f"tsr_{var}_i" if reuse else var
         if step_v is None and _known_positive(step):
-            cond = f"{var} < {stop_c}"
+            cond = f"{counter} < {stop_c}"
         elif step_v is None:
-            cond = f"({step_c} > 0 ? {var} < {stop_c} : {var} > {stop_c})"
+            cond = f"({step_c} > 0 ? {counter} < {stop_c} : {counter} > {stop_c})"
         else:
-            cond = f"{var} {'<' if step_v > 0 else '>'} {stop_c}"
+            cond = f"{counter} {'<' if step_v > 0 else '>'} {stop_c}"
         if step is None or step_v == 1:
-            inc = f"++{var}"
+            inc = f"++{counter}"
         elif step_v == -1:
-            inc = f"--{var}"
+            inc = f"--{counter}"
         else:
-            inc = f"{var} += {step_c}"
-        decl = "" if s.var in self._existing_locals() else f"{ty.c_compute} "
-        self.emit(f"for ({decl}{var} = {start_c}; {cond}; {inc}) {{", s.loc)
+            inc = f"{counter} += {step_c}"
+        if s.iter.func.id == "static_range":
+            self.emit("#pragma unroll")
+        self.emit(f"for ({ty.c_compute} {counter} = {start_c}; {cond}; {inc}) {{", s.loc)
+        if reuse:
+            self.depth += 1
+            self.emit(f"{var} = {counter};", s.loc)
+            self.depth -= 1
         self.block(s.body)
         self.emit("}")
+
+    def temp(self, base: str) -> str:
+        """A fresh name for a compiler temporary (unique within the function)."""
+        name, n = base, 1
+        while name in self.temps:
+            n += 1
+            name = f"{base}{n}"
+        self.temps.add(name)
+        return name
 
     def _existing_locals(self) -> set[str]:
         return self.hoisted | getattr(self, "declared", set())
@@ -313,8 +330,12 @@ def _known_positive(e: N.Expr) -> bool:
 
 
 def _simple(e: N.Expr) -> bool:
-    return isinstance(e, (N.Name, N.IntLit)) or (isinstance(e, N.Call) and e.func.ref == "builtin"
-                                                 and e.func.id == "group_tile_count")
+    """Bounds that cannot change while a loop runs (literals, parameters, constants)."""
+    if isinstance(e, N.IntLit):
+        return True
+    if isinstance(e, N.Name):
+        return e.ref in ("param", "shape", "const", "builtin")
+    return isinstance(e, N.Call) and e.func.ref == "builtin" and e.func.id == "group_tile_count"
 
 
 def lower_function(fn: N.FuncDef, opts: Options) -> str:
