@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tessera import nodes as N
 from tessera.errors import CompileError, DiagnosticSink, InternalCompilerError, SourceFile
 from tessera.kernel_info import KernelInfo
-from tessera.parser import decode_source, parse
+from tessera.parser import decode_source, parse, too_deep
 from tessera.transpile.consts import Value
 from tessera.transpile.emit import render_module
 from tessera.transpile.lower import Options
@@ -58,6 +58,6 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
     except CompileError:
         raise
     except RecursionError:
-        raise CompileError([], src, f"{src.path}:1:1: error: program is nested too deeply") from None
+        raise CompileError([too_deep(src)], src) from None
     except Exception as e:  # noqa: BLE001 - anything else is our bug, reported as such
         raise InternalCompilerError(f"{type(e).__name__}: {e}") from e

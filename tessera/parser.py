@@ -94,6 +94,9 @@ _TOKEN_WORDS = {
     "NAME": "name", "INT": "integer", "FLOAT": "float literal", "SIZE": "size literal",
     "STRING": "string", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
     "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "DOT": "'.'", "AT": "'@'", "RARROW": "'->'",
+    "BITOR": "'|'", "BITXOR": "'^'", "BITAND": "'&'", "SHIFTOP": "'<<' or '>>'", "ADDOP": "'+' or '-'",
+    "MULOP": "'*', '/', '//' or '%'", "COMPOP": "a comparison", "AUGOP": "an augmented assignment",
+    "UNOP": "'-', '+' or '~'",
 }
 
 
@@ -238,7 +241,32 @@ def parse(src: SourceFile) -> N.Module:
     except VisitError as e:
         if isinstance(e.orig_exc, _LexError):
             raise CompileError([Diagnostic(e.orig_exc.message, e.orig_exc.loc)], src) from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise CompileError([too_deep(src)], src) from None
         raise
+
+
+def too_deep(src: SourceFile) -> Diagnostic:
+    """'program is nested too deeply', at the most deeply nested line (indentation or brackets)."""
+    best, where = -1, Loc(1, 1)
+    depth = 0  # open brackets
+    for n, text in enumerate(src.lines, 1):
+        code = text.split("#", 1)[0]
+        indent = len(code) - len(code.lstrip(" "))
+        if code.strip() and depth == 0 and indent > best:
+            best, where = indent, Loc(n, indent + 1)
+        for col, ch in enumerate(code, 1):
+            if ch in "([":
+                depth += 1
+                if depth * 4 > best:  # one bracket counts as one indentation level
+                    best, where = depth * 4, Loc(n, col)
+            elif ch in ")]" and depth > 0:
+                depth -= 1
+    if best < 160 and src.lines:  # nothing deep in brackets or blocks: a long chain of operators
+        n = max(range(len(src.lines)), key=lambda i: len(src.lines[i])) + 1
+        text = src.lines[n - 1]
+        where = Loc(n, len(text) - len(text.lstrip(" ")) + 1)
+    return Diagnostic("program is nested too deeply", where)
 
 
 def _loc(x: Tree | Token | N.Loc) -> Loc:
@@ -390,23 +418,11 @@ class _Build(Transformer):
         ops = tuple(str(t) for t in c[1::2])
         return N.Compare(_loc(c[1]), ops, operands)
 
-    def _bin(self, meta, c, op=None):
-        left, *rest = c
-        if op is None:
-            tok, right = rest
-            return N.BinOp(_loc(tok), str(tok), left, right)
-        return N.BinOp(_iloc(meta), op, left, rest[0])
+    def _bin(self, meta, c):
+        left, tok, right = c  # located at the operator
+        return N.BinOp(_loc(tok), str(tok), left, right)
 
-    def binop_or(self, meta, c):
-        return self._bin(meta, c, "|")
-
-    def binop_xor(self, meta, c):
-        return self._bin(meta, c, "^")
-
-    def binop_and(self, meta, c):
-        return self._bin(meta, c, "&")
-
-    binop_shift = binop_add = binop_mul = _bin
+    binop_or = binop_xor = binop_and = binop_shift = binop_add = binop_mul = _bin
 
     def unary(self, meta, c):
         return N.Unary(_loc(c[0]), str(c[0]), c[1])
@@ -427,7 +443,7 @@ class _Build(Transformer):
             if isinstance(a, N.Keyword):
                 seen_kw = True
             elif seen_kw:
-                raise UnexpectedToken(Token("NAME", "?", line=a.loc.line, column=a.loc.col), set())
+                raise _LexError(a.loc, "positional argument follows keyword argument")
         return tuple(c)
 
     def kwarg(self, meta, c):
@@ -485,7 +501,7 @@ class _Build(Transformer):
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "r": "\r"}
 
 
-def _unescape(raw: str, loc: Loc = Loc(1, 1)) -> str:
+def _unescape(raw: str, loc: Loc) -> str:
     out: list[str] = []
     i = 0
     while i < len(raw):

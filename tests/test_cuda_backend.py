@@ -16,9 +16,9 @@ import pytest
 
 import tessera
 from tessera.compiler import compile_source, load_source
+from tessera.runner import CASES, check_kernel
 from tessera.runtime import cuda as cuda_backend
 from tessera.runtime.launch_args import Bound
-from tessera.runner import CASES, check_kernel
 from tests.conftest import ROOT, SAMPLES
 
 _PTX_SIZES = {"u64": 8, "s64": 8, "b64": 8, "f64": 8, "u32": 4, "s32": 4, "b32": 4, "f32": 4,

@@ -19,7 +19,6 @@ from tessera.dtypes import ScalarType, int_range
 from tessera.errors import DiagnosticSink
 from tessera.transpile.consts import Value
 
-
 F32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -96,9 +95,9 @@ class ConstRangeChecker:
             if self.divisor(node.op, node.value, node.loc) or \
                     self.shift(node.op, node.value, ty if isinstance(ty, ScalarType) else None, node.loc):
                 return True
-        if isinstance(node, N.BinOp) and isinstance(node.ty, ScalarType):
-            if self.divisor(node.op, node.right, node.loc) or self.shift(node.op, node.right, node.ty, node.loc):
-                return True
+        if isinstance(node, N.BinOp) and isinstance(node.ty, ScalarType) and (
+                self.divisor(node.op, node.right, node.loc) or self.shift(node.op, node.right, node.ty, node.loc)):
+            return True
         if isinstance(node, N.Unary) and node.op == "-" and isinstance(node.operand, N.IntLit) \
                 and isinstance(node.ty, ScalarType) and node.ty.is_int:
             why = value_range_error(-node.operand.value, node.ty)

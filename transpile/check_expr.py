@@ -135,11 +135,18 @@ class ExprChecker:
             return None
         return v
 
+    later_funcs: dict[str, Loc] = {}  # set per function by check_function
+
     def undefined(self, loc: Loc, name: str) -> None:
+        if name in self.later_funcs:
+            where = self.later_funcs[name]
+            self.sink.error(loc, f"'{name}' is defined later in the file (line {where.line}); a function can "
+                            "call only the device functions defined above it", Note("defined here", where))
+            return
         known = set(BUILTIN_NAMES) | set(self.module_syms)
         for scope in self.scopes:
             known |= set(scope)
-        close = difflib.get_close_matches(name, sorted(known), n=1)
+        close = difflib.get_close_matches(name, sorted(known - {name}), n=1)
         notes = (Note(f"did you mean '{close[0]}'?"),) if close else ()
         self.sink.error(loc, f"undefined name '{name}'", *notes)
 

@@ -156,7 +156,8 @@ class ModuleChecker:
             fn = dataclasses.replace(fn, c_name=c_ident(fn.name))
         fn = dataclasses.replace(fn, param_types=tuple((p.name, checker.params[p.name].ty) for p in fn.params
                                                        if p.qual != "const" and p.name in checker.params))
-        checked = check_function(self.sink, self.syms, fn, checker.params)
+        later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
+        checked = check_function(self.sink, self.syms, fn, checker.params, later)
         sym.extra["def"] = checked
         sym.extra["cooperative"] = any(u in checked.uses for u in ("tbarrier", "warp", "group_reduce", "tcopy",
                                                                     "coop_call"))

@@ -186,7 +186,7 @@ class FunctionChecker(CallChecker):
         self.loop_depth -= 1
         if prev is None:
             del self.locals[s.var]
-        new_iter = dataclasses.replace(it, args=tuple(args), func=dataclasses.replace(it.func, ref="builtin"))
+        new_iter = dataclasses.replace(it, args=tuple(args), func=dataclasses.replace(it.func, ref="builtin"), ty=var_ty)
         step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
         return dataclasses.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
@@ -409,18 +409,21 @@ class FunctionChecker(CallChecker):
 
 
 def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef,
-                   params: dict[str, Sym]) -> N.FuncDef:
+                   params: dict[str, Sym], later_funcs: Mapping[str, Loc] | None = None) -> N.FuncDef:
     """Check a function; a bare `tshared.alloc` whose element type is learned from its first
-    store is checked twice, the second time with that type known from the start."""
+    store is checked twice, the second time with that type known from the start.
+    `later_funcs` are the functions defined further down the file (for a better message)."""
     scratch = DiagnosticSink(sink.source)
     first = FunctionChecker(scratch, module_syms, fn)
     first.params.update(params)
+    first.later_funcs = dict(later_funcs or {})
     result = first.run()
     if first.bare_alloc is None or not first.bare_alloc.extra.get("typed"):
         sink.items.extend(d for d in scratch.items if d not in sink.items)
         return result
     second = FunctionChecker(sink, module_syms, fn)
     second.params.update(params)
+    second.later_funcs = first.later_funcs
     second.bare_elem = first.bare_alloc.ty.elem
     return second.run()
 
