@@ -136,7 +136,7 @@ def test_hostile_names_are_renamed() -> None:
              "x: f32[n], out: mut f32[n]")
     assert "float tsr_u_float = x[0];" in c
     assert "float tsr_u_threadIdx = 1.0f;" in c
-    assert "float tsr_u_init__ = 2.0f;" in c
+    assert "float tsr_u___init = 2.0f;" in c
 
 
 def test_range_forms() -> None:

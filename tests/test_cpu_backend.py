@@ -328,3 +328,18 @@ def test_a_corrupt_cached_library_is_rebuilt(tmp_path, monkeypatch) -> None:
     with pytest.warns(cache_mod.TesseraCacheWarning, match="corrupt"):
         tessera.compile(text, backend="cpu").k(y, grid=1)
     assert np.all(y == 2.0)
+
+
+def test_device_functions_see_the_callers_group_shape() -> None:
+    mod = compile_cpu("""
+@device
+def me() -> i32:
+    return tile_linear_id() + 1000 * group_tile_count() + 100000 * lane_id() * 0 + group_shape(1)
+
+@kernel tile[(8, 4)]
+def k(y: mut i32[n]):
+    y[global_linear_id()] = me()
+""")
+    y = np.zeros(64, np.int32)
+    mod.k(y, grid=2)
+    assert np.array_equal(y, np.tile(np.arange(32) + 32000 + 4, 2))

@@ -18,8 +18,6 @@ from tessera.transpile.check_expr import BUILTIN_NAMES, ExprChecker, is_scalar, 
 INDEX_NOARG = {"tile_linear_id", "group_linear_id", "group_tile_count", "global_linear_id",
                "grid_tile_count", "lane_id", "warp_id"}
 INDEX_AXIS = {"tile_id", "group_id", "group_shape", "group_count"}
-GROUP_SHAPE_BUILTINS = {"tile_linear_id", "global_linear_id", "group_tile_count", "grid_tile_count", "lane_id",
-                        "warp_id", "group_shape"}
 MATH_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil"}
 WARP_REDUCE = {"warp_sum", "warp_max", "warp_min"}
 SHUFFLES = {"shfl", "shfl_xor", "shfl_down"}
@@ -141,26 +139,13 @@ class CallChecker(ExprChecker):
             return None
         return node.value
 
-    def _require_kernel(self, e: N.Call, name: str) -> None:
-        self.uses.add(name)
-
     # ---- index builtins
-    def _needs_group_shape(self, e: N.Call, name: str) -> bool:
-        """Builtins computed from the kernel's tile[...] shape, which a device function does not know."""
-        if self.in_kernel or name not in GROUP_SHAPE_BUILTINS:
-            return False
-        self.sink.error(e.loc, f"{name}() depends on the kernel's group shape and is only available in a kernel "
-                        "body; pass its value to the device function as an argument")
-        return True
-
     def b_index(self, e: N.Call, name: str) -> N.Expr:
         self._arity(e, name, 0)
-        if self._needs_group_shape(e, name):
-            return e
         return self._typed(e, name, (), I32)
 
     def b_index_axis(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1) or self._needs_group_shape(e, name):
+        if not self._arity(e, name, 1):
             return e
         axis = self.const_int(e.args[0], f"the axis of {name}()", 0, 2)
         if axis is None:

@@ -242,6 +242,8 @@ class CPrinter:
     # ---- builtins
     def tid(self) -> str:
         t = self.tile
+        if not t:  # a device function: the caller's group shape is only known at run time
+            return "(int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
         if len(t) == 1:
             return "(int)threadIdx.x"
         if len(t) == 2:
@@ -262,19 +264,24 @@ class CPrinter:
 
     def c_group_shape(self, e: N.Call) -> str:
         axis = e.args[0].value
+        if not self.tile:
+            return f"(int)blockDim.{_AXES[axis]}"
         return str(self.tile[axis] if axis < len(self.tile) else 1)
 
     def c_group_tile_count(self, e: N.Call) -> str:
-        return str(self.nt)
+        return self.tile_count()
+
+    def tile_count(self) -> str:
+        return str(self.nt) if self.tile else "(int)(blockDim.x * blockDim.y * blockDim.z)"
 
     def c_group_linear_id(self, e: N.Call) -> str:
         return "tsr_group_linear_id()"
 
     def c_global_linear_id(self, e: N.Call) -> str:
-        return f"(tsr_group_linear_id() * {self.nt} + {self.tid()})"
+        return f"(tsr_group_linear_id() * {self.tile_count()} + {self.tid()})"
 
     def c_grid_tile_count(self, e: N.Call) -> str:
-        return f"(tsr_grid_groups() * {self.nt})"
+        return f"(tsr_grid_groups() * {self.tile_count()})"
 
     def c_lane_id(self, e: N.Call) -> str:
         return f"({self.tid()} & 31)"

@@ -4,7 +4,29 @@ variant names for sets of `const` parameter values."""
 
 from __future__ import annotations
 
-CXX_KEYWORDS = frozenset(["alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "NULL", "main", "printf", "malloc", "free", "memcpy", "memset", "assert", "abs", "min", "max", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "pow", "fma", "fabs", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "float2", "float4", "int2", "int4", "uint2", "uint4", "half", "size_t", "ptrdiff_t", "uintptr_t", "intptr_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t"])
+# C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
+CXX_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq NULL main printf malloc free memcpy memset assert abs min max exp exp2 log log2 sqrt
+rsqrt sin cos tanh erf floor ceil pow fma fabs threadIdx blockIdx blockDim gridDim warpSize dim3 uint3 float2
+float4 int2 int4 uint2 uint4 half size_t ptrdiff_t uintptr_t intptr_t int8_t int16_t int32_t int64_t uint8_t
+uint16_t uint32_t uint64_t acos acosf acosh acoshf asin asinf asinh asinhf atan atan2 atan2f atanf atanh
+atanhf cbrt cbrtf ceilf copysign copysignf cosf cosh coshf cospi cospif cyl_bessel_i0 cyl_bessel_i1 erfc erfcf
+erfcinv erfcinvf erfcx erfcxf erff erfinv erfinvf exp10 exp10f exp2f expf expm1 expm1f fabsf fdim fdimf
+fdivide fdividef floorf fmaf fmax fmaxf fmin fminf fmod fmodf frexp frexpf hypot hypotf ilogb ilogbf isfinite
+isinf isnan j0 j0f j1 j1f jn jnf ldexp ldexpf lgamma lgammaf llrint llrintf llround llroundf log10 log10f
+log1p log1pf log2f logb logbf logf lrint lrintf lround lroundf modf modff nan nanf nearbyint nearbyintf
+nextafter nextafterf norm norm3d norm3df norm4d norm4df normcdf normcdff normcdfinv normcdfinvf normf powf
+rcbrt rcbrtf remainder remainderf remquo remquof rhypot rhypotf rint rintf rnorm rnorm3d rnorm3df rnorm4d
+rnorm4df rnormf round roundf rsqrtf scalbln scalblnf scalbn scalbnf signbit sincos sincosf sincospi sincospif
+sinf sinh sinhf sinpi sinpif sqrtf tan tanf tanhf tgamma tgammaf trunc truncf y0 y0f y1 y1f yn ynf llabs labs
+div ldiv rand srand exit abort atoi atof strlen strcpy strcmp
+""".split())
 
 
 def is_safe_c_name(name: str) -> bool:
@@ -13,8 +35,9 @@ def is_safe_c_name(name: str) -> bool:
 
 
 def c_ident(name: str) -> str:
-    """The C spelling of a user identifier (already matched [A-Za-z_][A-Za-z0-9_]*)."""
-    return name if is_safe_c_name(name) else "tsr_u_" + name.lstrip("_") + ("_" * (len(name) - len(name.lstrip("_"))))
+    """The C spelling of a user identifier (already matched [A-Za-z_][A-Za-z0-9_]*): kept when safe,
+    else prefixed with `tsr_u_`, which no kept name can start with (so the mapping is one-to-one)."""
+    return name if is_safe_c_name(name) else "tsr_u_" + name
 
 
 def _value_text(v: int | float | bool) -> str:
