@@ -38,6 +38,11 @@ class ScalarType:
     def size(self) -> int:
         return max(1, self.bits // 8)
 
+    @property
+    def c_compute_size(self) -> int:
+        """Bytes of a value held in its compute type (f16/bf16 tables hold floats)."""
+        return 4 if self.is_half else self.size
+
     def __str__(self) -> str:
         return self.name
 

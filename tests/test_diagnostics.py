@@ -433,3 +433,35 @@ def test_random_bytes_give_a_located_error(seed: int, tmp_path, capsys) -> None:
     assert code == 1, err
     assert re.match(rf"^{re.escape(str(path))}:\d+:\d+: error: ", err), err
     assert "Traceback" not in err and "internal compiler error" not in err
+
+
+# Found while reviewing the documentation against the compiler.
+REVIEW_CASES = [
+    ("ternary-arm-group-sum", "@kernel tile[(64,)]\ndef k(y: mut f32[64]):\n    i = tile_linear_id()\n"
+     "    y[i] = group_sum(1.0) if i < 3 else 0.0\n", 4, 12, "group_sum() must be reached by every tile"),
+    ("and-right-side-group-sum", "@kernel tile[(64,)]\ndef k(y: mut f32[64]):\n    i = tile_linear_id()\n"
+     "    if i < 3 and group_sum(1.0) > 0.0:\n        y[0] = 1.0\n", 4, 18, "group_sum() must be reached by every tile"),
+    ("warp-device-function-under-lane-condition",
+     "@device\ndef w(x: f32) -> f32:\n    return warp_sum(x)\n\n@kernel tile[(64,)]\ndef k(y: mut f32[64]):\n"
+     "    if lane_id() < 16:\n        y[0] = w(1.0)\n", 8, 16, "w() must be reached by all 32 lanes of the warp"),
+    ("warp-device-function-partial-warps",
+     "@device\ndef w(x: f32) -> f32:\n    return warp_sum(x)\n\n@kernel tile[(48,)]\ndef k(y: mut f32[64]):\n"
+     "    y[0] = w(1.0)\n", 7, 12, "w() uses warp operations and needs whole warps"),
+    ("bitwise-on-bool", "@kernel tile[(32,)]\ndef k(b: bool, c: bool, y: mut i32[1]):\n    d = b & c\n", 3, 11,
+     "'&' needs integer operands, not bool"),
+    ("nested-table", "const SW: i32[2, 2] = [[0, 1], [1, 0]]\n", 1, 24, "one flat list in row-major order"),
+    ("map-kernel-statement", "@kernel tile[(32,)]\ndef k(x: f32[n], y: mut f32[n]):\n    y[:] = x\n", 3, 5,
+     "whole-tensor statements (map kernels, C[:] = ...) are not supported yet"),
+    ("constant-memory-overflow", "const T: f32[17000] = [" + ", ".join(["0.5"] * 17000) + "]\n", 1, 1,
+     "over the 65536 bytes of constant memory"),
+]
+
+
+@pytest.mark.parametrize("name,text,line,col,message", REVIEW_CASES, ids=[c[0] for c in REVIEW_CASES])
+def test_review_cases(name, text, line, col, message, tmp_path, capsys) -> None:
+    path = tmp_path / "r.tsr"
+    path.write_text(text)
+    assert run([str(path), "-o", str(tmp_path / "r.cu")]) == 1
+    err = capsys.readouterr().err
+    assert f"r.tsr:{line}:{col}: error: " in err and message in err, err
+    assert "Traceback" not in err

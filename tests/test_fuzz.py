@@ -277,7 +277,8 @@ def rownorm(x: f16[rows, cols], y: mut f16[rows, cols], hist: mut u32[64], eps: 
         atomic_add(hist[i32(b)], 1)
     m = warp_max(s)
     l = lane_id()
-    o = shfl_down(m, 1) if l < 31 else m
+    o = shfl_down(m, 1)
+    o = o if l < 31 else m
     q = i64(o) << 2 >> 1
     z = -q if not FLAG else ~q
     k = W[1, 0] + W[0, 1] * 2 - 7 // 2 % 3

@@ -11,7 +11,7 @@ import dataclasses
 import re
 
 from tessera import nodes as N
-from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, promote
+from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.errors import Loc
 from tessera.transpile.check_expr import BUILTIN_NAMES, ExprChecker, is_scalar, type_name
 
@@ -177,8 +177,9 @@ class CallChecker(ExprChecker):
         ty = strong[0] if strong else args[0].ty
         for t in strong[1:]:
             ty = promote(ty, t)
-        if not strong:
-            for a in args[1:]:
+        for a in args:
+            # A literal the others' type cannot hold (2.5 next to an i32) widens it, as with operators.
+            if (not strong and a is not args[0]) or (self.is_weak(a) and not literal_adopts(a.ty, ty)):
                 ty = promote(ty, a.ty)
         if need_float and not ty.is_float:
             ty = F32
@@ -319,7 +320,8 @@ class CallChecker(ExprChecker):
     def _warp_check(self, e: N.Call, name: str) -> None:
         self.uses.add("warp")
         if self.in_kernel and self.tile and _prod(self.tile) % 32 != 0:
-            self.sink.error(e.loc, f"{name}() needs whole warps: the group has {_prod(self.tile)} tiles, "
+            what = name if name.endswith(" and") else f"{name}()"
+            self.sink.error(e.loc, f"{what} needs whole warps: the group has {_prod(self.tile)} tiles, "
                             "not a multiple of 32")
 
     def b_group_reduce(self, e: N.Call, name: str) -> N.Expr:
@@ -486,6 +488,9 @@ class CallChecker(ExprChecker):
             args.append(self.assignable(t, SCALARS[p.type_name], a.loc, f"parameter '{p.name}'"))
         if sym.extra.get("cooperative"):
             self.uses.add("coop_call")
+        if any(u in fn.uses for u in ("warp", "warp_call")):
+            self.uses.add("warp_call")
+            self._warp_check(e, f"{fn.name}() uses warp operations and")
         ret = SCALARS[fn.ret] if fn.ret else N.VOID
         return N.Call(e.loc, N.Name(e.func.loc, fn.name, ref="func"), tuple(args), (), ret)
 

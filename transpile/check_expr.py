@@ -233,8 +233,9 @@ class ExprChecker:
             b, tb = retype(b, ta), ta
         if op in ("&", "|", "^", "<<", ">>"):
             for t in (ta, tb):
-                if not (t.is_int or (t.kind == "bool" and op in ("&", "|", "^"))):
-                    self.sink.error(loc, f"'{op}' needs integer operands, not {t}")
+                if not t.is_int:
+                    hint = "; for booleans use 'and', 'or' or '!='" if t.kind == "bool" else ""
+                    self.sink.error(loc, f"'{op}' needs integer operands, not {t}{hint}")
                     return a, b, None
             if op in ("<<", ">>"):
                 res = ta if ta.kind != "bool" else I32

@@ -38,10 +38,11 @@ def _children(e: object):
 
 
 class _Taint:
-    def __init__(self, cooperative_funcs: set[str]) -> None:
+    def __init__(self, cooperative_funcs: set[str], warp_funcs: set[str]) -> None:
         self.var: dict[str, int] = {}
         self.changed = False
         self.coop_funcs = cooperative_funcs
+        self.warp_funcs = warp_funcs
 
     def expr(self, e: object) -> int:
         t = UNIFORM
@@ -94,14 +95,29 @@ class _Check:
         self.sink = sink
 
     def calls(self, e: object, ctl: int, where: Loc | None) -> None:
+        # The arms of `x if c else y` and the right side of `and`/`or` run only for some tiles.
+        if isinstance(e, N.Ternary):
+            self.calls(e.cond, ctl, where)
+            c = self.t.expr(e.cond)
+            nc, nw = (c, e.cond.loc) if c > ctl else (ctl, where)
+            self.calls(e.then, nc, nw)
+            self.calls(e.orelse, nc, nw)
+            return
+        if isinstance(e, N.BoolOp):
+            self.calls(e.left, ctl, where)
+            c = self.t.expr(e.left)
+            nc, nw = (c, e.left.loc) if c > ctl else (ctl, where)
+            self.calls(e.right, nc, nw)
+            return
         if isinstance(e, N.Call) and isinstance(e.func, N.Name):
             name = e.func.id
-            coop = name in _GROUP_OPS or (e.func.ref == "func" and name in self.t.coop_funcs)
+            is_func = e.func.ref == "func"
+            coop = name in _GROUP_OPS or (is_func and name in self.t.coop_funcs)
             if coop and ctl > UNIFORM:
                 self.sink.error(e.loc, f"{name}() must be reached by every tile of the group, but it is under "
                                 "control flow that depends on the tile index",
                                 Note("the tile-dependent condition or loop is here", where))
-            elif name in _WARP_OPS and ctl >= LANE:
+            elif (name in _WARP_OPS or (is_func and name in self.t.warp_funcs)) and ctl >= LANE:
                 self.sink.error(e.loc, f"{name}() must be reached by all 32 lanes of the warp, but it is under "
                                 "control flow that depends on the lane",
                                 Note("the lane-dependent condition or loop is here", where))
@@ -130,10 +146,11 @@ class _Check:
 
 def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:
     coop: set[str] = set()
+    warp: set[str] = set()
     for fn in module.items:
         if not isinstance(fn, N.FuncDef):
             continue
-        taint = _Taint(coop)
+        taint = _Taint(coop, warp)
         taint.changed = True
         while taint.changed:
             taint.changed = False
@@ -141,4 +158,6 @@ def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:
         _Check(taint, sink).block(fn.body, UNIFORM, None)
         if fn.kind == "device" and any(u in fn.uses for u in ("tbarrier", "group_reduce", "tcopy", "coop_call")):
             coop.add(fn.name)
+        if fn.kind == "device" and any(u in fn.uses for u in ("warp", "warp_call")):
+            warp.add(fn.name)
     return module

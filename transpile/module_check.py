@@ -17,6 +17,9 @@ from tessera.transpile.names import c_ident, variant_name
 from tessera.transpile.typecheck import FunctionChecker, check_function
 
 
+CONSTANT_MEMORY = 64 * 1024
+
+
 def _kind(v: Value) -> str:
     return "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"
 
@@ -30,6 +33,7 @@ class ModuleChecker:
         self.variants = variants
         self.syms: dict[str, Sym] = {}
         self.used_defines: set[str] = set()
+        self.const_bytes = 0
         self.skip_unbound = skip_unbound
         self.unbound: list[str] = []   # kernels left out because a const parameter has no value
 
@@ -93,6 +97,10 @@ class ModuleChecker:
         if elem is None:
             self.sink.error(t.elem_loc, f"unknown type '{t.elem}'")
             return t
+        nested = next((v for v in t.values if isinstance(v, N.ListLit)), None)
+        if nested is not None:
+            self.sink.error(nested.loc, f"write the values of table '{t.name}' as one flat list in row-major order")
+            return t
         shape: list[int] = []
         env = self.env()
         for d in t.dims:
@@ -126,6 +134,10 @@ class ModuleChecker:
                 return t
             folded.append(convert(x, elem))
         ty = N.ArrayType(elem, tuple(shape), "const")
+        self.const_bytes += total * elem.c_compute_size
+        if self.const_bytes > CONSTANT_MEMORY:
+            self.sink.error(t.loc, f"constant tables take {self.const_bytes} bytes, over the {CONSTANT_MEMORY} bytes "
+                            "of constant memory")
         self.declare(t.name, t.loc, Sym(t.name, "table", ty, t.loc))
         return dataclasses.replace(t, shape=tuple(shape), folded=tuple(folded))
 

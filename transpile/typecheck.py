@@ -191,7 +191,17 @@ class FunctionChecker(CallChecker):
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
         return dataclasses.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
 
+    def whole_tensor(self, target: N.Expr) -> bool:
+        """`C[:] = A + B` is a map-kernel statement, which this version does not support yet."""
+        if isinstance(target, N.Index) and any(isinstance(i, N.Slice) for i in target.indices):
+            self.sink.error(target.loc, "whole-tensor statements (map kernels, C[:] = ...) are not supported yet; "
+                            "index the elements in a loop")
+            return True
+        return False
+
     def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
+        if self.whole_tensor(s.target):
+            return s
         target = self.store_target(s.target)
         value = self.scalar_expr(s.value)
         if target.ty is None or value.ty is None:
@@ -246,6 +256,8 @@ class FunctionChecker(CallChecker):
             self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
 
     def s_Assign(self, s: N.Assign) -> N.Stmt:
+        if self.whole_tensor(s.target):
+            return s
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
