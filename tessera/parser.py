@@ -1,7 +1,7 @@
 """Parsing: source text to the IR of `tessera.nodes`.
 
-Owns the Lark parser (LALR with an indentation post-lexer), the translation of
-Lark's exceptions into located diagnostics, and the transformer that builds nodes.
+Owns the Lark parser (LALR with an indentation post-lexer) and the translation of
+Lark's exceptions into located diagnostics; `build_ir` turns the tree into nodes.
 """
 
 from __future__ import annotations
@@ -10,23 +10,15 @@ import functools
 import importlib.resources
 from collections.abc import Iterator
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import Indenter
 
 from tessera import nodes as N
+from tessera.build_ir import Build, LexError
 from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
 
 KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for", "in", "break", "continue", "return", "pass", "and", "or", "not", "True", "False"])
-
-
-class _LexError(Exception):
-    """A located error found while lexing (indentation, string escapes)."""
-
-    def __init__(self, loc: Loc, message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
 
 
 class TsrIndenter(Indenter):
@@ -64,7 +56,7 @@ class TsrIndenter(Indenter):
         indent_str = token.rsplit("\n", 1)[1]
         line = (token.end_line or token.line or 1)
         if "\t" in indent_str:
-            raise _LexError(Loc(line, indent_str.index("\t") + 1),
+            raise LexError(Loc(line, indent_str.index("\t") + 1),
                                "tab in indentation; indent with spaces")
         indent = len(indent_str.replace("\f", ""))
         if indent > self.indent_level[-1]:
@@ -78,7 +70,7 @@ class TsrIndenter(Indenter):
                 self.indent_level.pop()
                 yield Token.new_borrow_pos(self.DEDENT_type, indent_str, token)
             if indent != self.indent_level[-1]:
-                raise _LexError(Loc(line, indent + 1),
+                raise LexError(Loc(line, indent + 1),
                                    "unindent does not match any outer indentation level")
 
 
@@ -233,13 +225,13 @@ def parse(src: SourceFile) -> N.Module:
         bad = _keyword_names(tree)
         if bad:
             raise CompileError(bad, src)
-        return _Build(src.path).transform(tree)
-    except _LexError as e:
+        return Build(src.path).transform(tree)
+    except LexError as e:
         raise CompileError([Diagnostic(e.message, e.loc)], src) from None
     except UnexpectedInput as e:
         raise CompileError([_syntax_error(e, src)], src) from None
     except VisitError as e:
-        if isinstance(e.orig_exc, _LexError):
+        if isinstance(e.orig_exc, LexError):
             raise CompileError([Diagnostic(e.orig_exc.message, e.orig_exc.loc)], src) from None
         if isinstance(e.orig_exc, RecursionError):
             raise CompileError([too_deep(src)], src) from None
@@ -267,256 +259,3 @@ def too_deep(src: SourceFile) -> Diagnostic:
         text = src.lines[n - 1]
         where = Loc(n, len(text) - len(text.lstrip(" ")) + 1)
     return Diagnostic("program is nested too deeply", where)
-
-
-def _loc(x: Tree | Token | N.Loc) -> Loc:
-    if isinstance(x, Token):
-        return Loc(x.line or 1, x.column or 1)
-    if isinstance(x, Tree):
-        return Loc(getattr(x.meta, "line", 1), getattr(x.meta, "column", 1))
-    return x
-
-
-def _iloc(meta) -> Loc:
-    return Loc(getattr(meta, "line", 1), getattr(meta, "column", 1))
-
-
-def _parse_int(text: str) -> int:
-    t = text.replace("_", "")
-    return int(t, 16) if t[:2].lower() == "0x" else int(t, 10)
-
-
-@v_args(meta=True)
-class _Build(Transformer):
-    """Parse tree to IR nodes. Positions come from Lark's `meta` (1-based line and column)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
-
-    # -- module
-    def start(self, meta, items):
-        return N.Module(self.path, tuple(i for i in items if i is not None))
-
-    def const_def(self, meta, c):
-        return N.ConstDef(_iloc(meta), str(c[0]), c[1])
-
-    def table_def(self, meta, c):
-        name, elem, dims, values = c
-        return N.TableDef(_iloc(meta), str(name), str(elem), _loc(elem), tuple(dims), values.items)
-
-    def funcdef(self, meta, c):
-        *decos, name, params, ret, suite = c
-        return N.FuncDef(_loc(name), str(name), tuple(params or ()), str(ret) if ret else None,
-                         _loc(ret) if ret else None, suite, tuple(decos))
-
-    def decorator(self, meta, c):
-        name, args, *clauses = c
-        pos = tuple(a for a in (args or ()) if not isinstance(a, N.Keyword)) if args is not None else None
-        kws = tuple(a for a in (args or ()) if isinstance(a, N.Keyword))
-        return N.Decorator(_iloc(meta), str(name), pos, kws, tuple(clauses))
-
-    def deco_args(self, meta, c):
-        return tuple(c[0] or ())
-
-    def clause_index(self, meta, c):
-        name, items = c
-        return N.Call(_loc(name), N.Name(_loc(name), str(name)), (N.TupleLit(_iloc(meta), tuple(items)),))
-
-    def clause_call(self, meta, c):
-        name, args = c
-        return self._call(_loc(name), N.Name(_loc(name), str(name)), args)
-
-    def params(self, meta, c):
-        return tuple(p for p in c if p is not None)
-
-    def param(self, meta, c):
-        name, qual, tname, dims, default = c
-        return N.Param(_loc(name), str(name), qual or "", str(tname), _loc(tname),
-                       tuple(dims) if dims is not None else None, default)
-
-    def dims(self, meta, c):
-        return c[0]
-
-    def qual_mut(self, meta, c):
-        return "mut"
-
-    def qual_const(self, meta, c):
-        return "const"
-
-    # -- statements
-    def suite(self, meta, c):
-        out: list[N.Stmt] = []
-        for s in c:
-            out.extend(s if isinstance(s, tuple) else (s,))
-        return tuple(out)
-
-    def simple_stmt(self, meta, c):
-        return c[0]
-
-    def assign(self, meta, c):
-        return N.Assign(_iloc(meta), c[0], c[1])
-
-    def ann_assign(self, meta, c):
-        name, tname, value = c
-        return N.Assign(_iloc(meta), N.Name(_loc(name), str(name)), value, str(tname), _loc(tname))
-
-    def aug_assign(self, meta, c):
-        target, op, value = c
-        return N.AugAssign(_loc(op), target, str(op)[:-1], value)
-
-    def expr_stmt(self, meta, c):
-        return N.ExprStmt(_iloc(meta), c[0])
-
-    def pass_stmt(self, meta, c):
-        return N.Pass(_iloc(meta))
-
-    def break_stmt(self, meta, c):
-        return N.Break(_iloc(meta))
-
-    def continue_stmt(self, meta, c):
-        return N.Continue(_iloc(meta))
-
-    def return_stmt(self, meta, c):
-        return N.Return(_iloc(meta), c[0])
-
-    def if_stmt(self, meta, c):
-        cond, then, *rest = c
-        orelse: tuple = rest[-1] if rest and rest[-1] is not None else ()
-        for el in reversed([r for r in rest[:-1]]):
-            orelse = (N.If(el[0], el[1], el[2], orelse),)
-        return N.If(_iloc(meta), cond, then, orelse)
-
-    def elif_clause(self, meta, c):
-        return (_iloc(meta), c[0], c[1])
-
-    def else_clause(self, meta, c):
-        return c[0]
-
-    def while_stmt(self, meta, c):
-        return N.While(_iloc(meta), c[0], c[1])
-
-    def for_stmt(self, meta, c):
-        var, it, body = c
-        return N.For(_iloc(meta), str(var), it, body)
-
-    # -- expressions
-    def ternary(self, meta, c):
-        return N.Ternary(_iloc(meta), c[1], c[0], c[2])
-
-    def or_op(self, meta, c):
-        return N.BoolOp(_iloc(meta), "or", c[0], c[1])
-
-    def and_op(self, meta, c):
-        return N.BoolOp(_iloc(meta), "and", c[0], c[1])
-
-    def not_op(self, meta, c):
-        return N.Unary(_iloc(meta), "not", c[0])
-
-    def compare(self, meta, c):
-        operands = tuple(c[0::2])
-        ops = tuple(str(t) for t in c[1::2])
-        return N.Compare(_loc(c[1]), ops, operands)
-
-    def _bin(self, meta, c):
-        left, tok, right = c  # located at the operator
-        return N.BinOp(_loc(tok), str(tok), left, right)
-
-    binop_or = binop_xor = binop_and = binop_shift = binop_add = binop_mul = _bin
-
-    def unary(self, meta, c):
-        return N.Unary(_loc(c[0]), str(c[0]), c[1])
-
-    def _call(self, loc, func, args):
-        args = tuple(args or ())
-        pos = tuple(a for a in args if not isinstance(a, N.Keyword))
-        kws = tuple(a for a in args if isinstance(a, N.Keyword))
-        return N.Call(loc, func, pos, kws)
-
-    def call(self, meta, c):
-        func, args = c
-        return self._call(getattr(func, "loc", _iloc(meta)), func, args)
-
-    def arglist(self, meta, c):
-        seen_kw = False
-        for a in c:
-            if isinstance(a, N.Keyword):
-                seen_kw = True
-            elif seen_kw:
-                raise _LexError(a.loc, "positional argument follows keyword argument")
-        return tuple(c)
-
-    def kwarg(self, meta, c):
-        return N.Keyword(_loc(c[0]), str(c[0]), c[1])
-
-    def index(self, meta, c):
-        base, subs = c
-        return N.Index(base.loc, base, tuple(subs))
-
-    def subscripts(self, meta, c):
-        return tuple(s for s in c if s is not None)
-
-    def slice(self, meta, c):
-        return N.Slice(_iloc(meta), c[0], c[1])
-
-    def attr(self, meta, c):
-        return N.Attr(c[0].loc, c[0], str(c[1]))
-
-    def name(self, meta, c):
-        return N.Name(_loc(c[0]), str(c[0]))
-
-    def int_lit(self, meta, c):
-        return N.IntLit(_loc(c[0]), _parse_int(str(c[0])))
-
-    def size_lit(self, meta, c):
-        text = str(c[0]).replace("_", "")
-        unit = 1024 if text.endswith("KiB") else 1024 * 1024
-        return N.IntLit(_loc(c[0]), int(text[:-3]) * unit)
-
-    def float_lit(self, meta, c):
-        return N.FloatLit(_loc(c[0]), float(str(c[0]).replace("_", "")))
-
-    def str_lit(self, meta, c):
-        raw = str(c[0])[1:-1]
-        loc = _loc(c[0])
-        return N.StrLit(loc, _unescape(raw, loc))
-
-    def true_lit(self, meta, c):
-        return N.BoolLit(_iloc(meta), True)
-
-    def false_lit(self, meta, c):
-        return N.BoolLit(_iloc(meta), False)
-
-    def tuple_lit(self, meta, c):
-        first, rest = c
-        return N.TupleLit(_iloc(meta), (first, *(rest or ())))
-
-    def list_lit(self, meta, c):
-        return N.ListLit(_iloc(meta), tuple(c[0] or ()))
-
-    def expr_list(self, meta, c):
-        return tuple(x for x in c if x is not None)
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "r": "\r"}
-
-
-def _unescape(raw: str, loc: Loc) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        ch = raw[i]
-        if ch == "\\" and i + 1 < len(raw):
-            nxt = raw[i + 1]
-            if nxt not in _ESCAPES:
-                # A string never spans lines: the escape is on the literal's line, after its quote.
-                shown = repr(nxt)[1:-1] if nxt.isprintable() else f"U+{ord(nxt):04X}"
-                raise _LexError(Loc(loc.line, loc.col + 1 + i),
-                                   f"unknown escape sequence '\\{shown}' in a string; the escapes are "
-                                   "\\n, \\t, \\r, \\\" and \\\\")
-            out.append(_ESCAPES[nxt])
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)

@@ -16,7 +16,6 @@ from tessera.transpile.kernel_header import check_decorators, check_header
 from tessera.transpile.names import c_ident, variant_name
 from tessera.transpile.typecheck import FunctionChecker, check_function
 
-
 CONSTANT_MEMORY = 64 * 1024
 
 

@@ -1,0 +1,197 @@
+"""Type checking of the memory builtins: atomics (with scopes) and `tcopy` with its views,
+plus the call helpers (arity, scope, typed result) that every builtin checker shares."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tessera import nodes as N
+from tessera.dtypes import I32, ScalarType
+from tessera.transpile.check_expr import ExprChecker, type_name
+
+SCOPES = ("group", "device", "mesh")
+
+
+def same_expr(a: object, b: object) -> bool:
+    """Structural equality of two expressions, ignoring locations and types."""
+    if type(a) is not type(b):
+        return False
+    if not dataclasses.is_dataclass(a):
+        return a == b
+    for f in dataclasses.fields(a):
+        if f.name in ("loc", "ty", "ref"):
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, tuple):
+            if not isinstance(y, tuple) or len(x) != len(y) or not all(same_expr(p, q) for p, q in zip(x, y)):
+                return False
+        elif not same_expr(x, y):
+            return False
+    return True
+
+
+class MemoryChecker(ExprChecker):
+    def _typed(self, e: N.Call, name: str, args, ty, kwargs=()) -> N.Call:
+        return N.Call(e.loc, N.Name(e.func.loc, name, ref="builtin"), tuple(args), tuple(kwargs), ty)
+
+    def _arity(self, e: N.Call, name: str, lo: int, hi: int | None = None, kw: tuple[str, ...] = ()) -> bool:
+        hi = lo if hi is None else hi
+        n = len(e.args)
+        for k in e.kwargs:
+            if k.name not in kw:
+                self.sink.error(k.loc, f"{name}() got an unexpected keyword argument '{k.name}'")
+                return False
+        if n < lo or n > hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.sink.error(e.loc, f"{name}() takes {want} argument{'s' if hi != 1 else ''}, got {n}")
+            return False
+        return True
+
+    def _scope(self, e: N.Call, name: str, pos_index: int | None) -> str | None:
+        node = None
+        for k in e.kwargs:
+            if k.name == "scope":
+                node = k.value
+        if node is None and pos_index is not None and len(e.args) > pos_index:
+            node = e.args[pos_index]
+        if node is None:
+            return "device"
+        if not isinstance(node, N.StrLit) or node.value not in SCOPES:
+            self.sink.error(node.loc, f"scope of {name}() must be one of \"group\", \"device\", \"mesh\"")
+            return None
+        return node.value
+
+    def atomic_target(self, ref: N.Expr, name: str) -> N.Expr:
+        if not isinstance(ref, N.Index):
+            self.sink.error(ref.loc, f"the first argument of {name}() must be an element of a mut tensor or "
+                            "a shared array, such as out[i]")
+            return ref
+        t = self.expr(ref)
+        base_ty = t.base.ty if isinstance(t, N.Index) else None
+        if isinstance(base_ty, N.TensorType) and not base_ty.mut:
+            self.sink.error(ref.loc, f"'{t.base.id}' is not mut; declare it 'mut' to update it atomically")
+            return dataclasses.replace(t, ty=None)
+        if isinstance(base_ty, N.ArrayType) and base_ty.space != "shared":
+            self.sink.error(ref.loc, f"atomics need a tensor or shared array, not a {type_name(base_ty)}")
+            return dataclasses.replace(t, ty=None)
+        return t
+
+    def b_atomic(self, e: N.Call, name: str) -> N.Expr:
+        nval = 2 if name == "atomic_cas" else 1
+        if not self._arity(e, name, 1 + nval, 2 + nval, ("scope",)):
+            return e
+        ref = self.atomic_target(e.args[0], name)
+        scope = self._scope(e, name, 1 + nval)
+        vals = [self.scalar_expr(v, f"value of {name}()") for v in e.args[1:1 + nval]]
+        if ref.ty is None or scope is None or any(v.ty is None for v in vals):
+            return e
+        elem: ScalarType = ref.ty
+        ok_types = {"i32", "u32", "i64", "u64", "f32", "f64"}
+        if name in ("atomic_add", "atomic_sub", "atomic_exch"):
+            ok_types |= {"f16", "bf16"}
+        if name in ("atomic_and", "atomic_or", "atomic_xor"):
+            ok_types -= {"f32", "f64"}
+        if elem.name not in ok_types:
+            self.sink.error(e.args[0].loc, f"{name}() is not available for {elem} elements")
+            return e
+        if isinstance(ref.base.ty, N.ArrayType):
+            scope = "group"
+        vals = [self.assignable(v, elem, v.loc, f"an element of '{ref.base.id}'") for v in vals]
+        self.uses.add("atomic")
+        return self._typed(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
+
+    def b_tcopy(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 2):
+            return e
+        dst = self.view(e.args[0], name, "destination")
+        src = self.view(e.args[1], name, "source")
+        if dst is None or src is None:
+            return e
+        dt, st = dst.ty, src.ty
+        dspace = "global" if isinstance(dt.base, N.TensorType) else "shared"
+        sspace = "global" if isinstance(st.base, N.TensorType) else "shared"
+        if dspace == "global" and sspace == "global":
+            self.sink.error(e.loc, "tcopy() copies global<->shared or shared->shared, not global->global")
+            return e
+        if dspace == "global" and not dt.base.mut:
+            self.sink.error(e.args[0].loc, f"'{_root(dst)}' is not mut; declare it 'mut' to store to it")
+            return e
+        if dt.base.elem != st.base.elem:
+            self.sink.error(e.loc, f"tcopy() needs the same element type on both sides, got "
+                            f"{dt.base.elem} and {st.base.elem}")
+            return e
+        if dt.extents != st.extents:
+            self.sink.error(e.loc, f"tcopy() shapes differ: destination {list(dt.extents)}, source "
+                            f"{list(st.extents)}")
+            return e
+        if len(dt.extents) > 3:
+            self.sink.error(e.loc, "tcopy() supports views of at most 3 dimensions")
+            return e
+        self.uses.add("tcopy")
+        return self._typed(e, name, (dst, src), N.VOID)
+
+    def view(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
+        if isinstance(e, N.Name):
+            t = self.expr(e)
+            if t.ty is None:
+                return None
+            if isinstance(t.ty, N.ArrayType) and t.ty.space == "shared":
+                return N.Index(e.loc, t, (), N.ViewType(t.ty, t.ty.shape))
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
+            return None
+        if not isinstance(e, N.Index):
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
+            return None
+        base = self.expr(e.base)
+        bt = base.ty
+        if bt is None:
+            return None
+        if isinstance(bt, N.TensorType):
+            dims = bt.dims
+        elif isinstance(bt, N.ArrayType) and bt.space == "shared":
+            dims = tuple(N.IntLit(e.loc, d) for d in bt.shape)
+        else:
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view of a tensor or a shared array")
+            return None
+        if len(e.indices) != len(dims):
+            self.sink.error(e.loc, f"'{base.id}' has {len(dims)} dimensions but is indexed with {len(e.indices)}")
+            return None
+        idx: list[N.Expr] = []
+        extents: list[int] = []
+        for i, d in zip(e.indices, dims):
+            if isinstance(i, N.Slice):
+                lo = self.scalar_expr(i.lo, "slice start") if i.lo is not None else N.IntLit(i.loc, 0, I32)
+                hi = self.scalar_expr(i.hi, "slice stop") if i.hi is not None else None
+                ext = self.extent(i, lo, hi, d)
+                if ext is None:
+                    return None
+                extents.append(ext)
+                idx.append(N.Slice(i.loc, self.coerce(lo, I32), hi, I32))
+            else:
+                t = self.scalar_expr(i, "index")
+                if t.ty is not None and not t.ty.is_int:
+                    self.sink.error(i.loc, f"index must be an integer, not {t.ty}")
+                    return None
+                idx.append(self.coerce(t, I32))
+        if not extents:
+            self.sink.error(e.loc, f"the {what} of {name}() has no slice; write A[r0:r0 + n] for a view")
+            return None
+        return N.Index(e.loc, base, tuple(idx), N.ViewType(bt, tuple(extents)))
+
+    def extent(self, s: N.Slice, lo: N.Expr, hi: N.Expr | None, dim: N.Expr) -> int | None:
+        if hi is None:
+            hi = dim
+        ext_expr: N.Expr | None = None
+        if isinstance(hi, N.BinOp) and hi.op == "+":
+            if same_expr(hi.left, lo):
+                ext_expr = hi.right
+            elif same_expr(hi.right, lo):
+                ext_expr = hi.left
+        if ext_expr is None:
+            ext_expr = N.BinOp(s.loc, "-", hi, lo)
+        v = self.const_int(ext_expr, "the extent of a view (stop - start)", 1)
+        return v
+
+
+def _root(v: N.Expr) -> str:
+    return v.base.id if isinstance(v, N.Index) and isinstance(v.base, N.Name) else "?"
