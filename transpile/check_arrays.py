@@ -1,0 +1,108 @@
+"""Array declarations in a function body: `x = tshared.alloc` (the whole shared budget,
+element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
+`x = tregs(f32[4, 4], 0.0)`, checked into typed `Assign` nodes with an `ArrayType`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tessera import nodes as N
+from tessera.dtypes import F32, SCALARS, ScalarType
+from tessera.transpile.check_calls import CallChecker
+from tessera.transpile.check_expr import Sym
+
+
+class ArrayDeclChecker(CallChecker):
+    def type_bare_alloc(self, elem: ScalarType) -> None:
+        sym = self.bare_alloc
+        budget = sym.extra["budget"]
+        sym.ty = N.ArrayType(elem, (budget // elem.size,), "shared")
+        sym.extra["typed"] = True
+
+    def special_value(self, s: N.Assign) -> N.Stmt | None:
+        """`x = tshared.alloc...` and `x = tregs(...)`: array declarations."""
+        v = s.value
+        is_bare = isinstance(v, N.Attr) and isinstance(v.base, N.Name) and v.base.id == "tshared" and v.name == "alloc"
+        is_shaped = (isinstance(v, N.Call) and isinstance(v.func, N.Attr) and isinstance(v.func.base, N.Name)
+                     and v.func.base.id == "tshared" and v.func.name == "alloc")
+        is_regs = isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tregs" \
+            and self.lookup("tregs") is None
+        if not (is_bare or is_shaped or is_regs):
+            return None
+        name = s.target.id
+        if not self.check_new_name(name, s.target.loc) or self.lookup(name) is not None:
+            if self.lookup(name) is not None:
+                self.sink.error(s.target.loc, f"'{name}' is already defined")
+            return s
+        if s.annotation:
+            self.sink.error(s.loc, "an array declaration takes no type annotation")
+        if is_bare or is_shaped:
+            if not self.in_kernel:
+                self.sink.error(v.loc, "shared memory can only be allocated in a kernel")
+                return s
+            if self.block != (0, 1):
+                self.sink.error(v.loc, "shared memory can only be allocated at the top level of a kernel body")
+                return s
+        if is_bare:
+            budget = self.fn.config.shared_budget if self.fn.config else None
+            if budget is None:
+                self.sink.error(v.loc, "a bare tshared.alloc takes the whole shared(...) budget; "
+                                "add shared(SIZE) to the @kernel line")
+                return s
+            elem = self.bare_elem or F32
+            sym = Sym(name, "shared", N.ArrayType(elem, (budget // elem.size,), "shared"), s.loc,
+                      block=self.block, extra={"budget": budget, "bare": True, "typed": self.bare_elem is not None})
+            self.bare_alloc = sym
+            self.locals[name] = sym
+            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), sym.ty)
+            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=sym.ty, ref="shared"),
+                                       value=call, declares=True)
+        kind = "tshared.alloc" if is_shaped else "tregs"
+        nargs = len(v.args)
+        if nargs != (1 if is_shaped else 2):
+            self.sink.error(v.loc, f"{kind}() takes {'a type like f32[64, 32]' if is_shaped else 'a type like f32[4, 4] and an initial value'}")
+            return s
+        for k in v.kwargs:
+            if not (is_shaped and k.name == "pad"):
+                self.sink.error(k.loc, f"{kind}() got an unexpected keyword argument '{k.name}'")
+                return s
+        spec = v.args[0]
+        if not (isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in SCALARS):
+            self.sink.error(spec.loc, f"the first argument of {kind}() is an element type with constant "
+                            "dimensions, such as f32[64, 32]")
+            return s
+        elem = SCALARS[spec.base.id]
+        shape = []
+        for d in spec.indices:
+            n = self.const_int(d, f"a dimension of {kind}()", 1)
+            if n is None:
+                return s
+            shape.append(n)
+        pad = 0
+        for k in v.kwargs:
+            p = self.const_int(k.value, "pad", 0)
+            if p is None:
+                return s
+            pad = p
+        if is_shaped:
+            ty = N.ArrayType(elem, tuple(shape), "shared", pad)
+            sym = Sym(name, "shared", ty, s.loc, block=self.block)
+            self.locals[name] = sym
+            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), ty)
+            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="shared"),
+                                       value=call, declares=True)
+        init = self.scalar_expr(v.args[1], "initial value of tregs()")
+        if init.ty is None:
+            return s
+        init = self.assignable(init, elem, v.args[1].loc, "a register array element")
+        total = 1
+        for d in shape:
+            total *= d
+        if total > 4096:
+            self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
+            return s
+        ty = N.ArrayType(elem, tuple(shape), "regs")
+        self.locals[name] = Sym(name, "regs", ty, s.loc, block=self.block)
+        call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,), (), ty)
+        return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="regs"),
+                                   value=call, declares=True)
