@@ -137,31 +137,40 @@ class CudaLibrary:
                     "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", k.name)
             self.functions[k.name] = f
 
+    def _upload(self, info: KernelInfo, bound: Bound, allocations: list) -> tuple[dict[str, int], list]:
+        """Device pointers of every tensor argument (NumPy arrays copied in; device arrays used in
+        place), and the (array, device pointer) pairs of `mut` NumPy arrays to copy back."""
+        drv = _driver()
+        pointers: dict[str, int] = {}
+        copy_back: list[tuple[np.ndarray, Any]] = []
+        for name, arr in bound.arrays.items():
+            if not isinstance(arr, np.ndarray):
+                pointers[name] = device_pointer(arr)
+                continue
+            dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
+            allocations.append(dptr)
+            if arr.nbytes:
+                _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
+            pointers[name] = int(dptr)
+            if any(p.name == name and p.mut for p in info.params):
+                copy_back.append((arr, dptr))
+        return pointers, copy_back
+
+    def _launch(self, info: KernelInfo, bound: Bound, argv: ctypes.Array, stream: Any) -> None:
+        _check(_driver().cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
+                                        stream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
+
     def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False) -> None:
         drv = _driver()
-        copies: list[tuple[np.ndarray, Any]] = []
         allocations: list[Any] = []
-        pointers: dict[str, int] = {}
         try:
-            for name, arr in bound.arrays.items():
-                if isinstance(arr, np.ndarray):
-                    dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
-                    allocations.append(dptr)
-                    if arr.nbytes:
-                        _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
-                    pointers[name] = int(dptr)
-                    if any(p.name == name and p.mut for p in info.params):
-                        copies.append((arr, dptr))
-                else:
-                    pointers[name] = device_pointer(arr)
-            params = pack_params(info, bound, pointers)
-            argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+            pointers, copy_back = self._upload(info, bound, allocations)
+            argv = _argv(pack_params(info, bound, pointers))
             hstream = stream if stream is not None else 0
-            _check(drv.cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
-                                      hstream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
-            if stream is None or copies:
+            self._launch(info, bound, argv, hstream)
+            if stream is None or copy_back:
                 _check(drv.cuStreamSynchronize(hstream), "kernel execution", info.name)
-            for arr, dptr in copies:
+            for arr, dptr in copy_back:
                 if arr.nbytes:
                     _check(drv.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes), "cuMemcpyDtoH", info.name)
         finally:
@@ -171,27 +180,16 @@ class CudaLibrary:
     def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
         """Median milliseconds per launch, measured with CUDA events (arrays stay on the device)."""
         drv = _driver()
-        pointers: dict[str, int] = {}
-        allocations = []
+        allocations: list[Any] = []
         try:
-            for name, arr in bound.arrays.items():
-                if isinstance(arr, np.ndarray):
-                    dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
-                    allocations.append(dptr)
-                    if arr.nbytes:
-                        _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
-                    pointers[name] = int(dptr)
-                else:
-                    pointers[name] = device_pointer(arr)
-            params = pack_params(info, bound, pointers)
-            argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+            pointers, _ = self._upload(info, bound, allocations)
+            argv = _argv(pack_params(info, bound, pointers))
             start = _check(drv.cuEventCreate(0), "cuEventCreate")
             stop = _check(drv.cuEventCreate(0), "cuEventCreate")
             times = []
             for i in range(warmup + repeat):
                 _check(drv.cuEventRecord(start, 0), "cuEventRecord")
-                _check(drv.cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
-                                          0, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
+                self._launch(info, bound, argv, 0)
                 _check(drv.cuEventRecord(stop, 0), "cuEventRecord")
                 _check(drv.cuEventSynchronize(stop), "kernel execution", info.name)
                 if i >= warmup:
@@ -202,6 +200,13 @@ class CudaLibrary:
         finally:
             for dptr in allocations:
                 drv.cuMemFree(dptr)
+
+
+def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:
+    """The `void*[]` of addresses cuLaunchKernel takes (the values must outlive the launch)."""
+    argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+    argv._keep = params  # keep the values alive as long as the array
+    return argv
 
 
 def _block(info: KernelInfo) -> tuple[int, int, int]:

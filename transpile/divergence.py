@@ -16,6 +16,11 @@ from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Loc, Note
 
 UNIFORM, WARP, LANE = 0, 1, 2
+
+
+def _deeper(taint: int, loc: Loc, ctl: int, where: Loc | None) -> tuple[int, Loc | None]:
+    """The control taint inside a construct whose condition has `taint` (and where it is)."""
+    return (taint, loc) if taint > ctl else (ctl, where)
 _LANE_SOURCES = {"tile_linear_id", "tile_id", "lane_id", "global_linear_id", "shfl", "shfl_xor", "shfl_down",
                  "atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
                  "atomic_exch", "atomic_cas"}
@@ -99,14 +104,14 @@ class _Check:
         if isinstance(e, N.Ternary):
             self.calls(e.cond, ctl, where)
             c = self.t.expr(e.cond)
-            nc, nw = (c, e.cond.loc) if c > ctl else (ctl, where)
+            nc, nw = _deeper(c, e.cond.loc, ctl, where)
             self.calls(e.then, nc, nw)
             self.calls(e.orelse, nc, nw)
             return
         if isinstance(e, N.BoolOp):
             self.calls(e.left, ctl, where)
             c = self.t.expr(e.left)
-            nc, nw = (c, e.left.loc) if c > ctl else (ctl, where)
+            nc, nw = _deeper(c, e.left.loc, ctl, where)
             self.calls(e.right, nc, nw)
             return
         if isinstance(e, N.Call) and isinstance(e.func, N.Name):
@@ -129,7 +134,7 @@ class _Check:
             if isinstance(s, N.If):
                 self.calls(s.cond, ctl, where)
                 c = self.t.expr(s.cond)
-                nc, nw = (c, s.cond.loc) if c > ctl else (ctl, where)
+                nc, nw = _deeper(c, s.cond.loc, ctl, where)
                 self.block(s.then, nc, nw)
                 self.block(s.orelse, nc, nw)
             elif isinstance(s, (N.While, N.For)):
@@ -138,7 +143,7 @@ class _Check:
                     self.calls(p, ctl, where)
                 c = max([self.t.expr(p) for p in parts], default=UNIFORM)
                 c = max(c, self.t.block(s.body, max(ctl, c)))
-                nc, nw = (c, s.loc) if c > ctl else (ctl, where)
+                nc, nw = _deeper(c, s.loc, ctl, where)
                 self.block(s.body, nc, nw)
             else:
                 self.calls(s, ctl, where)
