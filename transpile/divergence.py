@@ -11,6 +11,7 @@ sit under any varying condition or loop; warp operations may not sit under a lan
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Loc, Note
@@ -29,13 +30,16 @@ _GROUP_OPS = {"tbarrier", "group_sum", "group_max", "group_min", "tcopy", "tcopy
 _WARP_OPS = {"warp_sum", "warp_max", "warp_min", "shfl", "shfl_xor", "shfl_down"}
 
 
+@functools.lru_cache(maxsize=None)
+def _child_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty"))
+
+
 def _children(e: object):
     if not dataclasses.is_dataclass(e):
         return
-    for f in dataclasses.fields(e):
-        if f.name in ("loc", "ty"):
-            continue
-        v = getattr(e, f.name)
+    for name in _child_fields(type(e)):
+        v = getattr(e, name)
         if isinstance(v, tuple):
             yield from (x for x in v if dataclasses.is_dataclass(x))
         elif dataclasses.is_dataclass(v) and not isinstance(v, (N.TensorType, N.ArrayType, N.ViewType)):
