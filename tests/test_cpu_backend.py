@@ -343,3 +343,35 @@ def k(y: mut i32[n]):
     y = np.zeros(64, np.int32)
     mod.k(y, grid=2)
     assert np.array_equal(y, np.tile(np.arange(32) + 32000 + 4, 2))
+
+
+def test_the_feature_program_runs(tmp_path) -> None:
+    """tests/programs/features.tsr uses nearly every builtin; on the CPU backend it must run."""
+    mod = tessera.load(ROOT / "tests" / "programs" / "features.tsr", backend="cpu")
+    n = 256
+    rng = np.random.default_rng(4)
+    args = dict(h=rng.random(n).astype(np.float16), b=np.ones(n, np.uint16) * 0x3F80, d=rng.random(n),
+                q=rng.integers(0, 9, n).astype(np.int64), u=rng.integers(0, 9, n).astype(np.uint32),
+                c=rng.integers(-5, 5, n).astype(np.int8), out=np.zeros(n, np.float32), hout=np.zeros(n, np.float16),
+                iout=np.zeros(4, np.int64), bout=np.zeros(4, np.uint16))
+    mod.features(*args.values(), 1.5, True, 2, grid=1)
+    assert args["iout"][0] == args["q"].sum() and args["iout"][1] == args["q"].max()
+    assert args["iout"][2] == -n and args["iout"][3] == 1
+    assert np.isfinite(args["out"]).all()
+
+
+def test_cache_command(tmp_path) -> None:
+    import os
+
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "c"))
+    subprocess.run([sys.executable, "-m", "tessera", "run", "samples/histogram.tsr"], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    info = subprocess.run([sys.executable, "-m", "tessera", "cache", "info"], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True).stdout
+    assert "cpu:" in info and " 0 entries" not in info.splitlines()[0]
+    cleared = subprocess.run([sys.executable, "-m", "tessera", "cache", "clear"], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout
+    assert "removed" in cleared
+    info = subprocess.run([sys.executable, "-m", "tessera", "cache", "info"], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True).stdout
+    assert " 0 entries" in info.splitlines()[0]
