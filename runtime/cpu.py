@@ -52,8 +52,9 @@ def library_key(cuda: str, wrapper: str) -> str:
     from tessera.runtime.cache import cache_key
     from tessera.runtime.host_build import BASE_FLAGS, find_cxx, host_header_path
 
+    headers = sorted(host_header_path().parent.glob("*.h"))
     return cache_key("cpu-library", cuda, wrapper, " ".join(BASE_FLAGS), _compiler_identity(find_cxx()),
-                     host_header_path().read_bytes())
+                     *(h.name + "\n" + h.read_text() for h in headers))
 
 
 _IDENTITY: dict[str, str] = {}
