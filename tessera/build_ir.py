@@ -19,6 +19,21 @@ class LexError(Exception):
 
 
 
+_PREC = {"BITOR": 1, "BITXOR": 2, "BITAND": 3, "SHIFTOP": 4, "ADDOP": 5, "MULOP": 6}
+
+
+def _climb(seg: list, i: int, min_prec: int = 1) -> tuple[N.Expr, int]:
+    """Precedence climbing over [operand, op, operand, ...] (all operators left-associative);
+    each BinOp is located at its operator. Returns the expression and the next index."""
+    left = seg[i]
+    i += 1
+    while i < len(seg) and _PREC[seg[i].type] >= min_prec:
+        tok = seg[i]
+        right, i = _climb(seg, i + 1, _PREC[tok.type] + 1)
+        left = N.BinOp(_loc(tok), str(tok), left, right)
+    return left, i
+
+
 def _loc(x: Tree | Token | N.Loc) -> Loc:
     if isinstance(x, Token):
         return Loc(x.line or 1, x.column or 1)
@@ -163,16 +178,21 @@ class Build(Transformer):
     def not_op(self, meta, c):
         return N.Unary(_iloc(meta), "not", c[0])
 
-    def compare(self, meta, c):
-        operands = tuple(c[0::2])
-        ops = tuple(str(t) for t in c[1::2])
-        return N.Compare(_loc(c[1]), ops, operands)
-
-    def _bin(self, meta, c):
-        left, tok, right = c  # located at the operator
-        return N.BinOp(_loc(tok), str(tok), left, right)
-
-    binop_or = binop_xor = binop_and = binop_shift = binop_add = binop_mul = _bin
+    def chain(self, meta, c):
+        """`a op b op c ...` with Python's precedence; comparisons split the chain into operands
+        of one Compare (a chained comparison is reported by the checker)."""
+        operands: list = [[c[0]]]
+        comparisons: list[Token] = []
+        for tok, x in zip(c[1::2], c[2::2]):
+            if tok.type == "COMPOP":
+                comparisons.append(tok)
+                operands.append([x])
+            else:
+                operands[-1] += [tok, x]
+        parts = tuple(_climb(seg, 0)[0] for seg in operands)
+        if not comparisons:
+            return parts[0]
+        return N.Compare(_loc(comparisons[0]), tuple(str(t) for t in comparisons), parts)
 
     def unary(self, meta, c):
         return N.Unary(_loc(c[0]), str(c[0]), c[1])
