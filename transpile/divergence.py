@@ -30,7 +30,7 @@ _GROUP_OPS = {"tbarrier", "group_sum", "group_max", "group_min", "tcopy", "tcopy
 _WARP_OPS = {"warp_sum", "warp_max", "warp_min", "shfl", "shfl_xor", "shfl_down"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _child_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty"))
 
