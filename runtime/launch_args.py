@@ -99,7 +99,7 @@ def _check_layout(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, 
             raise _fail(info.name, p.name, f"shape symbol '{want}' is {got} here but {shapes[want]} from "
                         f"{origin[want]}")
         shapes[want] = got
-        origin[want] = f"'{p.name}' dimension {axis}"
+        origin.setdefault(want, f"'{p.name}' dimension {axis}")
 
 
 def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | bool:
@@ -150,6 +150,9 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
         else:
             scalars[p.name] = _check_scalar(info, p, values[p.name])
+    for name, extent in shapes.items():
+        if name in scalars and scalars[name] != extent:
+            raise LaunchError(f"{info.name}(): parameter '{name}' is {scalars[name]} but {origin[name]} is {extent}")
     for p in info.params:
         if p.kind == "shape" and p.name not in shapes:
             raise LaunchError(f"{info.name}(): shape symbol '{p.name}' is not bound by any argument")

@@ -375,3 +375,14 @@ def test_cache_command(tmp_path) -> None:
     info = subprocess.run([sys.executable, "-m", "tessera", "cache", "info"], cwd=ROOT, env=env, check=True,
                           capture_output=True, text=True).stdout
     assert " 0 entries" in info.splitlines()[0]
+
+
+def test_integer_parameters_can_size_tensors() -> None:
+    mod = compile_cpu("@kernel tile[(32,)]\ndef k(x: f32[n], n: i32, y: mut f32[n]):\n"
+                      "    for i in range(tile_linear_id(), n, 32):\n        y[i] = x[i] + f32(n)\n")
+    x = np.arange(40, dtype=np.float32)
+    y = np.zeros(40, np.float32)
+    mod.k(x, 40, y, grid=1)
+    assert np.array_equal(y, x + 40)
+    with pytest.raises(tessera.LaunchError, match=r"parameter 'n' is 39 but 'x' dimension 0 is 40"):
+        mod.k(x, 39, y, grid=1)

@@ -179,6 +179,11 @@ class ModuleChecker:
         consts: list[tuple[str, Value]] = []
         checker.shape_order = []
         given = self.variants.get(fn.name, {})
+        # Integer scalar parameters may size tensors (`def k(n: i32, x: f32[n])`); the launch checks
+        # that the array's extent equals the value passed.
+        self.fn_params = fn.params
+        self.size_params = {p.name for p in fn.params if p.dims is None and not p.qual
+                            and p.type_name in SCALARS and SCALARS[p.type_name].is_int}
         for p in fn.params:
             if p.name in checker.params:
                 self.sink.error(p.loc, f"duplicate parameter '{p.name}'")
@@ -260,6 +265,10 @@ class ModuleChecker:
     def dims(self, p: N.Param, checker: FunctionChecker) -> tuple[N.Expr, ...] | None:
         out: list[N.Expr] = []
         for d in p.dims:
+            if isinstance(d, N.Name) and d.id in self.size_params:
+                out.append(N.Name(d.loc, d.id, SCALARS[next(q.type_name for q in self.fn_params if q.name == d.id)],
+                                  "param"))
+                continue
             if isinstance(d, N.Name) and d.id not in self.syms and d.id not in checker.params:
                 if d.id in BUILTIN_NAMES and d.id != "grid_groups":
                     self.sink.error(d.loc, f"'{d.id}' cannot be a shape symbol; it is a builtin name")
