@@ -5,6 +5,7 @@ warnings and no spills."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -70,3 +71,18 @@ def test_statement_lines_are_in_comments() -> None:
         assert f"// line {line}" in body
     assert "float acc = 0.0f;  // line 5" in body
     assert "atomicAdd(&out[tsr_group_linear_id()], smem[0]);  // line 16" in body
+
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_nvcc_compiles_every_sample_without_warnings(arch: str, tmp_path) -> None:
+    paths = [*SAMPLES, ROOT / "tests" / "programs" / "features.tsr"]
+    for path in paths:
+        cu = tmp_path / (path.stem + ".cu")
+        cu.write_text(compile_source(load_source(str(path)), arch=arch).cuda)
+        p = subprocess.run([NVCC, "-c", f"-arch={arch}", "-o", str(tmp_path / "k.o"), str(cu)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0 and "warning" not in (p.stdout + p.stderr).lower(), (path.name, p.stderr)

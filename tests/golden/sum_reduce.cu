@@ -9,6 +9,9 @@
 #pragma nv_diag_suppress 550
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#if !defined(__CUDACC_RTC__)
+#include <cstdio>  // printf under nvcc (NVRTC has it built in)
+#endif
 #define TSR_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 // check_bounds builds route shared-memory accesses through these; the CPU backend's
 // versions detect data races, on the GPU they are the plain access.
