@@ -189,7 +189,14 @@ class MemoryChecker(ExprChecker):
                 ext_expr = hi.left
         if ext_expr is None:
             ext_expr = N.BinOp(s.loc, "-", hi, lo)
-        v = self.const_int(ext_expr, "the extent of a view (stop - start)", 1)
+        v = self.try_const(ext_expr)
+        if not isinstance(v, int) or isinstance(v, bool):
+            self.sink.error(s.loc, "the extent of a view (stop - start) must be a compile-time constant: write "
+                            "the slice as A[r0:r0 + BM] with BM constant")
+            return None
+        if v < 1:
+            self.sink.error(s.loc, f"the extent of a view (stop - start) must be at least 1, not {v}")
+            return None
         return v
 
 

@@ -17,10 +17,11 @@ Value = int | float | bool
 
 
 class NotConstant(Exception):
-    def __init__(self, loc, why: str = "") -> None:
+    def __init__(self, loc, why: str = "", node: object = None) -> None:
         super().__init__(why)
         self.loc = loc
         self.why = why
+        self.node = node  # the name that is not a constant, when that is the reason
 
 
 def _tdiv(a: int, b: int) -> int:
@@ -80,7 +81,7 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
             return env[e.id]
         if e.id == "WARP_SIZE":
             return 32
-        raise NotConstant(e.loc, f"'{e.id}' is not a compile-time constant")
+        raise NotConstant(e.loc, f"'{e.id}' is not a compile-time constant", e)
     if isinstance(e, N.Unary):
         v = evaluate(e.operand, env)
         if e.op == "not":

@@ -80,6 +80,10 @@ class ModuleChecker:
             value: Value | None = evaluate(c.value, self.env())
         except NotConstant as e:
             why = e.why if e.why and "compile-time" not in e.why else ""
+            later = next((i for i in self.module.items if isinstance(i, N.ConstDef) and i.loc.line > c.loc.line
+                          and isinstance(e.node, N.Name) and i.name == e.node.id), None)
+            if later is not None:
+                why = f"'{later.name}' is defined later, at line {later.loc.line}; a constant can only use constants above it"
             self.sink.error(e.loc or c.value.loc, "a module constant must be a compile-time constant"
                             + (f" ({why})" if why else ""))
             value = None

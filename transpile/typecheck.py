@@ -252,6 +252,8 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(t.loc, f"cannot assign to the parameter '{t.id}'; copy it to a local first")
         elif s.ref == "const":
             self.sink.error(t.loc, f"cannot assign to the constant '{t.id}'")
+        elif s.ref == "func":
+            self.sink.error(t.loc, f"'{t.id}' is a function defined at line {s.loc.line} and cannot be assigned")
         else:
             self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
 
