@@ -43,6 +43,26 @@ __device__ __forceinline__ I tsr_f2i(F x) {
     return (I)x;
 }
 
+// Integer division and remainder by a divisor that is not a known nonzero constant: on the GPU a
+// division by zero gives an unspecified value; the CPU backend must not trap, so it gives -1 (and
+// wraps INT_MIN / -1) there.
+template <class T>
+__device__ __forceinline__ T tsr_div(T a, T b) {
+#if defined(TESSERA_HOST)
+    if (b == 0) return (T)~(T)0;
+    if ((T)-1 < (T)0 && b == (T)-1) return (T)(0 - a);
+#endif
+    return a / b;
+}
+template <class T>
+__device__ __forceinline__ T tsr_mod(T a, T b) {
+#if defined(TESSERA_HOST)
+    if (b == 0) return a;
+    if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
+#endif
+    return a % b;
+}
+
 __device__ __forceinline__ int tsr_group_linear_id() {
     return (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
 }

@@ -386,3 +386,13 @@ def test_integer_parameters_can_size_tensors() -> None:
     assert np.array_equal(y, x + 40)
     with pytest.raises(tessera.LaunchError, match=r"parameter 'n' is 39 but 'x' dimension 0 is 40"):
         mod.k(x, 39, y, grid=1)
+
+
+def test_integer_division_by_zero_does_not_crash_the_host() -> None:
+    mod = compile_cpu("@kernel tile[(32,)]\ndef k(a: i32[n], b: i32[n], q: mut i32[n], r: mut i32[n]):\n"
+                      "    i = tile_linear_id()\n    q[i] = a[i] // b[i]\n    r[i] = a[i] % b[i]\n")
+    a = np.array([7, -7, -2**31, 5] * 8, np.int32)
+    b = np.array([0, 2, -1, 3] * 8, np.int32)
+    q, r = np.zeros(32, np.int32), np.zeros(32, np.int32)
+    mod.k(a, b, q, r, grid=1)  # a GPU gives unspecified values for x // 0; the host must not trap
+    assert q[1] == -3 and r[1] == -1 and q[3] == 1 and r[3] == 2

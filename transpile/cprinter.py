@@ -135,6 +135,10 @@ class CPrinter:
         if ty.is_float and op == "%":
             f = "fmod" if ty.name == "f64" else "fmodf"
             return self.finish(f"{f}({self.conv(e.left, ty, 0)}, {self.conv(e.right, ty, 0)})", PRIMARY, ty)
+        if ty.is_int and op in ("//", "%") and not _nonzero_literal(e.right):
+            # A divisor that may be 0 (or -1): the GPU gives some value, the host would trap.
+            f = "tsr_div" if op == "//" else "tsr_mod"
+            return self.finish(f"{f}({self.conv(e.left, ty, 0)}, {self.conv(e.right, ty, 0)})", PRIMARY, ty)
         prec = _BIN_PREC[op]
         c_op = "/" if op == "//" else op
         a = self.conv(e.left, ty, prec)
@@ -396,6 +400,11 @@ class CPrinter:
             text = f"{cname}(({_U64}*){addr}, {cast_vals})"
             return f"(long long){text}" if elem.name == "i64" else text
         return f"{cname}({addr}, {', '.join(vals)})"
+
+
+def _nonzero_literal(e: N.Expr) -> bool:
+    """A literal divisor other than 0 and -1 (with which C division cannot trap)."""
+    return isinstance(e, N.IntLit) and e.value not in (0, -1)
 
 
 def _common(a: ScalarType, b: ScalarType) -> ScalarType:

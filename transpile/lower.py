@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType, c_literal, promote
-from tessera.transpile.cprinter import CPrinter, c_string, store_fn
+from tessera.transpile.cprinter import CPrinter, _nonzero_literal, c_string, store_fn
 from tessera.transpile.names import c_ident
 
 INDENT = "    "
@@ -240,7 +240,8 @@ class BodyLowering:
         lhs = c_ident(t.id) if isinstance(t, N.Name) else self.pr.raced(t, "write")
         in_memory = isinstance(t, N.Index) and not (isinstance(t.base.ty, N.ArrayType) and t.base.ty.space == "regs")
         op = s.op
-        simple = not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
+        simple = (not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
+                  and not (op in ("%", "//") and not _nonzero_literal(s.value)))
         if simple:
             c_op = "/" if op == "//" else op
             value = s.value
