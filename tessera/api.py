@@ -101,7 +101,8 @@ class Kernel:
     def info(self, **consts: Any) -> KernelInfo:
         return self.module._variant(self.name, _check_consts(self, consts)).kernel(self.name)
 
-    def __call__(self, *args: Any, grid: Any = None, stream: Any = None, **kwargs: Any) -> None:
+    def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any):
+        """(library, kernel info, checked arguments) for a launch; const parameters come by keyword."""
         from tessera.runtime.launch_args import bind
 
         names = self.module._consts.get(self.name, ())
@@ -109,10 +110,14 @@ class Kernel:
         variant = self.module._variant(self.name, consts)
         info = variant.kernel(self.name)
         bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+        return variant.library(), info, bound
+
+    def __call__(self, *args: Any, grid: Any = None, stream: Any = None, **kwargs: Any) -> None:
+        lib, info, bound = self._prepare(args, kwargs, grid)
         if self.module.backend == "cuda":
-            variant.library().launch(info, bound, stream=stream, check_bounds=self.module.check_bounds)
+            lib.launch(info, bound, stream=stream, check_bounds=self.module.check_bounds)
         else:
-            variant.library().launch(info, bound, check_bounds=self.module.check_bounds)
+            lib.launch(info, bound, check_bounds=self.module.check_bounds)
 
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
@@ -120,14 +125,7 @@ class Kernel:
         import statistics
         import time
 
-        from tessera.runtime.launch_args import bind
-
-        names = self.module._consts.get(self.name, ())
-        consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
-        variant = self.module._variant(self.name, consts)
-        info = variant.kernel(self.name)
-        bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
-        lib = variant.library()
+        lib, info, bound = self._prepare(args, kwargs, grid)
         if self.module.backend == "cuda":
             return lib.benchmark(info, bound, repeat=repeat)
         times = []

@@ -396,3 +396,9 @@ def test_integer_division_by_zero_does_not_crash_the_host() -> None:
     q, r = np.zeros(32, np.int32), np.zeros(32, np.int32)
     mod.k(a, b, q, r, grid=1)  # a GPU gives unspecified values for x // 0; the host must not trap
     assert q[1] == -3 and r[1] == -1 and q[3] == 1 and r[3] == 2
+
+
+def test_benchmark_on_the_cpu_backend() -> None:
+    mod = tessera.load(ROOT / "samples" / "sum_reduce.tsr", backend="cpu")
+    ms = mod.sum_reduce.benchmark(np.ones(4096, np.float32), np.zeros(2, np.float32), repeat=3)
+    assert 0 < ms < 10_000
