@@ -402,3 +402,27 @@ def test_benchmark_on_the_cpu_backend() -> None:
     mod = tessera.load(ROOT / "samples" / "sum_reduce.tsr", backend="cpu")
     ms = mod.sum_reduce.benchmark(np.ones(4096, np.float32), np.zeros(2, np.float32), repeat=3)
     assert 0 < ms < 10_000
+
+
+def test_tcopy_views_with_indexed_dimensions_and_edges() -> None:
+    mod = compile_cpu("""
+@kernel tile[(64,)]
+def k(x: f32[R, C], y: mut f32[R, C], z: mut f32[R, 32]):
+    a = tshared.alloc(f32[32])
+    b = tshared.alloc(f32[4, 32], pad=1)
+    r = group_id(0)
+    tcopy(a, x[r, 8:40])
+    tbarrier()
+    tcopy(b[1, 0:32], a)
+    tbarrier()
+    tcopy(y[r, 8:40], b[1, 0:32])
+    tcopy(z[r, 0:32], a)
+""", check_bounds=True)
+    x = np.random.default_rng(0).random((5, 30)).astype(np.float32)
+    y, z = np.zeros_like(x), np.zeros((5, 32), np.float32)
+    mod.k(x, y, z, grid=5)
+    want_y = np.zeros_like(x)
+    want_y[:, 8:] = x[:, 8:]   # columns past the tensor's edge are not written
+    want_z = np.zeros((5, 32), np.float32)
+    want_z[:, :22] = x[:, 8:]  # and read as zero
+    assert np.array_equal(y, want_y) and np.array_equal(z, want_z)
