@@ -229,10 +229,12 @@ struct tsr_copy_width {
     static constexpr int elems = bytes / (int)sizeof(T);
 };
 
-template <class T, int D0, int D1, int D2, int NT>
+// DST_SHARED/SRC_SHARED (check_bounds builds only) route the shared side's elements through the
+// race detector, with the .tsr line of the tcopy.
+template <class T, int D0, int D1, int D2, int NT, bool DST_SHARED = false, bool SRC_SHARED = false>
 __device__ __forceinline__ void tsr_copy(T* dst, long long ds0, long long ds1, int dl0, int dl1, int dl2,
                                                 const T* src, long long ss0, long long ss1, int sl0, int sl1, int sl2,
-                                                int tid) {
+                                                int tid, int line = 0) {
     typedef tsr_copy_width<T, D2> W;
     typedef typename tsr_chunk<W::bytes>::type C;
     typedef typename tsr_chunk<sizeof(T)>::type E;
@@ -247,6 +249,10 @@ __device__ __forceinline__ void tsr_copy(T* dst, long long ds0, long long ds1, i
         const bool src_row = i < sl0 && j < sl1;
         const bool dst_row = i < dl0 && j < dl1;
         if (!dst_row) continue;
+        for (int e = 0; (DST_SHARED || SRC_SHARED) && e < W::elems && k + e < dl2; ++e) {
+            if (DST_SHARED) tsr_race_write(d + e, line);
+            if (SRC_SHARED && src_row && k + e < sl2) tsr_race_read(s + e, line);
+        }
         if (src_row && k + W::elems <= sl2 && k + W::elems <= dl2 &&
             ((reinterpret_cast<size_t>(d) | reinterpret_cast<size_t>(s)) % W::bytes) == 0) {
             *reinterpret_cast<C*>(d) = *reinterpret_cast<const C*>(s);

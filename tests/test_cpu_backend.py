@@ -426,3 +426,21 @@ def k(x: f32[R, C], y: mut f32[R, C], z: mut f32[R, 32]):
     want_z = np.zeros((5, 32), np.float32)
     want_z[:, :22] = x[:, 8:]  # and read as zero
     assert np.array_equal(y, want_y) and np.array_equal(z, want_z)
+
+
+def test_a_missing_barrier_after_tcopy_is_reported_as_a_race() -> None:
+    text = """
+@kernel tile[(64,)]
+def k(x: f32[n], y: mut f32[n]):
+    a = tshared.alloc(f32[64])
+    tcopy(a, x[0:64])
+    BARRIER
+    t = tile_linear_id()
+    y[t] = a[63 - t]
+"""
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    with pytest.raises(tessera.LaunchError, match=r"data race.*(line 5.*line 8|line 8.*line 5)"):
+        compile_cpu(text.replace("BARRIER", "pass"), check_bounds=True).k(x, y, grid=1)
+    compile_cpu(text.replace("BARRIER", "tbarrier()"), check_bounds=True).k(x, y, grid=1)
+    assert np.array_equal(y, x[::-1])

@@ -265,8 +265,13 @@ class BodyLowering:
         elem = dst.ty.base.elem
         dp, ds, dl = self.view_parts(dst)
         sp, ss, sl = self.view_parts(src)
-        return (f"tsr_copy<{elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.config.tile_count}>("
-                f"{dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()})")
+        targs = f"{elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.config.tile_count}"
+        tail = ""
+        if self.opts.check_bounds:
+            shared = [str(isinstance(v.ty.base, N.ArrayType)).lower() for v in (dst, src)]
+            targs += f", {shared[0]}, {shared[1]}"
+            tail = f", {e.loc.line}"
+        return f"tsr_copy<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail})"
 
     def view_parts(self, v: N.Index) -> tuple[str, str, str]:
         """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
