@@ -16,7 +16,7 @@ from tessera.transpile.consts import NAME_RE, parse_define_value
 from tessera.transpile.emit import VERSION
 from tessera.transpile.pipeline import PASS_NAMES
 
-EXIT_ERROR, EXIT_USAGE, EXIT_ICE = 1, 2, 70
+EXIT_ERROR, EXIT_ICE = 1, 70
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 
 

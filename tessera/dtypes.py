@@ -72,10 +72,7 @@ SCALARS: dict[str, ScalarType] = {
 
 BOOL = SCALARS["bool"]
 I32 = SCALARS["i32"]
-I64 = SCALARS["i64"]
-U32 = SCALARS["u32"]
 F32 = SCALARS["f32"]
-F64 = SCALARS["f64"]
 
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:

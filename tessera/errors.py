@@ -21,8 +21,6 @@ class Loc:
         return f"{self.line}:{self.col}"
 
 
-NO_LOC = Loc(0, 0)
-
 
 @dataclass(frozen=True)
 class Note:

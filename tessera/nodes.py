@@ -319,8 +319,6 @@ class KernelConfig:
     shared_budget: int | None
     vectorize: int | None
     launch_bounds: int | None
-    autotune: tuple[tuple[str, tuple[int | float | bool, ...]], ...] = ()
-    autotune_key: tuple[str, ...] | None = None
 
     @property
     def tile_count(self) -> int:

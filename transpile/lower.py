@@ -23,11 +23,6 @@ class Options:
     source_name: str = "input.tsr"
 
 
-def storage_type(ty: ScalarType, space: str) -> str:
-    """C type of a value held in `space` (locals and registers hold the compute type)."""
-    return ty.c_storage if space in ("shared", "global") else ty.c_compute
-
-
 def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
     return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
 

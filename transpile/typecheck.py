@@ -39,7 +39,6 @@ class FunctionChecker(ArrayDeclChecker):
         self.block_counter = 0
         self.loop_depth = 0
         self.hoisted: dict[str, N.Type] = {}
-        self.declared_at: dict[str, Loc] = {}
         self.loop_vars: list[str] = []
         self.bare_alloc: Sym | None = None
         self.bare_elem: ScalarType | None = None
