@@ -52,7 +52,7 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
         emitted = module
         if only_kernel is not None:
             emitted = N.Module(module.path, tuple(i for i in module.items if not (
-                isinstance(i, N.FuncDef) and i.kind == "kernel" and i.name != only_kernel)), module.defines)
+                isinstance(i, N.FuncDef) and i.kind == "kernel" and i.name != only_kernel)))
         text, infos = render_module(emitted, opts)
         return CompileResult(src, module, text, infos)
     except CompileError:

@@ -8,7 +8,7 @@ which assignments declare a local (`Assign.declares`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tessera.dtypes import ScalarType
 from tessera.errors import Loc
@@ -376,7 +376,6 @@ Item = ConstDef | TableDef | FuncDef
 class Module:
     path: str
     items: tuple[Item, ...]
-    defines: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def kernels(self) -> tuple[FuncDef, ...]:
