@@ -465,3 +465,15 @@ def test_review_cases(name, text, line, col, message, tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert f"r.tsr:{line}:{col}: error: " in err and message in err, err
     assert "Traceback" not in err
+
+
+def test_errors_from_different_passes_are_reported_together(tmp_path, capsys) -> None:
+    path = tmp_path / "m.tsr"
+    path.write_text("@kernel tile[(64,)]\ndef a(y: mut f32[n]):\n    y[0] = 1 / 2\n\n@kernel tile[(64,)]\n"
+                    "def b(y: mut f32[n]):\n    if tile_linear_id() < 3:\n        tbarrier()\n"
+                    "    s = tshared.alloc(f32[100000])\n")
+    assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
+    err = capsys.readouterr().err
+    assert "m.tsr:3:14: error: '/' of two integers" in err          # typecheck
+    assert "m.tsr:8:9: error: tbarrier() must be reached" in err     # check-cooperation
+    assert "m.tsr:9:9: error: kernel 'b' needs 400000 bytes" in err  # plan-shared

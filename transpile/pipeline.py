@@ -35,10 +35,18 @@ PASS_NAMES = tuple(name for name, _ in PASSES)
 
 
 def run_passes(module: N.Module, ctx: PassContext, stop_after: str | None = None) -> N.Module:
-    """Run the pipeline; stops at the first pass that reported errors (raising CompileError)."""
+    """Run the pipeline and raise CompileError with every diagnostic. The checking passes keep
+    going after errors so that independent errors in different passes are reported together; a
+    pass that stumbles over IR an earlier error left incomplete just ends the run."""
     for name, fn in PASSES:
-        module = fn(module, ctx)
-        ctx.sink.raise_if_errors()
+        if ctx.sink.has_errors:
+            try:
+                module = fn(module, ctx)
+            except Exception:  # noqa: BLE001 - a consequence of the errors already reported
+                break
+        else:
+            module = fn(module, ctx)
         if name == stop_after:
             break
+    ctx.sink.raise_if_errors()
     return module
