@@ -113,14 +113,14 @@ class CpuLibrary:
     """A loaded kernel library."""
 
     def __init__(self, path: Path) -> None:
-        from tessera.runtime.host_build import load_library
+        from tessera.runtime.host_launch import load_library
 
         self.path = path
         self.lib = load_library(path)
 
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
                num_threads: int | None = None) -> None:
-        from tessera.runtime.host_build import launch
+        from tessera.runtime.host_launch import launch
 
         arrays = bound.arrays
         if check_bounds:

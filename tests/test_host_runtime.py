@@ -15,7 +15,8 @@ import pytest
 
 from tessera.errors import CompileError, LaunchError, TesseraError
 from tessera.runtime import host_build
-from tessera.runtime.host_build import build_shared_library, launch, load_library
+from tessera.runtime.host_build import build_shared_library
+from tessera.runtime.host_launch import launch, load_library
 
 try:
     host_build.find_cxx()
@@ -559,7 +560,7 @@ RUN_IN_CHILD = r"""
 import ctypes, sys
 import numpy as np
 from tessera.errors import LaunchError
-from tessera.runtime.host_build import launch, load_library
+from tessera.runtime.host_launch import launch, load_library
 lib = load_library(sys.argv[1])
 out = np.full(128, -1, np.int32)
 try:
