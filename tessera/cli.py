@@ -155,6 +155,9 @@ def run(argv: list[str]) -> int:
     except TesseraError as e:
         print(f"tesserac: error: {e}", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as e:
+        print(f"tesserac: error: cannot write {e.filename or args.output!r}: {e.strerror}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -118,3 +118,9 @@ def test_internal_errors_exit_70_without_traceback(monkeypatch, capsys) -> None:
     assert run([SAMPLE, "-o", "-"]) == 70
     err = capsys.readouterr().err
     assert "internal compiler error" in err and "Traceback" not in err
+
+
+def test_unwritable_output_is_an_error_not_a_crash(capsys) -> None:
+    assert run([SAMPLE, "-o", "/nonexistent/dir/x.cu"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "internal compiler error" not in err
