@@ -156,7 +156,7 @@ def run(argv: list[str]) -> int:
         print(f"tesserac: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as e:
-        print(f"tesserac: error: cannot write {args.output!r}: {e.strerror}", file=sys.stderr)
+        print(f"tesserac: error: cannot write {args.output or 'the output file'!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
 
 
