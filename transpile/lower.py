@@ -202,10 +202,15 @@ class BodyLowering:
             return
         self.emit(f"{self.pr.raced(t, 'write')} = {self.stored(s.value, t.ty)};", s.loc)
 
-    def stored(self, value: N.Expr, ty: ScalarType, memory: bool = True) -> str:
-        text = self.pr.conv(value, ty, 0)
+    def stored(self, value: N.Expr, ty: ScalarType) -> str:
+        """A value stored to memory of type `ty`; f16/bf16 stores round once, with the store."""
         f = store_fn(ty)
-        return f"{f}({text})" if (f and memory) else text
+        if f is None:
+            return self.pr.conv(value, ty, 0)
+        if isinstance(value, N.Call) and value.func.ref == "cast" and value.ty == ty:
+            value = value.args[0]  # the implicit conversion to f16 is the store itself
+        text = self.pr.expr(value) if value.ty.c_compute == "float" else self.pr.cast_text(value, SCALARS["f32"])
+        return f"{f}({text})"
 
     def array_decl(self, s: N.Assign, name: str, ty: N.ArrayType) -> None:
         if ty.space == "shared":
