@@ -91,6 +91,7 @@ static constexpr int warpSize = 32;
 #include "host_atomics.h"
 #include "host_fiber_switch.h"
 #include "host_engine.h"
+#include "host_scheduler.h"
 #include "host_builtins.h"
 #include "host_launch.h"
 
