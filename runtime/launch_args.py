@@ -118,6 +118,10 @@ def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | b
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(info.name, p.name, f"expected a number ({p.dtype}), got {type(value).__name__}")
+    if p.dtype in ("f16", "bf16"):
+        from tessera.dtypes import SCALARS, round_to
+
+        return round_to(float(value), SCALARS[p.dtype])  # passed as a float holding an f16/bf16 value
     return float(value)
 
 

@@ -444,3 +444,14 @@ def k(x: f32[n], y: mut f32[n]):
         compile_cpu(text.replace("BARRIER", "pass"), check_bounds=True).k(x, y, grid=1)
     compile_cpu(text.replace("BARRIER", "tbarrier()"), check_bounds=True).k(x, y, grid=1)
     assert np.array_equal(y, x[::-1])
+
+
+def test_f16_scalar_parameters_hold_f16_values_and_3d_groups() -> None:
+    mod = compile_cpu("@kernel tile[(2, 2, 4)]\ndef k(a: f16, y: mut f32[16], h: mut f16[16]):\n"
+                      "    i = tile_linear_id()\n    y[i] = f32(a) + f32(tile_id(2) * 100 + group_shape(2))\n"
+                      "    h[i] = a * 3\n")
+    y, h = np.zeros(16, np.float32), np.zeros(16, np.float16)
+    mod.k(0.1, y, h, grid=1)
+    a = np.float16(0.1)
+    assert np.array_equal(h, np.full(16, a * np.float16(3)))
+    assert np.array_equal(y, np.float32(a) + (np.arange(16) // 4 * 100 + 4).astype(np.float32))
