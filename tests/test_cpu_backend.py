@@ -455,3 +455,11 @@ def test_f16_scalar_parameters_hold_f16_values_and_3d_groups() -> None:
     a = np.float16(0.1)
     assert np.array_equal(h, np.full(16, a * np.float16(3)))
     assert np.array_equal(y, np.float32(a) + (np.arange(16) // 4 * 100 + 4).astype(np.float32))
+
+
+@pytest.mark.parametrize("stmt,array", [("s[t + 1] = 1.0", "s"), ("r[t % 2, 3] = 1.0", "r")])
+def test_check_bounds_covers_shared_and_register_arrays(stmt: str, array: str) -> None:
+    mod = compile_cpu(f"@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    s = tshared.alloc(f32[32])\n"
+                      f"    r = tregs(f32[2, 3], 0.0)\n    t = tile_linear_id()\n    {stmt}\n", check_bounds=True)
+    with pytest.raises(tessera.LaunchError, match=rf"k:6: index \d+ out of range for dimension \d of '{array}'"):
+        mod.k(np.zeros(4, np.float32), grid=1)
