@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import LaunchError
+from tessera.errors import LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo
 from tessera.runtime.launch_args import Bound
 
@@ -207,6 +207,20 @@ def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:
     argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
     argv._keep = params  # keep the values alive as long as the array
     return argv
+
+
+_LOADED: dict[str, CudaLibrary] = {}
+
+
+def loaded_library(key: str, kernels: tuple[KernelInfo, ...]) -> CudaLibrary:
+    """The module for a cached image, loaded once per process (modules and functions are reused)."""
+    lib = _LOADED.get(key)
+    if lib is None:
+        image = load_image(key)
+        if image is None:
+            raise TesseraError("a cached CUDA image disappeared while in use; load the module again")
+        lib = _LOADED[key] = CudaLibrary(image, kernels)
+    return lib
 
 
 def _block(info: KernelInfo) -> tuple[int, int, int]:

@@ -170,12 +170,9 @@ class _Variant:
 
     def library(self):
         if self._lib is None and self.backend == "cuda":
-            from tessera.runtime.cuda import CudaLibrary, load_image
+            from tessera.runtime.cuda import loaded_library
 
-            image = load_image(self.library_key)
-            if image is None:
-                raise TesseraError("internal error: a cached CUDA image disappeared; retry")
-            self._lib = CudaLibrary(image, self.kernels)
+            self._lib = loaded_library(self.library_key, self.kernels)
         if self._lib is None:
             from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
 

@@ -205,3 +205,18 @@ def test_a_dlpack_array_in_host_memory_is_refused() -> None:
 
     with pytest.raises(tessera.LaunchError, match="not in CUDA device memory"):
         describe(HostDLPack())
+
+
+def test_a_module_is_loaded_once_per_process(monkeypatch) -> None:
+    loads = []
+
+    class FakeLibrary:
+        def __init__(self, image, kernels):
+            loads.append(image)
+
+    monkeypatch.setattr(cuda_backend, "CudaLibrary", FakeLibrary)
+    monkeypatch.setattr(cuda_backend, "_LOADED", {})
+    cuda = compile_source(load_source(str(ROOT / "samples" / "sum_reduce.tsr")), arch="sm_80").cuda
+    key, image = cuda_backend.compile_for_device(cuda, "sm_80")
+    first = cuda_backend.loaded_library(key, ())
+    assert cuda_backend.loaded_library(key, ()) is first and loads == [image]
