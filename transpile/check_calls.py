@@ -24,7 +24,7 @@ SHUFFLES = {"shfl", "shfl_xor", "shfl_down"}
 GROUP_REDUCE = {"group_sum", "group_max", "group_min"}
 ATOMICS = {"atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
            "atomic_xor", "atomic_exch", "atomic_cas"}
-NOT_YET = {"tcopy_async": "tcopy_async", "tcommit": "tcommit", "twait": "twait"}
+NOT_YET = {"tcopy_async", "tcommit", "twait"}
 
 _FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
 _FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]+[a-zA-Z]?")

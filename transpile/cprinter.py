@@ -99,8 +99,6 @@ class CPrinter:
                 return "tsr_grid_groups()", PRIMARY
             if e.id == "WARP_SIZE":
                 return "32", PRIMARY
-        if e.ref == "const" and isinstance(e.ty, ScalarType) and e.id not in dict(self.fn.const_values):
-            return c_ident(e.id), PRIMARY  # module constant (constexpr); its type may have been adopted
         return c_ident(e.id), PRIMARY
 
     # ---- operators

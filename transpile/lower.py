@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tessera import nodes as N
-from tessera.dtypes import SCALARS, ScalarType, c_literal, promote
+from tessera.dtypes import I32, SCALARS, ScalarType, c_literal, promote
 from tessera.transpile.cprinter import CPrinter, _nonzero_literal, c_string, store_fn
 from tessera.transpile.names import c_ident
 
@@ -36,6 +36,7 @@ class BodyLowering:
         self.depth = 1
         self.hoisted = {name for name, _ in fn.hoisted}
         self.temps: set[str] = set()
+        self.declared: set[str] = set()  # locals declared so far (a later `for` over one reuses it)
 
     def emit(self, text: str, loc=None) -> None:
         if loc is not None and self.opts.line_info:
@@ -51,11 +52,11 @@ class BodyLowering:
 
     def prologue(self) -> None:
         fn = self.fn
+        params = {p.name: p for p in fn.params}
         for name, value in fn.const_values:
-            ty = next(p for p in fn.params if p.name == name).type_name
-            st = SCALARS[ty]
+            st = SCALARS[params[name].type_name]
             self.emit(f"[[maybe_unused]] constexpr {st.c_compute} {c_ident(name)} = {c_literal(value, st)};",
-                      next(p for p in fn.params if p.name == name).loc)
+                      params[name].loc)
         layout = fn.shared
         if layout and layout.scratch_bytes:
             self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
@@ -156,7 +157,7 @@ class BodyLowering:
         return name
 
     def _existing_locals(self) -> set[str]:
-        return self.hoisted | getattr(self, "declared", set())
+        return self.hoisted | self.declared
 
     def s_ExprStmt(self, s: N.ExprStmt) -> None:
         e = s.expr
@@ -195,7 +196,7 @@ class BodyLowering:
                 return
             value = self.pr.conv(s.value, ty, 0) if isinstance(s.value.ty, ScalarType) else self.pr.expr(s.value)
             if s.declares and t.id not in self.hoisted:
-                self.declared = getattr(self, "declared", set()) | {t.id}
+                self.declared.add(t.id)
                 self.emit(f"{ty.c_compute} {name} = {value};", s.loc)
             else:
                 self.emit(f"{name} = {value};", s.loc)
@@ -275,39 +276,31 @@ class BodyLowering:
 
     def view_parts(self, v: N.Index) -> tuple[str, str, str]:
         """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
-        base = v.base
-        bt = base.ty
-        name = c_ident(base.id)
+        bt = v.base.ty
+        name = c_ident(v.base.id)
         if isinstance(bt, N.TensorType):
-            dims = [self.pr.expr(d) for d in bt.dims]
+            dims = phys = [self.pr.expr(d) for d in bt.dims]
         else:
             dims = [str(x) for x in bt.shape]
-            dims_padded = [str(x) for x in bt.shape[:-1]] + [str(bt.shape[-1] + bt.pad)]
+            phys = dims[:-1] + [str(bt.shape[-1] + bt.pad)]  # rows are padded in memory
         rank = len(dims)
-        # Strides of each dimension, innermost 1.
-        strides = ["1"] * rank
-        phys = dims if isinstance(bt, N.TensorType) else dims_padded
+        strides = ["1"] * rank  # innermost is contiguous
         for k in range(rank - 2, -1, -1):
             strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
+        # A whole shared array is the view of every element.
+        indices = v.indices or tuple(N.Slice(v.loc, N.IntLit(v.loc, 0, I32), None, I32) for _ in dims)
         starts: list[str] = []
-        kept: list[tuple[str, str]] = []  # (stride, limit) of sliced dims
-        for k, idx in enumerate(v.indices):
+        kept: list[tuple[str, str]] = []  # (stride, limit) of the sliced dimensions
+        guards: list[str] = []            # indexed (dropped) dimensions must be in range
+        for k, idx in enumerate(indices):
+            start = self.pr.expr(idx.lo if isinstance(idx, N.Slice) else idx)
+            starts.append(start)
             if isinstance(idx, N.Slice):
-                lo = self.pr.expr(idx.lo)
-                starts.append(lo)
-                limit = dims[k] if lo == "0" else f"{dims[k]} - ({lo})"
-                kept.append((strides[k], limit))
+                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})"))
             else:
-                i = self.pr.expr(idx)
-                starts.append(i)
-        if not v.indices:
-            starts = ["0"] * rank
-            kept = [(strides[k], dims[k]) for k in range(rank)]
+                guards.append(f"({start}) < {dims[k]}")
         offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
                             if s != "0") or "0"
-        # Indexed (dropped) dims must be in range for the whole view to be valid.
-        guards = [f"({i}) < {dims[k]}" for k, i in enumerate(starts)
-                  if not isinstance(v.indices[k] if v.indices else None, N.Slice) and v.indices]
         while len(kept) < 3:
             kept.insert(0, ("0", "1"))
         if isinstance(bt, N.TensorType):

@@ -206,7 +206,7 @@ class FunctionChecker(ArrayDeclChecker):
         if target.ty is None or value.ty is None:
             return s
         tt: ScalarType = target.ty
-        _, value, res = self.binary_type(s.op, dataclasses.replace(target), value, s.loc)
+        _, value, res = self.binary_type(s.op, target, value, s.loc)
         if res is None:
             return s
         if not (res == tt or (res.is_int and tt.is_int) or (tt.is_float and res.kind != "bool")
