@@ -212,11 +212,11 @@ def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:
 _LOADED: dict[str, CudaLibrary] = {}
 
 
-def loaded_library(key: str, kernels: tuple[KernelInfo, ...]) -> CudaLibrary:
-    """The module for a cached image, loaded once per process (modules and functions are reused)."""
+def loaded_library(key: str, kernels: tuple[KernelInfo, ...], image: bytes | None = None) -> CudaLibrary:
+    """The module for an image (read from the cache unless given), loaded once per process."""
     lib = _LOADED.get(key)
     if lib is None:
-        image = load_image(key)
+        image = image if image is not None else load_image(key)
         if image is None:
             raise TesseraError("a cached CUDA image disappeared while in use; load the module again")
         lib = _LOADED[key] = CudaLibrary(image, kernels)

@@ -152,13 +152,14 @@ class _Variant:
     """The compiled form of one set of const values: kernel metadata plus the library."""
 
     def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
-                 library_key: str, cuda: str | None, backend: str = "cpu") -> None:
+                 library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None) -> None:
         self.backend = backend
         self.kernels = kernels
         self.names = names
         self.consts = consts
         self.library_key = library_key
         self._cuda = cuda
+        self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
         self._lib = None
 
     def kernel(self, name: str) -> KernelInfo:
@@ -169,19 +170,21 @@ class _Variant:
                           f"({', '.join(self.consts.get(name, ()))}): pass them as keyword arguments")
 
     def library(self):
-        if self._lib is None and self.backend == "cuda":
+        if self._lib is not None:
+            return self._lib
+        if self.backend == "cuda":
             from tessera.runtime.cuda import loaded_library
 
-            self._lib = loaded_library(self.library_key, self.kernels)
-        if self._lib is None:
-            from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
+            self._lib = loaded_library(self.library_key, self.kernels, self._artifact)
+            return self._lib
+        from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
 
-            path = cached_library(self.library_key)
-            if path is None:
-                if self._cuda is None:
-                    raise TesseraError("internal error: a cached kernel library disappeared; retry")
-                _, path = build_library(self._cuda, self.kernels)
-            self._lib = CpuLibrary(path)
+        path = self._artifact or cached_library(self.library_key)
+        if path is None:
+            if self._cuda is None:
+                raise TesseraError("internal error: a cached kernel library disappeared; retry")
+            _, path = build_library(self._cuda, self.kernels)
+        self._lib = CpuLibrary(path)
         return self._lib
 
     @staticmethod
@@ -196,12 +199,12 @@ class _Variant:
         if raw is not None:
             try:
                 meta = json.loads(raw)
-                present = (cache.get_file(meta["library"], ".so") is not None if mod.backend == "cpu"
-                           else cache.get_bytes(meta["library"]) is not None)
-                if present:
+                artifact = (cache.get_file(meta["library"], ".so") if mod.backend == "cpu"
+                            else _cuda_image(meta["library"]))
+                if artifact is not None:
                     return _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
                                     {k: tuple(v) for k, v in meta["consts"].items()}, meta["library"], None,
-                                    mod.backend)
+                                    mod.backend, artifact)
             except (ValueError, KeyError, TypeError):
                 pass
         return _Variant._compile(mod, kernel, consts, cache, key)
@@ -223,21 +226,26 @@ class _Variant:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_source(src, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                 variants={kernel: consts} if kernel else None, skip_unbound=True)
-        if not result.kernels:
-            lib_key = ""
-        elif mod.backend == "cuda":
+        lib_key, artifact = "", None
+        if result.kernels and mod.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device
 
-            lib_key, _ = compile_for_device(result.cuda, mod.arch)
-        else:
+            lib_key, artifact = compile_for_device(result.cuda, mod.arch)
+        elif result.kernels:
             from tessera.runtime.cpu import build_library
 
-            lib_key, _ = build_library(result.cuda, result.kernels)
+            lib_key, artifact = build_library(result.cuda, result.kernels)
         meta = {"kernels": kernels_to_json(result.kernels), "names": list(names), "consts": const_names,
                 "library": lib_key}
         if lib_key:
             cache.put_bytes(key, json.dumps(meta, sort_keys=True).encode())
-        return _Variant(result.kernels, names, const_names, lib_key, result.cuda, mod.backend)
+        return _Variant(result.kernels, names, const_names, lib_key, result.cuda, mod.backend, artifact)
+
+
+def _cuda_image(key: str) -> bytes | None:
+    from tessera.runtime.cuda import load_image
+
+    return load_image(key)
 
 
 def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = None, debug: bool = False,

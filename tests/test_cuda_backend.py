@@ -220,3 +220,16 @@ def test_a_module_is_loaded_once_per_process(monkeypatch) -> None:
     key, image = cuda_backend.compile_for_device(cuda, "sm_80")
     first = cuda_backend.loaded_library(key, ())
     assert cuda_backend.loaded_library(key, ()) is first and loads == [image]
+
+
+def test_a_warm_cuda_variant_hands_over_the_image_without_its_cache_tag(monkeypatch) -> None:
+    from tessera import api
+
+    monkeypatch.setattr(api, "select_backend", lambda requested: ("cuda", "test"))
+    seen = []
+    monkeypatch.setattr(cuda_backend, "loaded_library", lambda key, kernels, image=None: seen.append(image) or seen)
+    text = (ROOT / "samples" / "sum_reduce.tsr").read_text()
+    for _ in range(2):  # cold, then warm from the cache
+        mod = api.Module(text.encode(), "s.tsr", "cuda", "sm_80", False, False)
+        mod._variant(None, {}).library()
+    assert len(seen) == 2 and all(img[:4] == b"\x7fELF" for img in seen)
