@@ -85,7 +85,7 @@ def _write(path: str, data: str | bytes) -> None:
 
 def run(argv: list[str]) -> int:
     from tessera.compiler import compile_source, load_source
-    from tessera.irdump import dump_module
+    from tessera.irdump import dump_any as dump_module
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -109,7 +109,7 @@ def run(argv: list[str]) -> int:
                                 only_kernel=args.kernel)
         kernels = result.kernels
         if args.kernel is not None and not kernels:
-            names = ", ".join(k.name for k in result.module.kernels) or "none"
+            names = ", ".join(k.name for k in result.module.kernels) or "none"  # type: ignore[union-attr]
             print(f"tesserac: error: no kernel named {args.kernel!r} (kernels: {names})", file=sys.stderr)
             return EXIT_ERROR
         base = os.path.splitext(args.input)[0]

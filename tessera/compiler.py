@@ -1,25 +1,33 @@
-"""The compile driver: source text to CUDA C plus kernel metadata, used by the CLI and the API."""
+"""The compile driver: source text to CUDA C plus kernel metadata, used by the CLI and the API.
+
+A source is parsed and its module constants resolved once (`front_end`); each variant (a set of
+const parameter values, an architecture, options) then runs the remaining passes on that tree
+(`compile_variant`). `compile_source` does both. Nothing here keeps state between calls, so
+compiles may run on several threads at once.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tessera import nodes as N
-from tessera.errors import CompileError, DiagnosticSink, InternalCompilerError, SourceFile
+from tessera.errors import CompileError, Diagnostic, DiagnosticSink, InternalCompilerError, SourceFile
 from tessera.kernel_info import KernelInfo
 from tessera.parser import decode_source, parse, too_deep
+from tessera.transpile import lir as L
 from tessera.transpile.consts import Value
+from tessera.transpile.cstmt import Options
 from tessera.transpile.emit import render_module
-from tessera.transpile.lower import Options
-from tessera.transpile.pipeline import PassContext, run_passes
+from tessera.transpile.pipeline import FRONT_END, PassContext, run_passes
 
 
 @dataclass(frozen=True)
 class CompileResult:
     source: SourceFile
-    module: N.Module
+    module: N.Module | L.Module  # the lowered module (or the tree after --dump-after's pass)
     cuda: str
     kernels: tuple[KernelInfo, ...]
 
@@ -30,34 +38,97 @@ class CompileResult:
         raise KeyError(name)
 
 
+@dataclass(frozen=True)
+class FrontEnd:
+    """A source parsed and its module constants resolved (with these `-D` values), ready to be
+    specialized into any number of variants."""
+
+    source: SourceFile
+    module: N.Module
+    defines: Mapping[str, Value]
+    diagnostics: tuple[Diagnostic, ...]  # errors found so far (reported by every variant)
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.module.items if isinstance(f, N.FuncDef)
+                     and any(d.name == "kernel" for d in f.decorators))
+
+    def const_params(self) -> dict[str, tuple[str, ...]]:
+        return {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in self.module.items
+                if isinstance(f, N.FuncDef) and any(d.name == "kernel" for d in f.decorators)}
+
+
 def load_source(path: str) -> SourceFile:
     with open(path, "rb") as f:
         data = f.read()
     return decode_source(data, path)
 
 
-def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
-                   variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
-                   line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
-                   skip_unbound: bool = False, only_kernel: str | None = None) -> CompileResult:
-    """Compile one source. Raises CompileError with every diagnostic found."""
+def _guarded(src: SourceFile, work: Any) -> Any:
+    """Run `work()`; anything but a CompileError is our bug, reported as such."""
     try:
-        module = parse(src)
-        ctx = PassContext(DiagnosticSink(src), arch, dict(defines or {}), variants or {}, skip_unbound)
-        module = run_passes(module, ctx, stop_after)
-        if stop_after is not None:
-            return CompileResult(src, module, "", ())
-        opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
-                       source_name=os.path.basename(src.path))
-        emitted = module
-        if only_kernel is not None:
-            emitted = N.Module(module.path, tuple(i for i in module.items if not (
-                isinstance(i, N.FuncDef) and i.kind == "kernel" and i.name != only_kernel)))
-        text, infos = render_module(emitted, opts)
-        return CompileResult(src, module, text, infos)
+        return work()
     except CompileError:
         raise
     except RecursionError:
         raise CompileError([too_deep(src)], src) from None
     except Exception as e:  # noqa: BLE001 - anything else is our bug, reported as such
         raise InternalCompilerError(f"{type(e).__name__}: {e}") from e
+
+
+def front_end(src: SourceFile, defines: Mapping[str, Value] | None = None, *,
+              stop_after: str | None = None) -> FrontEnd:
+    """Parse and resolve one source (raises CompileError for syntax errors; other errors are kept
+    and reported by every variant)."""
+    def work() -> FrontEnd:
+        module = parse(src)
+        ctx = PassContext(DiagnosticSink(src), "sm_90", dict(defines or {}), {})
+        if stop_after != "parse":
+            module = run_passes(module, ctx, FRONT_END[-1], start_after="parse", raise_errors=False)
+        return FrontEnd(src, module, dict(defines or {}), tuple(ctx.sink.items))
+    result: FrontEnd = _guarded(src, work)
+    return result
+
+
+def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
+                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
+                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
+                    skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
+                    verify: Any = None) -> CompileResult:
+    """Specialize, check, lower and emit one variant. Raises CompileError with every diagnostic."""
+    src = front.source
+
+    def work() -> CompileResult:
+        sink = DiagnosticSink(src)
+        sink.items.extend(front.diagnostics)
+        ctx = PassContext(sink, arch, front.defines, variants or {}, skip_unbound)
+        if stop_after in FRONT_END:
+            sink.raise_if_errors()
+            return CompileResult(src, front.module, "", ())
+        module = run_passes(front.module, ctx, stop_after, start_after=FRONT_END[-1], verify=verify)
+        if stop_after is not None:
+            return CompileResult(src, module, "", ())
+        assert isinstance(module, L.Module)
+        opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
+                       source_name=os.path.basename(src.path), restrict=restrict)
+        emitted = module
+        if only_kernel is not None:
+            emitted = L.Module(module.path, module.consts, module.tables, tuple(
+                f for f in module.functions if f.kind != "kernel" or f.name == only_kernel))
+        text, infos = render_module(emitted, opts)
+        return CompileResult(src, module, text, infos)
+
+    result: CompileResult = _guarded(src, work)
+    return result
+
+
+def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
+                   variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
+                   line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
+                   skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
+                   verify: Any = None) -> CompileResult:
+    """Compile one source (front end and one variant). Raises CompileError with every diagnostic."""
+    front = front_end(src, defines, stop_after=stop_after)
+    return compile_variant(front, arch=arch, variants=variants, debug=debug, line_info=line_info,
+                           check_bounds=check_bounds, stop_after=stop_after, skip_unbound=skip_unbound,
+                           only_kernel=only_kernel, restrict=restrict, verify=verify)

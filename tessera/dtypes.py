@@ -46,6 +46,9 @@ class ScalarType:
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        return self.name
+
 
 def _t(name: str, kind: str, bits: int, storage: str, compute: str | None = None, numpy: str | None = None) -> ScalarType:
     return ScalarType(name, kind, bits, storage, compute or storage, numpy or name)

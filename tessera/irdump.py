@@ -1,5 +1,6 @@
-"""A readable, deterministic text form of the IR (`tesserac --dump-after PASS`, `--emit ir`):
-.tsr-like statements with each expression's type after a colon where it is known."""
+"""A readable, deterministic text form of the syntax tree (`tesserac --dump-after PASS` for the passes
+before `lower`): .tsr-like statements with each expression's type after a colon where it is known.
+The lowered IR has its own (transpile/lir_dump.py)."""
 
 from __future__ import annotations
 
@@ -91,19 +92,23 @@ def dump_module(m: N.Module) -> str:
         elif isinstance(item, N.TableDef):
             out.append(f"const {item.name}: {item.elem}{list(item.shape)} = {list(item.folded)}")
         elif isinstance(item, N.FuncDef):
-            head = f"{item.kind} {item.name}"
-            if item.c_name and item.c_name != item.name:
-                head += f" as {item.c_name}"
+            head = f"{item.kind or 'function'} {item.name}"
             if item.config:
                 head += f" tile{item.config.tile}"
                 if item.config.shared_budget:
                     head += f" shared({item.config.shared_budget})"
-            params = [f"{n}: {_ty(t)}" for n, t in item.param_types] or [p.name for p in item.params]
+            params = [f"{p.name}: {_ty(p.ty)}" if p.ty is not None else p.name for p in item.params]
             out.append(f"{head}({', '.join(params)}){' -> ' + item.ret if item.ret else ''}:")
             for k, v in item.const_values:
                 out.append(f"    const {k} = {v!r}")
-            if item.shared:
-                for sl in item.shared.slots:
-                    out.append(f"    shared {sl.name} @ {sl.offset} ({sl.nbytes} bytes)")
             _stmts(item.body, 1, out)
     return "\n".join(out) + "\n"
+
+
+def dump_any(m: object) -> str:
+    """The text form of either IR level."""
+    if isinstance(m, N.Module):
+        return dump_module(m)
+    from tessera.transpile.lir_dump import dump_lir
+
+    return dump_lir(m)  # type: ignore[arg-type]

@@ -1,9 +1,13 @@
 """The IR: frozen dataclasses with tuple children and a source location on every node.
 
-The front end builds these nodes from the parse tree; every pass maps a `Module`
-to a new `Module` (``dataclasses.replace``), filling in the optional fields that
-start as ``None``: expression types (`ty`), what a name refers to (`Name.ref`),
-which assignments declare a local (`Assign.declares`).
+The front end builds these nodes from the parse tree; the passes up to `typecheck` map a
+`Module` to a new `Module` (``dataclasses.replace``), filling in the fields that start empty:
+folded constants (resolve-constants), const parameter values (specialize), kernel headers
+(kernel-headers), and from the type checker only types: expression types (`ty`), parameter
+types (`Param.ty`), what a name refers to (`Name.ref`), which assignments declare a local
+(`Assign.declares`). Everything derived from a typed tree (hoisting, feature use, shared-memory
+layout, C names) is computed by analyses (transpile/analysis.py), never stored here. `lower`
+then turns the typed tree into the lowered IR of `tessera.transpile.lir`.
 """
 
 from __future__ import annotations
@@ -300,6 +304,7 @@ class Param:
     type_loc: Loc
     dims: tuple[Expr, ...] | None
     default: Expr | None
+    ty: Type | None = None     # set by typecheck
 
 
 @dataclass(frozen=True)
@@ -329,26 +334,6 @@ class KernelConfig:
 
 
 @dataclass(frozen=True)
-class SharedSlot:
-    name: str
-    elem: ScalarType
-    shape: tuple[int, ...]
-    pad: int
-    offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class SharedLayout:
-    """Where each shared array lives; `dynamic` when the footprint exceeds 48 KiB."""
-
-    slots: tuple[SharedSlot, ...]
-    scratch_bytes: int      # for group reductions (static, outside the user's budget)
-    total_bytes: int        # user allocations, padded and aligned
-    dynamic: bool
-
-
-@dataclass(frozen=True)
 class FuncDef:
     loc: Loc
     name: str
@@ -357,16 +342,9 @@ class FuncDef:
     ret_loc: Loc | None
     body: tuple[Stmt, ...]
     decorators: tuple[Decorator, ...]
-    kind: str = "kernel"  # kernel | device
-    config: KernelConfig | None = None
-    const_values: tuple[tuple[str, int | float | bool], ...] = ()
-    hoisted: tuple[tuple[str, Type], ...] = ()         # locals declared at the top of the body
-    shape_symbols: tuple[str, ...] = ()                # in order of first appearance
-    uses: tuple[str, ...] = ()                         # features used (warp, tprint, group_reduce, ...)
-    reduce_types: tuple[ScalarType, ...] = ()          # element types of group reductions
-    c_name: str = ""                                   # the (variant) name in the emitted C
-    shared: SharedLayout | None = None
-    param_types: tuple[tuple[str, Type], ...] = ()     # checked types of the non-const parameters
+    kind: str = ""                   # kernel | device (set by the kernel-headers pass)
+    config: KernelConfig | None = None  # the evaluated kernel header (kernel-headers pass)
+    const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
 
 
 Item = ConstDef | TableDef | FuncDef

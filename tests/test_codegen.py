@@ -42,9 +42,9 @@ def test_f16_with_bf16_gives_f32() -> None:
 
 
 def test_literals_take_the_other_operand_type() -> None:
-    c = emit("d = x[0] * 2\ne = 0.5 * 3\nout[0] = f32(d) + e", "x: f64[n], out: mut f32[n]")
+    c = emit("d = x[0] * 2\ne = 0.5 * m\nout[0] = f32(d) + e", "x: f64[n], out: mut f32[n], m: i32")
     assert "double d = x[0] * 2.0;" in c
-    assert "float e = 0.5f * 3.0f;" in c
+    assert "float e = 0.5f * (float)m;" in c
 
 
 def test_integer_floor_division_truncates_like_c_and_float_floors() -> None:

@@ -1,98 +1,220 @@
-"""The passes one by one: what each adds to the IR (before/after), and an IR verifier run
-after every pass on every sample: after type checking, every expression has a type and every
-name says what it refers to."""
+"""The passes one by one. Each test states a program before the pass and what the pass must make
+of it: an *expected* program that is compared structurally (locations ignored) with the result,
+as TileLang's transform tests do, or the expected IR dump. The IR verifier (transpile/verify.py)
+runs after every pass on every sample and on tests/programs/features.tsr."""
 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 
 import pytest
 
 from tessera import nodes as N
-from tessera.errors import DiagnosticSink, SourceFile
-from tessera.parser import parse
-from tessera.transpile.pipeline import PASSES, PassContext
-from tests.conftest import SAMPLES
+from tessera.compiler import compile_source, front_end
+from tessera.dtypes import SCALARS
+from tessera.errors import CompileError, SourceFile
+from tessera.transpile import lir as L
+from tessera.transpile.fold import fold_constants
+from tessera.transpile.hoist import hoist_function, hoisted
+from tessera.transpile.lir_dump import dump_lir
+from tessera.transpile.lower import lower, lower_function
+from tessera.transpile.pipeline import PASS_NAMES
+from tessera.transpile.resolve_constants import module_env
+from tessera.transpile.shared_plan import shared_layout
+from tessera.transpile.verify import VerifyError, verify, verify_lir
+from tests.conftest import ROOT, SAMPLES
+
+PROGRAMS = [*SAMPLES, ROOT / "tests" / "programs" / "features.tsr"]
 
 
-def run_until(text: str, last: str, arch: str = "sm_90") -> N.Module:
-    src = SourceFile("t.tsr", text)
-    module = parse(src)
-    ctx = PassContext(DiagnosticSink(src), arch, {}, {})
-    for name, fn in PASSES:
-        module = fn(module, ctx)
-        ctx.sink.raise_if_errors()
-        if name == last:
-            break
-    return module
+def after(text: str, last: str, **kw) -> object:
+    """The module after pass `last`, the verifier run after every pass up to it."""
+    return compile_source(SourceFile("t.tsr", text), stop_after=last, verify=verify, **kw).module
 
 
-def _walk(node):
-    yield node
-    if dataclasses.is_dataclass(node):
-        for f in dataclasses.fields(node):
-            v = getattr(node, f.name)
-            for x in (v if isinstance(v, tuple) else (v,)):
-                if dataclasses.is_dataclass(x) and not isinstance(x, (N.TensorType, N.ArrayType, N.ViewType,
-                                                                        N.KernelConfig, N.SharedLayout)):
-                    yield from _walk(x)
+def kernel(body: str, params: str = "x: f32[n], y: mut f32[n]", head: str = "@kernel tile[(64,)]") -> str:
+    return f"{head}\ndef k({params}):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
 
 
-def verify(module: N.Module, typed: bool) -> None:
-    """Frozen nodes with locations everywhere; after typecheck, types and name references too."""
-    for item in module.items:
-        for node in _walk(item):
-            assert dataclasses.is_dataclass(node) and node.__dataclass_params__.frozen, type(node)
-            if hasattr(node, "loc"):
-                assert node.loc.line >= 1, node
-            if typed and isinstance(node, N.FuncDef):
-                for sub in (x for st in node.body for x in _walk(st)):
-                    if isinstance(sub, (N.BinOp, N.Compare, N.Unary, N.Call, N.Index)) and not (
-                            isinstance(sub, N.Call) and isinstance(sub.func, N.Attr)):
-                        assert sub.ty is not None, sub
-                    if isinstance(sub, N.Name) and sub.ty is not None:
-                        assert sub.ref is not None, sub
+def structure(node: object) -> object:
+    """A node as nested tuples without locations: equal structures mean equal programs."""
+    if isinstance(node, tuple):
+        return tuple(structure(x) for x in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (type(node).__name__, *(structure(getattr(node, f.name)) for f in dataclasses.fields(node)
+                                       if f.name != "loc"))
+    return node
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+# ---- the verifier ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
 def test_ir_verifies_after_every_pass(path) -> None:
     text = path.read_text()
-    for i, (name, _) in enumerate(PASSES):
-        verify(run_until(text, name), typed=i >= 1)
+    for name in PASS_NAMES:
+        after(text, name)  # raises VerifyError (an internal compiler error) on a violation
 
 
-def test_typecheck_fills_types_and_hoists_declarations() -> None:
-    before = run_until("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    if tile_linear_id() < 3:\n"
-                       "        v = 1\n    else:\n        v = 2\n    y[0] = f32(v)\n", "parse")
-    (fn,) = before.items
-    assert fn.config is None and fn.hoisted == ()
-    assert fn.body[0].then[0].declares is False
-    after = run_until("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    if tile_linear_id() < 3:\n"
-                      "        v = 1\n    else:\n        v = 2\n    y[0] = f32(v)\n", "typecheck")
-    (fn,) = after.items
-    assert fn.config.tile == (32,) and fn.shape_symbols == ("n",)
-    assert [n for n, _ in fn.hoisted] == ["v"]
-    assert fn.body[0].then[0].declares is True and fn.body[0].orelse[0].declares is False
-    assert fn.body[1].target.ty.name == "f32"
+def test_the_verifier_finds_a_variable_used_out_of_scope() -> None:
+    module = after(kernel("if x[0] > 0.0:\n    v = 1.0\nelse:\n    v = 2.0\ny[0] = v"), "lower")
+    assert isinstance(module, L.Module)
+    verify_lir(module)
+    unhoisted = dataclasses.replace(module, functions=tuple(
+        lower_function(f, {}, hoist=False) for f in after(kernel(
+            "if x[0] > 0.0:\n    v = 1.0\nelse:\n    v = 2.0\ny[0] = v"), "check-cooperation").items))
+    with pytest.raises(VerifyError, match="'v' used outside its scope"):
+        verify_lir(unhoisted)
+
+
+def test_the_verifier_finds_operands_of_the_wrong_type() -> None:
+    module = after(kernel("y[0] = x[0] + 1.0"), "lower")
+    fn = module.functions[0]
+    (store,) = fn.body
+    bad = dataclasses.replace(store, value=dataclasses.replace(store.value, b=L.Const(1, SCALARS["i32"])))
+    with pytest.raises(VerifyError, match="operand types"):
+        verify_lir(dataclasses.replace(module, functions=(dataclasses.replace(fn, body=(bad,)),)))
+
+
+# ---- front-end passes --------------------------------------------------------------------------------
+
+def test_resolve_constants_folds_module_constants_with_defines() -> None:
+    text = "const A = 2 * 3\nconst B = A + 0.5\nconst T: i32[2] = [A, A * 2]\n"
+    module = front_end(SourceFile("t.tsr", text), {"A": 10}).module
+    assert module_env(module) == {"A": 10, "B": 10.5}
+    assert [i.folded for i in module.items] == [10, 10.5, (10, 20)]
+
+
+def test_specialize_fixes_const_parameters_of_the_variant() -> None:
+    text = kernel("y[0] = f32(BM * BN)", "y: mut f32[n], BM: const i32 = 64, BN: const i32 = BM")
+    (fn,) = after(text, "specialize", variants={"k": {"BM": 32}}).items
+    assert fn.const_values == (("BM", 32), ("BN", 32))
+    (fn,) = after(text, "resolve-constants").items
+    assert fn.const_values == ()
+
+
+def test_kernel_headers_evaluates_the_header_with_const_parameters() -> None:
+    text = kernel("pass", "y: mut f32[n], BM: const i32 = 64", "@kernel tile[(BM // 4, 2)] shared(1_KiB)")
+    (fn,) = after(text, "specialize").items
+    assert fn.config is None and fn.kind == ""
+    (fn,) = after(text, "kernel-headers").items
+    assert fn.kind == "kernel" and fn.config == N.KernelConfig((16, 2), 1024, None, None)
+
+
+def test_typecheck_only_adds_types() -> None:
+    text = kernel("if tile_linear_id() < 3:\n    v = 1\nelse:\n    v = 2\ny[0] = f32(v)")
+    before, typed = after(text, "kernel-headers"), after(text, "typecheck")
+    (fb,), (ft,) = before.items, typed.items
+    assert ft.params[1].ty == N.TensorType(ft.params[1].ty.elem, ft.params[1].ty.dims, True)
+    assert ft.body[0].then[0].declares and not ft.body[0].orelse[0].declares
+    assert fb.body[0].then[0].target.ty is None and ft.body[0].then[0].target.ty.name == "i32"
+    assert (ft.kind, ft.config, ft.const_values) == (fb.kind, fb.config, fb.const_values)
 
 
 def test_check_cooperation_changes_nothing_when_the_program_is_right() -> None:
-    text = "@kernel tile[(64,)]\ndef k(y: mut f32[n]):\n    if group_id(0) == 0:\n        tbarrier()\n"
-    assert run_until(text, "check-cooperation") == run_until(text, "typecheck")
+    text = kernel("if group_id(0) == 0:\n    tbarrier()")
+    assert after(text, "check-cooperation") == after(text, "typecheck")
 
+
+# ---- lower ----------------------------------------------------------------------------------------------
+
+LOWERED = """\
+module t.tsr
+kernel k tile(64,)(x: tensor f32, y: tensor f32, n: shape i32):
+    buffer global x: f32[n:i32]
+    buffer global y: f32[n:i32] mut
+    buffer regs acc: f32[4]
+    decl i:i32 = tile_linear_id():i32  # line 3
+    alloc acc  # line 4
+    fill acc = 0.0:f32  # line 4
+    for j:i32 in unrolled range(0:i32, 4:i32, 1:i32) trips=4:  # line 5
+        store acc[{j:i32}] +=[f32] (load x[{i:i32*4 + j:i32}]:f32 * 2.0:f32)  # line 6
+    if (i:i32 < n:i32):  # line 7
+        store y[{i:i32}] = load acc[{0}]:f32  # line 8
+"""
+
+
+def test_lower_makes_memory_conversions_and_indices_explicit() -> None:
+    text = kernel("""
+        i = tile_linear_id()
+        acc = tregs(f32[4], 0.0)
+        for j in static_range(4):
+            acc[j] += x[i * 4 + j] * 2
+        if i < n:
+            y[i] = acc[0]
+    """)
+    assert dump_lir(after(text, "lower")) == LOWERED
+
+
+def test_lower_declares_at_the_top_what_python_scoping_keeps_alive() -> None:
+    text = kernel("if x[0] > 0.0:\n    v = 1.0\nelse:\n    v = 2.0\ny[0] = v")
+    typed = after(text, "check-cooperation")
+    raw = lower_function(typed.items[0], {}, hoist=False)
+    assert hoisted(raw) == {"v"}
+    got = hoist_function(raw)
+    decl, branch, store = got.body
+    assert decl == L.Decl(decl.loc, L.Var("v", decl.var.dtype), None)
+    assert isinstance(branch.then[0], L.Assign) and isinstance(branch.orelse[0], L.Assign)
+    assert isinstance(raw.body[0].then[0], L.Decl) and got.body[2] == raw.body[1]
+    assert hoist_function(got) == got
+
+
+def test_lower_copies_bounds_that_could_change_and_keeps_invariant_ones() -> None:
+    text = kernel("m = n\nfor i in range(tile_linear_id(), m, group_tile_count()):\n    m = m - 1\n"
+                  "y[0] = f32(m)")
+    fn = after(text, "lower").functions[0]
+    decl, stop, loop = fn.body[0:3]
+    assert stop == L.Decl(stop.loc, L.Var("%stop_i", stop.var.dtype), L.Var("m", stop.var.dtype), const=True)
+    assert loop.stop == stop.var and isinstance(loop.start, L.Intrinsic) and isinstance(loop.step, L.Intrinsic)
+
+
+# ---- fold-constants --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("before,expected", [
+    ("y[0] = 2.0 * f32(3) + x[1 * 4 + 1]", "y[0] = 6.0 + x[5]"),
+    ("a = 7 // -2\nb = -7 % 2\ny[a + b] = 1.0", "a = -3\nb = -1\ny[a + b] = 1.0"),
+    ("y[0] = f32(i32(2.9e9))", "y[0] = 2147483647.0"),
+    ("y[0] = 1.0 if 2 > 3 else x[0]", "y[0] = x[0]"),
+    ("c = 0.1 + 0.2\ny[0] = c", "c = 0.30000001192092896\ny[0] = c"),
+])
+def test_fold_constants(before: str, expected: str) -> None:
+    got = after(kernel(before), "fold-constants")
+    want = after(kernel(expected), "lower")
+    assert structure(got) == structure(want)
+
+
+def test_fold_constants_keeps_names_and_what_would_overflow_or_trap() -> None:
+    text = kernel("a = 2147483647\nb = a + 1\nc = m // 0 if m > 5 else 0\ny[0] = f32(BM * 2 + b + c)",
+                  "y: mut f32[n], m: i32, BM: const i32 = 8")
+    with pytest.raises(CompileError, match="division by zero"):
+        after(text, "fold-constants")
+    text = kernel("a = 2147483647\nb = a + 1\ny[0] = f32(BM * 2 + b)", "y: mut f32[n], BM: const i32 = 8")
+    got = after(text, "fold-constants")
+    assert got == fold_constants(after(text, "lower"))
+    assert "(BM=8:i32 * 2:i32)" in dump_lir(got)
+
+
+# ---- plan-shared ------------------------------------------------------------------------------------------
 
 def test_plan_shared_lays_out_aligned_slots() -> None:
-    text = ("@kernel tile[(64,)]\ndef k(y: mut f32[n]):\n    a = tshared.alloc(f16[3, 5], pad=1)\n"
-            "    b = tshared.alloc(f32[4])\n    c = tshared.alloc(f64[2])\n    s = group_sum(1.0)\n"
-            "    a[0, 0] = s\n    b[0] = s\n    c[0] = s\n    tbarrier()\n    y[0] = f32(a[0, 0]) + b[0] + f32(c[0])\n")
-    assert run_until(text, "check-cooperation").items[0].shared is None
-    layout = run_until(text, "plan-shared").items[0].shared
+    text = kernel("a = tshared.alloc(f16[3, 5], pad=1)\nb = tshared.alloc(f32[4])\nc = tshared.alloc(f64[2])\n"
+                  "s = group_sum(1.0)\na[0, 0] = s\nb[0] = s\nc[0] = s\ntbarrier()\n"
+                  "y[0] = f32(a[0, 0]) + b[0] + f32(c[0])")
+    module = after(text, "plan-shared")
+    assert module == after(text, "fold-constants")  # an analysis and a check: the IR is unchanged
+    layout = shared_layout(module.functions[0])
     assert [(s.name, s.offset, s.nbytes) for s in layout.slots] == [("a", 0, 36), ("b", 48, 16), ("c", 64, 16)]
     assert layout.total_bytes == 80 and layout.scratch_bytes == 16 and not layout.dynamic
 
 
 def test_plan_shared_goes_dynamic_above_48_kib() -> None:
-    text = ("@kernel tile[(64,)]\ndef k(y: mut f32[n]):\n    a = tshared.alloc(f32[128, 100])\n    a[0, 0] = 1.0\n"
-            "    tbarrier()\n    y[0] = a[0, 0]\n")
-    layout = run_until(text, "plan-shared").items[0].shared
+    text = kernel("a = tshared.alloc(f32[128, 100])\na[0, 0] = 1.0\ntbarrier()\ny[0] = a[0, 0]")
+    layout = shared_layout(after(text, "plan-shared").functions[0])
     assert layout.dynamic and layout.total_bytes == 51200
+
+
+def test_lowering_the_whole_module_keeps_constants_and_tables() -> None:
+    text = "const A = 3\nconst T: f32[2] = [1.0, 2.0]\n" + kernel("y[0] = T[1] * f32(A)")
+    module = lower(after(text, "check-cooperation"))
+    assert [(c.name, c.value) for c in module.consts] == [("A", 3)]
+    assert [(t.name, t.values) for t in module.tables] == [("T", (1.0, 2.0))]

@@ -14,6 +14,7 @@ import pytest
 from tessera.compiler import compile_source, load_source
 from tessera.runtime.nvrtc import compile_cuda
 from tessera.transpile.emit import device_header
+from tessera.transpile.shared_plan import shared_layout
 from tests.conftest import ROOT, SAMPLES
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -69,8 +70,8 @@ def test_nvrtc_compiles_without_warnings_or_spills(path, arch: str) -> None:
         assert res.spill_stores == 0 and res.spill_loads == 0, (k.c_name, res)
         assert res.registers <= 255
         if k.dynamic_smem == 0:
-            slots = result.module.kernels[0].shared
-            assert res.shared_bytes >= (slots.total_bytes if slots else 0)
+            layout = shared_layout(result.module.kernels[0])
+            assert res.shared_bytes >= layout.total_bytes
 
 
 def test_statement_lines_are_in_comments() -> None:

@@ -1,7 +1,7 @@
 """Type checking of calls: builtins of spec sections 5 and 7, casts and device functions.
 
-A dispatch table maps each builtin to a checker; anything it does not list is
-reported with its location. Checked calls keep the builtin's name in `func`
+The builtin table (builtins.py) names each builtin's typing rule, a `rule_<name>` method here;
+anything the table does not list is reported with its location. Checked calls keep the builtin's name in `func`
 with `ref="builtin"` (`"cast"` for casts, `"func"` for device functions).
 """
 
@@ -9,22 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 
 from tessera import nodes as N
 from tessera.dtypes import F32, I32, SCALARS, ScalarType, literal_adopts, promote
-from tessera.transpile.check_expr import BUILTIN_NAMES
+from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.check_memory import MemoryChecker
-
-INDEX_NOARG = {"tile_linear_id", "group_linear_id", "group_tile_count", "global_linear_id",
-               "grid_tile_count", "lane_id", "warp_id"}
-INDEX_AXIS = {"tile_id", "group_id", "group_shape", "group_count"}
-MATH_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil"}
-WARP_REDUCE = {"warp_sum", "warp_max", "warp_min"}
-SHUFFLES = {"shfl", "shfl_xor", "shfl_down"}
-GROUP_REDUCE = {"group_sum", "group_max", "group_min"}
-ATOMICS = {"atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
-           "atomic_xor", "atomic_exch", "atomic_cas"}
-NOT_YET = {"tcopy_async", "tcommit", "twait"}
 
 _FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
 _FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]+[a-zA-Z]?")
@@ -54,33 +44,23 @@ class CallChecker(MemoryChecker):
             return e
         if name in SCALARS:
             return self.call_cast(e, SCALARS[name])
-        if name in NOT_YET:
-            self.sink.error(e.loc, f"{name} is not supported yet (asynchronous copies come with the pipeline issue)")
-            return e
-        if name in ("range", "static_range", "tpipeline"):
+        if name in ITERABLES:
             self.sink.error(e.loc, f"{name}(...) is only allowed as the iterable of a for loop")
             return e
-        if name in ("tregs",):
+        if name == "tregs":
             self.sink.error(e.loc, "tregs(...) is only allowed as the value of an assignment to a name")
             return e
-        handler = getattr(self, "b_" + name, None) if name in BUILTIN_NAMES else None
-        if handler is None:
-            for group, h in ((INDEX_NOARG, self.b_index), (INDEX_AXIS, self.b_index_axis),
-                             (MATH_UNARY, self.b_math1), (WARP_REDUCE, self.b_warp_reduce),
-                             (SHUFFLES, self.b_shuffle), (GROUP_REDUCE, self.b_group_reduce),
-                             (ATOMICS, self.b_atomic)):
-                if name in group:
-                    handler = h
-                    break
-        if handler is None:
-            if name in ("WARP_SIZE", "grid_groups"):
+        builtin = BUILTINS.get(name)
+        if builtin is None:
+            if name in VALUES:
                 self.sink.error(e.loc, f"'{name}' is a value, not a function; write {name} without parentheses")
             elif name == "tshared":
                 self.sink.error(e.loc, "'tshared' is not a function; allocate with tshared.alloc(f32[...])")
             else:
                 self.undefined(e.func.loc, name)
             return e
-        return handler(e, name)
+        rule: Callable[[N.Call, str], N.Expr] = getattr(self, "rule_" + builtin.rule)
+        return rule(e, name)
 
     # ---- helpers
     def _numeric(self, a: N.Expr, name: str) -> N.Expr:
@@ -91,11 +71,11 @@ class CallChecker(MemoryChecker):
         return t
 
     # ---- index builtins
-    def b_index(self, e: N.Call, name: str) -> N.Expr:
+    def rule_index(self, e: N.Call, name: str) -> N.Expr:
         self._arity(e, name, 0)
         return self._typed(e, name, (), I32)
 
-    def b_index_axis(self, e: N.Call, name: str) -> N.Expr:
+    def rule_index_axis(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 1):
             return e
         axis = self.const_int(e.args[0], f"the axis of {name}()", 0, 2)
@@ -104,7 +84,7 @@ class CallChecker(MemoryChecker):
         return self._typed(e, name, (N.IntLit(e.args[0].loc, axis, I32),), I32)
 
     # ---- math and casts
-    def b_math1(self, e: N.Call, name: str) -> N.Expr:
+    def rule_math1(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
@@ -114,7 +94,7 @@ class CallChecker(MemoryChecker):
             a = self.coerce(a, F32)
         return self._typed(e, name, (a,), a.ty)
 
-    def b_abs(self, e: N.Call, name: str) -> N.Expr:
+    def rule_abs(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
@@ -138,21 +118,19 @@ class CallChecker(MemoryChecker):
             ty = I32
         return [self.coerce(a, ty) for a in args], ty
 
-    def b_min(self, e: N.Call, name: str) -> N.Expr:
+    def rule_minmax(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 2, 16):
             return e
         args, ty = self._promote_all(e, name, False)
         return self._typed(e, name, args, ty) if ty else e
 
-    b_max = b_min
-
-    def b_pow(self, e: N.Call, name: str) -> N.Expr:
+    def rule_pow(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 2):
             return e
         args, ty = self._promote_all(e, name, True)
         return self._typed(e, name, args, ty) if ty else e
 
-    def b_fma(self, e: N.Call, name: str) -> N.Expr:
+    def rule_fma(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 3):
             return e
         args, ty = self._promote_all(e, name, True)
@@ -167,7 +145,7 @@ class CallChecker(MemoryChecker):
         return N.Call(e.loc, N.Name(e.func.loc, ty.name, ref="cast"), (a,), (), ty)
 
     # ---- debugging
-    def b_tprint(self, e: N.Call, name: str) -> N.Expr:
+    def rule_tprint(self, e: N.Call, name: str) -> N.Expr:
         if not e.args or not isinstance(e.args[0], N.StrLit):
             self.sink.error(e.loc, "tprint() needs a format string as its first argument")
             return e
@@ -223,10 +201,9 @@ class CallChecker(MemoryChecker):
         if k != len(args):
             self.sink.error(e.loc, f"tprint format has {k} conversions but {len(args)} arguments were given")
             return e
-        self.uses.add("tprint")
         return self._typed(e, name, (N.StrLit(fmt.loc, "".join(out), N.STR), *args), N.VOID)
 
-    def b_tassert(self, e: N.Call, name: str) -> N.Expr:
+    def rule_tassert(self, e: N.Call, name: str) -> N.Expr:
         if len(e.args) not in (1, 2) or (len(e.args) == 2 and not isinstance(e.args[1], N.StrLit)):
             self.sink.error(e.loc, "tassert() takes a condition and an optional message string")
             return e
@@ -234,13 +211,16 @@ class CallChecker(MemoryChecker):
         msg = e.args[1] if len(e.args) == 2 else N.StrLit(e.loc, "assertion failed")
         return self._typed(e, name, (c, dataclasses.replace(msg, ty=N.STR)), N.VOID)
 
+    def rule_not_yet(self, e: N.Call, name: str) -> N.Expr:
+        self.sink.error(e.loc, f"{name} is not supported yet (asynchronous copies come with the pipeline issue)")
+        return e
+
     # ---- memory, cooperation
-    def b_tbarrier(self, e: N.Call, name: str) -> N.Expr:
+    def rule_tbarrier(self, e: N.Call, name: str) -> N.Expr:
         self._arity(e, name, 0)
-        self.uses.add("tbarrier")
         return self._typed(e, name, (), N.VOID)
 
-    def b_tfence(self, e: N.Call, name: str) -> N.Expr:
+    def rule_tfence(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 0, 1, ("scope",)):
             return e
         scope = self._scope(e, name, 0)
@@ -248,14 +228,14 @@ class CallChecker(MemoryChecker):
             return e
         return self._typed(e, name, (N.StrLit(e.loc, scope, N.STR),), N.VOID)
 
-    def b_warp_reduce(self, e: N.Call, name: str) -> N.Expr:
+    def rule_warp_reduce(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
         self._warp_check(e, name)
         return self._typed(e, name, (a,), a.ty) if a.ty else e
 
-    def b_shuffle(self, e: N.Call, name: str) -> N.Expr:
+    def rule_shuffle(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 2):
             return e
         a = self.scalar_expr(e.args[0], f"argument of {name}()")
@@ -269,13 +249,12 @@ class CallChecker(MemoryChecker):
         return self._typed(e, name, (a, self.coerce(lane, I32)), a.ty)
 
     def _warp_check(self, e: N.Call, name: str) -> None:
-        self.uses.add("warp")
         if self.in_kernel and self.tile and _prod(self.tile) % 32 != 0:
             what = name if name.endswith(" and") else f"{name}()"
             self.sink.error(e.loc, f"{what} needs whole warps: the group has {_prod(self.tile)} tiles, "
                             "not a multiple of 32")
 
-    def b_group_reduce(self, e: N.Call, name: str) -> N.Expr:
+    def rule_group_reduce(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 1):
             return e
         if not self.in_kernel:
@@ -284,8 +263,6 @@ class CallChecker(MemoryChecker):
         a = self._numeric(e.args[0], name)
         if a.ty is None:
             return e
-        self.uses.add("group_reduce")
-        self.reduce_types.add(a.ty)
         return self._typed(e, name, (a,), a.ty)
 
     # ---- device functions
@@ -306,10 +283,7 @@ class CallChecker(MemoryChecker):
         for a, p in zip(e.args, fn.params):
             t = self.scalar_expr(a, f"argument '{p.name}' of {fn.name}()")
             args.append(self.assignable(t, SCALARS[p.type_name], a.loc, f"parameter '{p.name}'"))
-        if sym.extra.get("cooperative"):
-            self.uses.add("coop_call")
-        if any(u in fn.uses for u in ("warp", "warp_call")):
-            self.uses.add("warp_call")
+        if sym.extra["warp"]:
             self._warp_check(e, f"{fn.name}() uses warp operations and")
         ret = SCALARS[fn.ret] if fn.ret else N.VOID
         return N.Call(e.loc, N.Name(e.func.loc, fn.name, ref="func"), tuple(args), (), ret)

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from tessera import nodes as N
 from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.errors import DiagnosticSink, Loc, Note
-from tessera.transpile.consts import NotConstant, Value, evaluate
+from tessera.transpile.builtins import RESERVED
+from tessera.transpile.consts import NotConstant, Value, evaluate, type_of_value
 
-BUILTIN_NAMES = frozenset(["tile_linear_id", "tile_id", "group_linear_id", "group_id", "group_tile_count", "group_shape", "grid_groups", "group_count", "global_linear_id", "grid_tile_count", "lane_id", "warp_id", "WARP_SIZE", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "ceil", "pow", "fma", "min", "max", "tprint", "tassert", "tbarrier", "tshared", "tregs", "tcopy", "tcopy_async", "tcommit", "twait", "tpipeline", "range", "static_range", "warp_sum", "warp_max", "warp_min", "shfl", "shfl_xor", "shfl_down", "group_sum", "group_max", "group_min", "atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas", "tfence"]) | frozenset(SCALARS)
+BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
 
 
 @dataclass
@@ -199,11 +200,7 @@ class ExprChecker:
         if s.ref == "func":
             self.sink.error(e.loc, f"'{e.id}' is a device function; call it")
             return e
-        self.note_use(s, e.loc)
         return dataclasses.replace(e, ty=s.ty, ref=s.ref)
-
-    def note_use(self, s: Sym, loc: Loc) -> None:
-        """Hook for the statement checker (tracks where locals are used)."""
 
     def x_Unary(self, e: N.Unary) -> N.Expr:
         x = self.scalar_expr(e.operand)
@@ -404,3 +401,25 @@ def type_name(t: N.Type | None) -> str:
     if isinstance(t, N.StrType):
         return "string"
     return "no value"
+
+
+def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -> ExprChecker:
+    """An evaluator of constant expressions in `fn`'s header and signature: the module's constants
+    and the function's const parameters are known; naming another parameter or a shape symbol is
+    reported as such."""
+    checker = ExprChecker()
+    checker.sink = sink
+    checker.module_syms = {k: Sym(k, "const", type_of_value(v), Loc(1, 1), value=v, weak=True) for k, v in env.items()}
+    consts = dict(fn.const_values)
+    params: dict[str, Sym] = {}
+    for p in fn.params:
+        ty = SCALARS.get(p.type_name)
+        if p.qual == "const":
+            params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts.get(p.name))
+        else:
+            params[p.name] = Sym(p.name, "param", ty if p.dims is None else None, p.loc)
+        for d in p.dims or ():
+            if isinstance(d, N.Name) and d.id not in env and d.id not in params:
+                params[d.id] = Sym(d.id, "shape", I32, d.loc)
+    checker.scopes = [params]
+    return checker

@@ -7,9 +7,8 @@ import dataclasses
 
 from tessera import nodes as N
 from tessera.dtypes import I32, ScalarType
+from tessera.transpile.builtins import SCOPES
 from tessera.transpile.check_expr import ExprChecker, type_name
-
-SCOPES = ("group", "device", "mesh")
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -76,7 +75,7 @@ class MemoryChecker(ExprChecker):
             return dataclasses.replace(t, ty=None)
         return t
 
-    def b_atomic(self, e: N.Call, name: str) -> N.Expr:
+    def rule_atomic(self, e: N.Call, name: str) -> N.Expr:
         nval = 2 if name == "atomic_cas" else 1
         if not self._arity(e, name, 1 + nval, 2 + nval, ("scope",)):
             return e
@@ -97,10 +96,9 @@ class MemoryChecker(ExprChecker):
         if isinstance(ref.base.ty, N.ArrayType):
             scope = "group"
         vals = [self.assignable(v, elem, v.loc, f"an element of '{ref.base.id}'") for v in vals]
-        self.uses.add("atomic")
         return self._typed(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
 
-    def b_tcopy(self, e: N.Call, name: str) -> N.Expr:
+    def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 2):
             return e
         dst = self.view(e.args[0], name, "destination")
@@ -127,7 +125,6 @@ class MemoryChecker(ExprChecker):
         if len(dt.extents) > 3:
             self.sink.error(e.loc, "tcopy() supports views of at most 3 dimensions")
             return e
-        self.uses.add("tcopy")
         return self._typed(e, name, (dst, src), N.VOID)
 
     def view(self, e: N.Expr, name: str, what: str) -> N.Expr | None:

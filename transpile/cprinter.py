@@ -1,14 +1,21 @@
-"""The one printer from typed IR expressions to C expressions.
+"""The one printer from lowered-IR expressions to C expressions.
 
-Values of `f16`/`bf16` are `float` in C expressions: loads from memory convert
-(`__half2float`), stores round (`__float2half_rn`), and every f16/bf16 operation
-rounds its result back (`tsr_round_f16`), so results match the GPU's and NumPy's.
+`CPrinter.p(e)` returns the C text of `e` and the C precedence of that text; a parent adds
+parentheses from the precedence of what was actually printed (an elided conversion passes its
+operand's precedence on). Values of `f16`/`bf16` are `float` in C expressions: loads from memory
+convert (`__half2float`), stores round (`__float2half_rn`), and every f16/bf16 operation rounds its
+result back (`tsr_round_f16`), so results match the GPU's and NumPy's. Integers narrower than 32 bits
+are computed in `int` and wrapped back after each operation.
 """
 
 from __future__ import annotations
 
-from tessera import nodes as N
-from tessera.dtypes import ScalarType, c_literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tessera.dtypes import F32, ScalarType, c_literal
+from tessera.transpile import lir as L
+from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.names import c_ident
 
 # C precedence levels (higher binds tighter).
@@ -17,15 +24,6 @@ _BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "//": MUL, "+": ADD, "-": ADD, "<<": 
              "&": BAND, "^": BXOR, "|": BOR}
 _CMP_PREC = {"<": REL, "<=": REL, ">": REL, ">=": REL, "==": EQ, "!=": EQ}
 _AXES = "xyz"
-
-MATH_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
-            "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "erf": "erff", "floor": "floorf", "ceil": "ceilf",
-            "pow": "powf", "fma": "fmaf", "abs": "fabsf"}
-MATH_F64 = {k: (v[:-1] if k != "abs" else "fabs") for k, v in MATH_F32.items()}
-
-ATOMIC_C = {"atomic_add": "atomicAdd", "atomic_sub": "atomicSub", "atomic_max": "atomicMax",
-            "atomic_min": "atomicMin", "atomic_and": "atomicAnd", "atomic_or": "atomicOr",
-            "atomic_xor": "atomicXor", "atomic_exch": "atomicExch", "atomic_cas": "atomicCAS"}
 SCOPE_SUFFIX = {"group": "_block", "device": "", "mesh": "_system"}
 _U64 = "unsigned long long"
 
@@ -49,6 +47,12 @@ def c_string(text: str) -> str:
     return "".join(out)
 
 
+def var_name(name: str) -> str:
+    """The C name of a variable: compiler temporaries (`%stop_k`) are `tsr_stop_k`, user names are
+    kept where safe (names.c_ident)."""
+    return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
+
+
 def round_fn(ty: ScalarType) -> str | None:
     return {"f16": "tsr_round_f16", "bf16": "tsr_round_bf16"}.get(ty.name)
 
@@ -61,56 +65,57 @@ def store_fn(ty: ScalarType) -> str | None:
     return {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}.get(ty.name)
 
 
+def nonzero_literal(e: L.Expr) -> bool:
+    """A constant divisor other than 0 and -1 (with which C division cannot trap)."""
+    return isinstance(e, L.Const) and not isinstance(e.value, (bool, float)) and e.value not in (0, -1)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the printer needs besides the function: C names of module-level things and the types
+    the named constants are declared with, and the compile options that change expressions."""
+
+    names: Mapping[str, str]          # module constants, tables, functions -> C names
+    declared: Mapping[str, ScalarType]  # module constants and const parameters -> their C type
+    buffers: Mapping[str, L.Buffer]   # the function's buffers and the module's tables
+    check_bounds: bool = False
+
+
 class CPrinter:
-    """Prints expressions of one function. `tile` is the group shape (kernels only)."""
+    """Prints expressions of one function."""
 
-    def __init__(self, fn: N.FuncDef, debug: bool = False, check_bounds: bool = False) -> None:
+    def __init__(self, fn: L.Function, ctx: Context) -> None:
         self.fn = fn
-        self.tile = fn.config.tile if fn.config else ()
-        self.nt = fn.config.tile_count if fn.config else 0
-        self.debug = debug
-        self.check_bounds = check_bounds
+        self.ctx = ctx
+        self.tile = fn.tile
 
-    def expr(self, e: N.Expr) -> str:
+    def expr(self, e: L.Expr) -> str:
         return self.p(e)[0]
 
-    def wrap(self, e: N.Expr, prec: int) -> str:
+    def wrap(self, e: L.Expr, prec: int) -> str:
         text, p = self.p(e)
         return f"({text})" if p < prec else text
 
-    def p(self, e: N.Expr) -> tuple[str, int]:
-        return getattr(self, "p_" + type(e).__name__)(e)
+    def p(self, e: L.Expr) -> tuple[str, int]:
+        method = getattr(self, "p_" + type(e).__name__)
+        return method(e)
 
     # ---- leaves
-    def p_IntLit(self, e: N.IntLit) -> tuple[str, int]:
-        text = c_literal(e.value, e.ty)
-        return text, PRIMARY if not text.startswith("(") and not text.startswith("-") else UNARY
+    def p_Const(self, e: L.Const) -> tuple[str, int]:
+        if e.name is not None and e.name in self.ctx.declared:
+            declared = self.ctx.declared[e.name]
+            name = self.ctx.names.get(e.name, c_ident(e.name))
+            if declared == e.dtype or (declared.is_int and e.dtype.is_int):
+                return name, PRIMARY
+            if declared.is_int and e.dtype.name in ("f32", "f64") and abs(int(e.value)) < 2 ** 24:
+                return f"({e.dtype.c_compute}){name}", UNARY
+        text = c_literal(e.value, e.dtype)
+        return text, PRIMARY if not text.startswith(("(", "-")) else UNARY
 
-    def p_FloatLit(self, e: N.FloatLit) -> tuple[str, int]:
-        text = c_literal(e.value, e.ty)
-        return text, PRIMARY if not text.startswith("-") else UNARY
-
-    def p_BoolLit(self, e: N.BoolLit) -> tuple[str, int]:
-        return ("true" if e.value else "false"), PRIMARY
-
-    def p_Name(self, e: N.Name) -> tuple[str, int]:
-        if e.ref == "builtin":
-            if e.id == "grid_groups":
-                return "tsr_grid_groups()", PRIMARY
-            if e.id == "WARP_SIZE":
-                return "32", PRIMARY
-        return c_ident(e.id), PRIMARY
+    def p_Var(self, e: L.Var) -> tuple[str, int]:
+        return var_name(e.name), PRIMARY
 
     # ---- operators
-    def p_Unary(self, e: N.Unary) -> tuple[str, int]:
-        if e.op == "not":
-            return "!" + self.wrap(e.operand, UNARY), UNARY
-        inner = self.wrap(e.operand, UNARY)
-        if e.op == "-" and inner.startswith("-"):
-            inner = f"({inner})"
-        text = f"{e.op}{inner}" if e.op != "+" else inner
-        return self.finish(text, UNARY if e.op != "+" else self.p(e.operand)[1], e.ty)
-
     def finish(self, text: str, prec: int, ty: ScalarType) -> tuple[str, int]:
         """Round f16/bf16 results and wrap narrow integers after an operation."""
         r = round_fn(ty)
@@ -120,128 +125,149 @@ class CPrinter:
             return f"({ty.c_compute})({text})", UNARY
         return text, prec
 
-    def p_BinOp(self, e: N.BinOp) -> tuple[str, int]:
-        ty: ScalarType = e.ty
-        op = e.op
+    def p_Unary(self, e: L.Unary) -> tuple[str, int]:
+        if e.op == "not":
+            return "!" + self.wrap(e.x, UNARY), UNARY
+        inner = self.wrap(e.x, UNARY)
+        if e.op == "-" and inner.startswith("-"):
+            inner = f"({inner})"
+        return self.finish(f"{e.op}{inner}", UNARY, e.dtype)
+
+    def p_Binary(self, e: L.Binary) -> tuple[str, int]:
+        ty, op = e.dtype, e.op
         if op in ("<<", ">>"):
-            a = self.conv(e.left, ty, SHIFT)
-            b = self.wrap(e.right, SHIFT + 1)
-            return self.finish(f"{a} {op} {b}", SHIFT, ty)
+            return self.finish(f"{self.wrap(e.a, SHIFT)} {op} {self.wrap(e.b, SHIFT + 1)}", SHIFT, ty)
         if ty.is_float and op == "//":
             f = "floor" if ty.name == "f64" else "floorf"
-            return self.finish(f"{f}({self.conv(e.left, ty, MUL)} / {self.conv(e.right, ty, MUL + 1)})", PRIMARY, ty)
+            return self.finish(f"{f}({self.wrap(e.a, MUL)} / {self.wrap(e.b, MUL + 1)})", PRIMARY, ty)
         if ty.is_float and op == "%":
             f = "fmod" if ty.name == "f64" else "fmodf"
-            return self.finish(f"{f}({self.conv(e.left, ty, 0)}, {self.conv(e.right, ty, 0)})", PRIMARY, ty)
-        if ty.is_int and op in ("//", "%") and not _nonzero_literal(e.right):
+            return self.finish(f"{f}({self.expr(e.a)}, {self.expr(e.b)})", PRIMARY, ty)
+        if ty.is_int and op in ("//", "%") and not nonzero_literal(e.b):
             # A divisor that may be 0 (or -1): the GPU gives some value, the host would trap.
+            # Narrow integers are divided as int (their values fit), like C's promotions.
             f = "tsr_div" if op == "//" else "tsr_mod"
-            return self.finish(f"{f}({self.conv(e.left, ty, 0)}, {self.conv(e.right, ty, 0)})", PRIMARY, ty)
+            ct = "int" if ty.bits < 32 else ty.c_compute
+            return self.finish(f"{f}<{ct}>({self.expr(e.a)}, {self.expr(e.b)})", PRIMARY, ty)
         prec = _BIN_PREC[op]
         c_op = "/" if op == "//" else op
-        a = self.conv(e.left, ty, prec)
-        b = self.conv(e.right, ty, prec + 1)
-        return self.finish(f"{a} {c_op} {b}", prec, ty)
+        return self.finish(f"{self.wrap(e.a, prec)} {c_op} {self.wrap(e.b, prec + 1)}", prec, ty)
 
-    def p_Compare(self, e: N.Compare) -> tuple[str, int]:
-        op = e.ops[0]
-        a, b = e.operands
-        common = a.ty if a.ty == b.ty else _common(a.ty, b.ty)
-        prec = _CMP_PREC[op]
-        return f"{self.conv(a, common, prec)} {op} {self.conv(b, common, prec + 1)}", prec
+    def p_Compare(self, e: L.Compare) -> tuple[str, int]:
+        prec = _CMP_PREC[e.op]
+        return f"{self.wrap(e.a, prec)} {e.op} {self.wrap(e.b, prec + 1)}", prec
 
-    def p_BoolOp(self, e: N.BoolOp) -> tuple[str, int]:
+    def p_Logical(self, e: L.Logical) -> tuple[str, int]:
         prec = LAND if e.op == "and" else LOR
         c_op = "&&" if e.op == "and" else "||"
-        return f"{self.wrap(e.left, prec)} {c_op} {self.wrap(e.right, prec + 1)}", prec
+        return f"{self.wrap(e.a, prec)} {c_op} {self.wrap(e.b, prec + 1)}", prec
 
-    def p_Ternary(self, e: N.Ternary) -> tuple[str, int]:
-        return (f"{self.wrap(e.cond, LOR)} ? {self.conv(e.then, e.ty, COND)} : "
-                f"{self.conv(e.orelse, e.ty, COND)}"), COND
+    def p_Select(self, e: L.Select) -> tuple[str, int]:
+        return f"{self.wrap(e.cond, LOR)} ? {self.wrap(e.a, COND)} : {self.wrap(e.b, COND)}", COND
 
-    def conv(self, e: N.Expr, ty: ScalarType, prec: int) -> str:
-        """`e` converted to `ty` (both are checked scalars)."""
-        if e.ty == ty or ty is None:
-            return self.wrap(e, prec)
-        if e.ty.c_compute == ty.c_compute and not round_fn(ty):
-            return self.wrap(e, prec)
-        return self.cast_text(e, ty)
-
-    def cast_text(self, e: N.Expr, ty: ScalarType) -> str:
-        src: ScalarType = e.ty
+    def p_Cast(self, e: L.Cast) -> tuple[str, int]:
+        src, ty = e.x.dtype, e.dtype
         if ty.kind == "bool":
-            return f"({self.wrap(e, EQ)} != 0)" if src.kind != "bool" else self.expr(e)
+            if src.kind == "bool":
+                return self.p(e.x)
+            return f"{self.wrap(e.x, EQ)} != 0", EQ
         if ty.is_int and src.is_float:
-            return f"tsr_f2i<{ty.c_compute}>({self.expr(e)})"
+            return f"tsr_f2i<{ty.c_compute}>({self.expr(e.x)})", PRIMARY
         r = round_fn(ty)
-        if not r and src.c_compute == ty.c_compute:
-            return self.expr(e)
         if r:
             if src.is_half and src.name == ty.name:
-                return self.expr(e)
-            inner = self.expr(e) if src.c_compute == "float" else f"(float)({self.expr(e)})"
-            return f"{r}({inner})"
-        return f"({ty.c_compute}){self.wrap(e, UNARY)}"
+                return self.p(e.x)
+            inner = self.expr(e.x) if src.c_compute == "float" else f"(float)({self.expr(e.x)})"
+            return f"{r}({inner})", PRIMARY
+        if src.c_compute == ty.c_compute:
+            return self.p(e.x)  # the same C type: nothing to print, and the operand's precedence
+        return f"({ty.c_compute}){self.wrap(e.x, UNARY)}", UNARY
+
+    def cast_to(self, e: L.Expr, ty: ScalarType) -> str:
+        """`e` converted to `ty` for a context that needs that C type."""
+        return self.expr(e) if e.dtype == ty else self.p_Cast(L.Cast(e, ty))[0]
+
+    def p_Affine(self, e: L.Affine) -> tuple[str, int]:
+        """`a + b * 4 - c + 1` in term order; a coefficient that is a named constant keeps its name."""
+        parts: list[tuple[bool, str, int]] = []  # (negated, text, precedence)
+        for atom, c in e.terms:
+            v = int(c.value)
+            neg = v < 0 and c.name is None
+            if c.name is None and abs(v) == 1:
+                text, prec = self.p(atom)
+            else:
+                coeff = self.p_Const(c)[0] if c.name is not None else c_literal(abs(v), c.dtype)
+                text, prec = f"{self.wrap(atom, MUL)} * {coeff}", MUL
+            parts.append((neg, text, prec))
+        off = int(e.offset.value)
+        if not parts:
+            return self.p_Const(e.offset)
+        if off:
+            parts.append((off < 0, c_literal(abs(off), e.dtype), PRIMARY))
+        neg, text, prec = parts[0]
+        if neg:
+            text, prec = "-" + (text if prec >= UNARY else f"({text})"), UNARY
+        elif prec < ADD:
+            text = f"({text})"
+        for neg, t, p in parts[1:]:
+            text += (" - " if neg else " + ") + (t if p > ADD else f"({t})")
+        return (text, ADD) if len(parts) > 1 else (text, prec)
 
     # ---- memory
-    def p_Index(self, e: N.Index) -> tuple[str, int]:
-        text = self.raced(e, "read")
-        base_ty = e.base.ty
-        if isinstance(base_ty, N.TensorType) or (isinstance(base_ty, N.ArrayType) and base_ty.space == "shared"):
-            f = load_fn(e.ty)
-            if f:
-                return f"{f}({text})", PRIMARY
-        return text, PRIMARY
+    def p_Load(self, e: L.Load) -> tuple[str, int]:
+        buf = self.ctx.buffers[e.buf]
+        text = self.access(e.buf, e.index, "read")
+        f = load_fn(buf.elem) if buf.space in ("global", "shared") else None
+        return (f"{f}({text})", PRIMARY) if f else (text, PRIMARY)
 
-    def element(self, e: N.Index) -> str:
+    def element(self, name: str, index: tuple[L.Expr, ...]) -> str:
         """The C lvalue of an element (no f16 conversion)."""
-        base = c_ident(e.base.id)
-        bt = e.base.ty
-        if isinstance(bt, N.TensorType):
-            idx = [self.checked(i, self.expr(d), e.base.id, k) for k, (i, d) in enumerate(zip(e.indices, bt.dims))]
-            return f"{base}[{self.flat_index(idx, bt.dims)}]"
-        return base + "".join(f"[{self.checked(i, str(n), e.base.id, k)[0]}]"
-                              for k, (i, n) in enumerate(zip(e.indices, bt.shape)))
+        buf = self.ctx.buffers[name]
+        cname = self.ctx.names.get(name, c_ident(name)) if buf.space == "const" else c_ident(name)
+        if buf.space == "global":
+            idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
+            return f"{cname}[{self.flat_index(idx, buf.shape)}]"
+        return cname + "".join(f"[{self.checked(i, d, name, k)[0]}]" for k, (i, d) in enumerate(zip(index, buf.shape)))
 
-    def raced(self, e: N.Index, how: str) -> str:
+    def access(self, name: str, index: tuple[L.Expr, ...], how: str) -> str:
         """An element, routed through the race detector for shared arrays under check_bounds."""
-        text = self.element(e)
-        bt = e.base.ty
-        if self.check_bounds and isinstance(bt, N.ArrayType) and bt.space == "shared":
-            return f"(*tsr_race_{how}(&{text}, {e.loc.line}))"
+        text = self.element(name, index)
+        if self.ctx.check_bounds and self.ctx.buffers[name].space == "shared":
+            return f"(*tsr_race_{how}(&{text}, {self.line}))"
         return text
 
-    def checked(self, i: N.Expr, extent: str, array: str, dim: int) -> tuple[str, int]:
+    def checked(self, i: L.Expr, extent: L.Expr, array: str, dim: int) -> tuple[str, int]:
         """An index, wrapped in a bounds check when compiling with check_bounds."""
-        if not self.check_bounds:
+        if not self.ctx.check_bounds:
             return self.p(i)
-        return (f"tsr_check_index({self.expr(i)}, {extent}, {c_string(self.fn.name)}, {c_string(array)}, "
-                f"{dim}, {i.loc.line})"), PRIMARY
+        return (f"tsr_check_index({self.expr(i)}, {self.expr(extent)}, {c_string(self.fn.name)}, "
+                f"{c_string(array)}, {dim}, {self.line})"), PRIMARY
 
-    def flat_index(self, indices: list[tuple[str, int]], dims: tuple[N.Expr, ...]) -> str:
+    line = 0  # the .tsr line of the statement being printed (for run-time checks)
+
+    def flat_index(self, indices: list[tuple[str, int]], dims: tuple[L.Expr, ...]) -> str:
         text, prec = indices[0]
         for (i, iprec), d in zip(indices[1:], dims[1:]):
-            dim = self.expr(d)
+            dim = self.wrap(d, MUL + 1)
             left = text if prec >= MUL else f"({text})"
             text, prec = f"{left} * {dim} + {i if iprec > ADD else f'({i})'}", ADD
         return text
 
-    def p_Call(self, e: N.Call) -> tuple[str, int]:
-        name = e.func.id
-        if e.func.ref == "cast":
-            return self.cast_text(e.args[0], e.ty), UNARY
-        if e.func.ref == "func":
-            return f"{c_ident(name)}({', '.join(self.expr(a) for a in e.args)})", PRIMARY
-        method = getattr(self, "c_" + name, None)
-        if method is not None:
-            return method(e), PRIMARY
-        if name.startswith("atomic_"):
-            return self.atomic(e), PRIMARY
-        if name in MATH_F32:
-            return self.math(e), PRIMARY
-        raise KeyError(name)
+    def p_Call(self, e: L.Call) -> tuple[str, int]:
+        name = self.ctx.names.get(e.func, c_ident(e.func))
+        return f"{name}({', '.join(self.expr(a) for a in e.args)})", PRIMARY
 
     # ---- builtins
+    def p_Intrinsic(self, e: L.Intrinsic) -> tuple[str, int]:
+        if e.op == "grid_groups":
+            return "tsr_grid_groups()", PRIMARY
+        rule = BUILTINS[e.op].printer
+        text, prec = getattr(self, "c_" + rule)(e)
+        return text, prec
+
+    def p_Collective(self, e: L.Collective) -> tuple[str, int]:
+        return getattr(self, "c_" + BUILTINS[e.op].printer)(e), PRIMARY
+
     def tid(self) -> str:
         t = self.tile
         if not t:  # a device function: the caller's group shape is only known at run time
@@ -252,160 +278,134 @@ class CPrinter:
             return f"(int)(threadIdx.x + {t[0]}u * threadIdx.y)"
         return f"(int)(threadIdx.x + {t[0]}u * (threadIdx.y + {t[1]}u * threadIdx.z))"
 
-    def c_tile_linear_id(self, e: N.Call) -> str:
-        return self.tid()
-
-    def c_tile_id(self, e: N.Call) -> str:
-        return f"(int)threadIdx.{_AXES[e.args[0].value]}"
-
-    def c_group_id(self, e: N.Call) -> str:
-        return f"(int)blockIdx.{_AXES[e.args[0].value]}"
-
-    def c_group_count(self, e: N.Call) -> str:
-        return f"(int)gridDim.{_AXES[e.args[0].value]}"
-
-    def c_group_shape(self, e: N.Call) -> str:
-        axis = e.args[0].value
-        if not self.tile:
-            return f"(int)blockDim.{_AXES[axis]}"
-        return str(self.tile[axis] if axis < len(self.tile) else 1)
-
-    def c_group_tile_count(self, e: N.Call) -> str:
-        return self.tile_count()
-
     def tile_count(self) -> str:
-        return str(self.nt) if self.tile else "(int)(blockDim.x * blockDim.y * blockDim.z)"
+        return str(self.fn.tile_count) if self.tile else "(int)(blockDim.x * blockDim.y * blockDim.z)"
 
-    def c_group_linear_id(self, e: N.Call) -> str:
-        return "tsr_group_linear_id()"
+    def _axis(self, e: L.Intrinsic) -> int:
+        axis = e.args[0]
+        assert isinstance(axis, (L.Const, L.Affine))
+        return int(axis.value if isinstance(axis, L.Const) else axis.offset.value)
 
-    def c_global_linear_id(self, e: N.Call) -> str:
-        return f"(tsr_group_linear_id() * {self.tile_count()} + {self.tid()})"
+    def c_tile_linear_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return self.tid(), UNARY
 
-    def c_grid_tile_count(self, e: N.Call) -> str:
-        return f"(tsr_grid_groups() * {self.tile_count()})"
+    def c_tile_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"(int)threadIdx.{_AXES[self._axis(e)]}", UNARY
 
-    def c_lane_id(self, e: N.Call) -> str:
-        return f"({self.tid()} & 31)"
+    def c_group_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"(int)blockIdx.{_AXES[self._axis(e)]}", UNARY
 
-    def c_warp_id(self, e: N.Call) -> str:
-        return f"({self.tid()} >> 5)"
+    def c_group_count(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"(int)gridDim.{_AXES[self._axis(e)]}", UNARY
 
-    def math(self, e: N.Call) -> str:
-        name = e.func.id
-        ty: ScalarType = e.ty
+    def c_group_shape(self, e: L.Intrinsic) -> tuple[str, int]:
+        axis = self._axis(e)
+        if not self.tile:
+            return f"(int)blockDim.{_AXES[axis]}", UNARY
+        return str(self.tile[axis] if axis < len(self.tile) else 1), PRIMARY
+
+    def c_group_tile_count(self, e: L.Intrinsic) -> tuple[str, int]:
+        return self.tile_count(), PRIMARY if self.tile else UNARY
+
+    def c_group_linear_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return "tsr_group_linear_id()", PRIMARY
+
+    def c_global_linear_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"(tsr_group_linear_id() * {self.tile_count()} + {self.tid()})", PRIMARY
+
+    def c_grid_tile_count(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"(tsr_grid_groups() * {self.tile_count()})", PRIMARY
+
+    def c_lane_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"({self.tid()} & 31)", PRIMARY
+
+    def c_warp_id(self, e: L.Intrinsic) -> tuple[str, int]:
+        return f"({self.tid()} >> 5)", PRIMARY
+
+    def c_math(self, e: L.Intrinsic) -> tuple[str, int]:
+        ty = e.dtype
+        b = BUILTINS[e.op]
         args = ", ".join(self.expr(a) for a in e.args)
-        if name == "abs" and ty.is_int:
+        if e.op == "abs" and ty.is_int:
             if ty.kind == "uint":
-                return self.expr(e.args[0])
-            f = "llabs" if ty.bits == 64 else "abs"
-            text = f"{f}({args})"
-            return f"({ty.c_compute}){text}" if ty.bits < 32 else text
-        fn = (MATH_F64 if ty.name == "f64" else MATH_F32)[name]
-        text = f"{fn}({args})"
+                return self.p(e.args[0])
+            text = f"{'llabs' if ty.bits == 64 else 'abs'}({args})"
+            return (f"({ty.c_compute}){text}", UNARY) if ty.bits < 32 else (text, PRIMARY)
+        text = f"{b.cuda_f64 if ty.name == 'f64' else b.cuda}({args})"
         r = round_fn(ty)
-        return f"{r}({text})" if r else text
+        return (f"{r}({text})", PRIMARY) if r else (text, PRIMARY)
 
-    def c_min(self, e: N.Call) -> str:
-        return self._minmax(e, "min")
-
-    def c_max(self, e: N.Call) -> str:
-        return self._minmax(e, "max")
-
-    def _minmax(self, e: N.Call, f: str) -> str:
-        ty: ScalarType = e.ty
-        fname = {"f32": f"f{f}f", "f64": f"f{f}", "f16": f"f{f}f", "bf16": f"f{f}f"}.get(ty.name, f)
+    def c_minmax(self, e: L.Intrinsic) -> tuple[str, int]:
+        ty = e.dtype
+        b = BUILTINS[e.op]
+        fname = (b.cuda_f64 if ty.name == "f64" else b.cuda) if ty.is_float else e.op
         text = self.expr(e.args[0])
         for a in e.args[1:]:
             text = f"{fname}({text}, {self.expr(a)})"
-        return f"({ty.c_compute})({text})" if ty.is_int and ty.bits < 32 else text
+        return (f"({ty.c_compute})({text})", UNARY) if ty.is_int and ty.bits < 32 else (text, PRIMARY)
 
-    def c_warp_sum(self, e: N.Call) -> str:
-        return self._warp(e, "tsr_warp_sum")
-
-    def c_warp_max(self, e: N.Call) -> str:
-        return self._warp(e, "tsr_warp_max")
-
-    def c_warp_min(self, e: N.Call) -> str:
-        return self._warp(e, "tsr_warp_min")
-
-    def _warp(self, e: N.Call, f: str) -> str:
-        ty: ScalarType = e.ty
-        text = f"{f}({self.expr(e.args[0])})"
+    def c_warp_reduce(self, e: L.Collective) -> str:
+        ty = e.dtype
+        text = f"{BUILTINS[e.op].cuda}({self.expr(e.args[0])})"
         r = round_fn(ty)
         if r:
             return f"{r}({text})"
-        return f"({ty.c_compute}){text}" if ty.is_int and ty.bits < 32 else text
+        return f"(({ty.c_compute}){text})" if ty.is_int and ty.bits < 32 else text
 
-    def c_shfl(self, e: N.Call) -> str:
-        return self._shfl(e, "__shfl_sync")
-
-    def c_shfl_xor(self, e: N.Call) -> str:
-        return self._shfl(e, "__shfl_xor_sync")
-
-    def c_shfl_down(self, e: N.Call) -> str:
-        return self._shfl(e, "__shfl_down_sync")
-
-    def _shfl(self, e: N.Call, f: str) -> str:
-        ty: ScalarType = e.ty
-        v = self.expr(e.args[0])
+    def c_shuffle(self, e: L.Collective) -> str:
+        ty = e.dtype
+        f = BUILTINS[e.op].cuda
+        v, lane = self.expr(e.args[0]), self.expr(e.args[1])
         if ty.kind == "bool" or (ty.is_int and ty.bits < 32):
-            inner = f"{f}(0xffffffffu, (int)({v}), {self.expr(e.args[1])})"
-            return f"({ty.c_compute})({inner})" if ty.kind != "bool" else f"({inner} != 0)"
-        return f"{f}(0xffffffffu, {v}, {self.expr(e.args[1])})"
+            inner = f"{f}(0xffffffffu, (int)({v}), {lane})"
+            return f"(({ty.c_compute})({inner}))" if ty.kind != "bool" else f"({inner} != 0)"
+        return f"{f}(0xffffffffu, {v}, {lane})"
 
-    def c_group_sum(self, e: N.Call) -> str:
-        return self._group(e, "tsr_group_sum")
-
-    def c_group_max(self, e: N.Call) -> str:
-        return self._group(e, "tsr_group_max")
-
-    def c_group_min(self, e: N.Call) -> str:
-        return self._group(e, "tsr_group_min")
-
-    def _group(self, e: N.Call, f: str) -> str:
-        ty: ScalarType = e.ty
+    def c_group_reduce(self, e: L.Collective) -> str:
+        ty = e.dtype
         ct = "int" if ty.is_int and ty.bits < 32 else ty.c_compute
-        text = f"{f}<{self.nt}, {ct}>({self.expr(e.args[0])}, tsr_reduce_scratch)"
+        text = f"{BUILTINS[e.op].cuda}<{self.fn.tile_count}, {ct}>({self.expr(e.args[0])}, tsr_reduce_scratch)"
         r = round_fn(ty)
         if r:
             return f"{r}({text})"
-        return f"({ty.c_compute})({text})" if ty.is_int and ty.bits < 32 else text
+        return f"(({ty.c_compute})({text}))" if ty.is_int and ty.bits < 32 else text
 
-    def atomic(self, e: N.Call) -> str:
-        name = e.func.id
-        ref: N.Index = e.args[0]
-        elem: ScalarType = e.ty
-        scope = e.kwargs[0].value.value
-        suffix = SCOPE_SUFFIX[scope]
-        addr = f"&{self.element(ref)}"
-        vals = [self.expr(v) for v in e.args[1:]]
+    def p_Atomic(self, e: L.Atomic) -> tuple[str, int]:
+        name, elem = e.op, e.dtype
+        suffix = SCOPE_SUFFIX[e.scope]
+        addr = f"&{self.element(e.buf, e.index)}"
+        vals = [self.expr(v) for v in e.args]
         if elem.is_half:
             op = {"atomic_add": "add", "atomic_sub": "sub", "atomic_exch": "exch"}[name]
-            return f"tsr_atomic_{op}{suffix}_{elem.name}({addr}, {', '.join(vals)})"
+            return f"tsr_atomic_{op}{suffix}_{elem.name}({addr}, {', '.join(vals)})", PRIMARY
         if elem.is_float and name in ("atomic_max", "atomic_min", "atomic_cas"):
-            return f"tsr_{name}{suffix}({addr}, {', '.join(vals)})"
+            return f"tsr_{name}{suffix}({addr}, {', '.join(vals)})", PRIMARY
         if elem.name == "f64" and name == "atomic_exch":
             return (f"__longlong_as_double((long long)atomicExch{suffix}(({_U64}*){addr}, "
-                    f"({_U64})__double_as_longlong({vals[0]})))")
+                    f"({_U64})__double_as_longlong({vals[0]})))"), PRIMARY
         if elem.is_float and name == "atomic_sub":
-            return f"atomicAdd{suffix}({addr}, -({vals[0]}))"
-        cname = ATOMIC_C[name] + suffix
+            return f"atomicAdd{suffix}({addr}, -({vals[0]}))", PRIMARY
+        cname = BUILTINS[name].cuda + suffix
         if elem.name in ("i64", "u64") and not (elem.name == "i64" and name in ("atomic_max", "atomic_min")):
             if name == "atomic_sub":
                 cname, vals = "atomicAdd" + suffix, [f"0ull - ({_U64})({vals[0]})"]
             cast_vals = ", ".join(f"({_U64})({v})" if not v.startswith("0ull") else v for v in vals)
             text = f"{cname}(({_U64}*){addr}, {cast_vals})"
-            return f"(long long){text}" if elem.name == "i64" else text
-        return f"{cname}({addr}, {', '.join(vals)})"
+            return (f"(long long){text}", UNARY) if elem.name == "i64" else (text, PRIMARY)
+        return f"{cname}({addr}, {', '.join(vals)})", PRIMARY
 
+    def printf_arg(self, a: L.Expr) -> str:
+        ty = a.dtype
+        if ty.is_float:
+            return f"(double)({self.expr(a)})"
+        if ty.bits == 64:
+            return f"({'unsigned long long' if ty.kind == 'uint' else 'long long'})({self.expr(a)})"
+        return f"({'unsigned' if ty.kind == 'uint' else 'int'})({self.expr(a)})"
 
-def _nonzero_literal(e: N.Expr) -> bool:
-    """A literal divisor other than 0 and -1 (with which C division cannot trap)."""
-    return isinstance(e, N.IntLit) and e.value not in (0, -1)
-
-
-def _common(a: ScalarType, b: ScalarType) -> ScalarType:
-    from tessera.dtypes import promote
-
-    return promote(a, b)
+    def stored(self, value: L.Expr, elem: ScalarType) -> str:
+        """A value stored to memory of element type `elem`; f16/bf16 stores round once."""
+        f = store_fn(elem)
+        if f is None:
+            return self.cast_to(value, elem)
+        text = self.expr(value) if value.dtype.c_compute == "float" else self.cast_to(value, F32)
+        return f"{f}({text})"

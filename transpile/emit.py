@@ -1,5 +1,6 @@
-"""Rendering of the lowered module through the Jinja templates, and the kernel metadata the
-runtime needs to launch what was emitted (parameter order, shapes, shared memory)."""
+"""Rendering a lowered module through the Jinja template (templates/module.cu.j2), and the kernel
+metadata the runtime needs to launch what was emitted (parameter order, shapes, shared memory).
+The template only lays the file out; C text comes from cprinter (expressions) and cstmt (bodies)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import re
 
 import jinja2
 
-from tessera import nodes as N
-from tessera.dtypes import SCALARS, ScalarType, c_literal
+from tessera.dtypes import I32, SCALARS, c_literal
 from tessera.kernel_info import KernelInfo, ParamInfo
-from tessera.transpile.consts import type_of_value
-from tessera.transpile.lower import Options, dims_suffix, lower_function
-from tessera.transpile.names import c_ident
+from tessera.transpile import lir as L
+from tessera.transpile.cprinter import Context, CPrinter
+from tessera.transpile.cstmt import Options, dims_suffix, print_body
+from tessera.transpile.lir_visit import all_exprs
+from tessera.transpile.names import c_ident, global_names
+from tessera.transpile.shared_plan import shared_layout
 
 VERSION = "0.1.0"
 
@@ -39,70 +42,76 @@ def _safe_comment(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._/+-]", "?", text)[-120:]
 
 
-def _param_infos(fn: N.FuncDef) -> tuple[ParamInfo, ...]:
-    tensor_types = {k: t for k, t in fn.param_types if isinstance(t, N.TensorType)}
+def module_names(module: L.Module) -> dict[str, str]:
+    """C names of the module's constants, tables and functions (names.global_names)."""
+    return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables),
+                        tuple((f.name, tuple((c.name, c.value) for c in f.consts)) for f in module.functions))
+
+
+def param_infos(fn: L.Function) -> tuple[ParamInfo, ...]:
     out: list[ParamInfo] = []
     for p in fn.params:
-        if p.qual == "const":
-            continue
-        if p.name in tensor_types:
-            t = tensor_types[p.name]
-            dims = tuple(d.value if isinstance(d, N.IntLit) else d.id for d in t.dims)
-            out.append(ParamInfo(p.name, "tensor", t.elem.name, dims, t.mut))
+        if p.kind == "tensor":
+            b = fn.buffer(p.name)
+            assert b is not None
+            dims = tuple(int(d.value) if isinstance(d, L.Const) else
+                         ("grid_groups" if isinstance(d, L.Intrinsic) else d.name)  # type: ignore[union-attr]
+                         for d in b.shape)
+            out.append(ParamInfo(p.name, "tensor", p.dtype.name, dims, b.mut))
         else:
-            out.append(ParamInfo(p.name, "scalar", p.type_name))
-    for s in fn.shape_symbols:
-        out.append(ParamInfo(s, "shape", "i32"))
+            out.append(ParamInfo(p.name, p.kind, p.dtype.name))
     return tuple(out)
 
 
-def _c_param(p: ParamInfo) -> str:
-    ty: ScalarType = SCALARS[p.dtype]
+def _c_param(p: ParamInfo, restrict: bool) -> str:
+    ty = SCALARS[p.dtype]
     name = c_ident(p.name)
+    qual = " __restrict__" if restrict else ""
     if p.kind == "tensor":
-        return f"{ty.c_storage}* __restrict__ {name}" if p.mut else f"const {ty.c_storage}* __restrict__ {name}"
+        return f"{ty.c_storage}*{qual} {name}" if p.mut else f"const {ty.c_storage}*{qual} {name}"
     return f"const {ty.c_compute} {name}"
 
 
-def render_module(module: N.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
-    constants = []
-    tables = []
+def _recursive(fn: L.Function) -> bool:
+    return any(isinstance(e, L.Call) and e.func == fn.name for e in all_exprs(fn.body))
+
+
+def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
+    names = module_names(module)
+    declared = {c.name: c.dtype for c in module.consts}
+    tables = {t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, I32) for d in t.shape), t.loc)
+              for t in module.tables}
+    constants = [{"ctype": c.dtype.c_compute, "name": names[c.name], "value": c_literal(c.value, c.dtype),
+                  "line": c.loc.line} for c in module.consts]
+    table_rows = [{"ctype": t.elem.c_compute, "name": names[t.name], "dims": dims_suffix(t.shape),
+                   "init": ", ".join(c_literal(v, t.elem) for v in t.values), "line": t.loc.line}
+                  for t in module.tables]
     functions = []
     infos: list[KernelInfo] = []
-    for item in module.items:
-        if isinstance(item, N.ConstDef) and item.folded is not None:
-            ty = type_of_value(item.folded)
-            constants.append({"ctype": ty.c_compute, "name": c_ident(item.name),
-                              "value": c_literal(item.folded, ty), "line": item.loc.line})
-        elif isinstance(item, N.TableDef) and item.folded:
-            ty = SCALARS[item.elem]
-            values = ", ".join(c_literal(v, ty) for v in item.folded)
-            tables.append({"ctype": ty.c_compute, "name": c_ident(item.name), "dims": dims_suffix(item.shape),
-                           "init": values, "line": item.loc.line})
-        elif isinstance(item, N.FuncDef):
-            body = lower_function(item, opts)
-            if item.kind == "device":
-                ret = SCALARS[item.ret].c_compute if item.ret else "void"
-                params = ", ".join(f"{SCALARS[p.type_name].c_compute} {c_ident(p.name)}" for p in item.params)
-                functions.append({"kernel": False, "name": item.c_name, "ret": ret, "params": params,
-                                  "line": item.loc.line, "body": body})
-                continue
-            pinfo = _param_infos(item)
-            layout = item.shared
-            dyn = layout.total_bytes if layout and layout.dynamic else 0
-            info = KernelInfo(item.name, item.c_name, pinfo, item.config.tile, dyn, item.const_values,
-                              item.loc.line)
-            infos.append(info)
-            summary = f"group {'x'.join(map(str, item.config.tile))}"
-            if layout and layout.total_bytes:
-                summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
-            functions.append({"kernel": True, "name": item.c_name, "threads": item.config.tile_count,
-                              "min_groups": item.config.launch_bounds,
-                              "params": ", ".join(_c_param(p) for p in pinfo) or "void",
-                              "line": item.loc.line, "summary": summary, "body": body})
+    for fn in module.functions:
+        ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts}},
+                      {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
+        body = print_body(fn, CPrinter(fn, ctx), opts)
+        cname = names[fn.name]
+        if fn.kind == "device":
+            params = ", ".join(f"{p.dtype.c_compute} {c_ident(p.name)}" for p in fn.params)
+            functions.append({"kernel": False, "name": cname, "ret": fn.ret.c_compute if fn.ret else "void",
+                              "params": params, "line": fn.loc.line, "body": body,
+                              "inline": "__noinline__" if _recursive(fn) else "__forceinline__"})
+            continue
+        pinfo = param_infos(fn)
+        layout = shared_layout(fn)
+        dyn = layout.total_bytes if layout.dynamic else 0
+        infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
+                                fn.loc.line))
+        summary = f"group {'x'.join(map(str, fn.tile))}"
+        if layout.total_bytes:
+            summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
+        functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,
+                          "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
+                          "line": fn.loc.line, "summary": summary, "body": body})
     text = _env().get_template("module.cu.j2").render(
         version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
-        constants=constants, tables=tables, functions=functions)
+        constants=constants, tables=table_rows, functions=functions)
     return text, tuple(infos)
-

@@ -1,10 +1,21 @@
-"""The kernel header: `@kernel tile[(x, y)] shared(16_KiB) launch_bounds(2)` to a `KernelConfig`."""
+"""The `kernel-headers` pass: decorators checked (`@kernel` or `@device`), kernel headers evaluated.
+
+Before:  @kernel tile[(BM // 4, 4)] shared(16_KiB)        (with BM = 64)
+         def k(...)
+After:   FuncDef(k, kind="kernel", config=KernelConfig(tile=(16, 4), shared_budget=16384))
+
+A function whose decorators are wrong is left out of the module (after its error); a kernel whose
+header is wrong keeps `config=None`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tessera import nodes as N
 from tessera.errors import DiagnosticSink
-from tessera.transpile.check_expr import ExprChecker
+from tessera.transpile.check_expr import ExprChecker, constant_scope
+from tessera.transpile.resolve_constants import module_env
 
 CLAUSES = ("tile", "shared", "vectorize", "launch_bounds")
 
@@ -107,3 +118,21 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
     if not ok or tile is None:
         return None
     return N.KernelConfig(tile, shared, vectorize, bounds)
+
+
+def evaluate_headers(module: N.Module, sink: DiagnosticSink) -> N.Module:
+    env = module_env(module)
+    items: list[N.Item] = []
+    for item in module.items:
+        if isinstance(item, N.FuncDef):
+            kind = check_decorators(item, sink)
+            if kind is None:
+                continue
+            config = None
+            if kind == "kernel":
+                # A kernel whose header is wrong stays, without a config: typecheck still checks its
+                # parameters (independent errors are reported together), then leaves it out.
+                config = check_header(item, constant_scope(sink, env, item), sink)
+            item = dataclasses.replace(item, kind=kind, config=config)
+        items.append(item)
+    return dataclasses.replace(module, items=tuple(items))

@@ -1,151 +1,294 @@
-"""Lowering of checked kernels and device functions to C statements, and of the module to
-the inputs of the `module.cu.j2` template. Every statement's first C line carries its
-`.tsr` line in a comment; with `line_info`, a `#line` directive precedes it."""
+"""The `lower` pass: the typed syntax tree to the lowered IR (transpile/lir.py).
+
+Before:  acc = tregs(f32[4], 0.0)               (typed tree; x: f32[n], i: i32)
+         acc[0] += x[i + 1] * 2
+After:   Alloc(acc)                             (Buffer acc: regs f32[4])
+         Fill(acc, Const(0.0: f32))
+         Store(acc, (Affine(0),), Binary(*, Load(x, (Affine(i + 1),)): f32, Const(2.0: f32)), op="+")
+
+Conversions become `Cast` nodes, names become `Var`/`Const`, builtins become the node the builtin
+table names, indices become `Affine` where they are one, and `range` bounds that could change
+while the loop runs are copied to constants first (Python evaluates them once). Last, locals that
+Python scoping makes visible after the C block that assigns them are declared at the top of the
+function (hoist.py).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tessera import nodes as N
-from tessera.dtypes import I32, SCALARS, ScalarType, c_literal, promote
-from tessera.transpile.cprinter import CPrinter, _nonzero_literal, c_string, store_fn
+from tessera.dtypes import I32, SCALARS, ScalarType, promote
+from tessera.errors import Loc
+from tessera.transpile import lir as L
+from tessera.transpile.affine import affine
+from tessera.transpile.builtins import BUILTINS
+from tessera.transpile.consts import Value, convert, type_of_value
+from tessera.transpile.hoist import hoist_function
+from tessera.transpile.lir_visit import walk
 from tessera.transpile.names import c_ident
-
-INDENT = "    "
-
-
-@dataclass(frozen=True)
-class Options:
-    arch: str = "sm_90"
-    debug: bool = False
-    line_info: bool = False
-    check_bounds: bool = False
-    source_name: str = "input.tsr"
+from tessera.transpile.resolve_constants import module_env
 
 
-def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
-    return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
+def conv(x: L.Expr, ty: ScalarType) -> L.Expr:
+    """`x` converted to `ty` (an explicit Cast unless it already has that type)."""
+    if x.dtype == ty:
+        return x
+    if isinstance(x, L.Const) and x.name is None and not (ty.is_int and isinstance(x.value, float)):
+        return L.Const(convert(x.value, ty), ty)
+    return L.Cast(x, ty)
 
 
-class BodyLowering:
-    def __init__(self, fn: N.FuncDef, opts: Options) -> None:
-        self.fn = fn
-        self.opts = opts
-        self.pr = CPrinter(fn, opts.debug, opts.check_bounds)
-        self.lines: list[str] = []
-        self.depth = 1
-        self.hoisted = {name for name, _ in fn.hoisted}
-        self.temps: set[str] = set()
-        self.declared: set[str] = set()  # locals declared so far (a later `for` over one reuses it)
+@dataclass
+class _Function:
+    fn: N.FuncDef
+    env: dict[str, Value]
+    buffers: list[L.Buffer] = field(default_factory=list)
+    temps: set[str] = field(default_factory=set)
+    declared: set[str] = field(default_factory=set)  # locals declared so far (a later `for` reuses one)
 
-    def emit(self, text: str, loc=None) -> None:
-        if loc is not None and self.opts.line_info:
-            self.lines.append(f"#line {loc.line} {c_string(self.opts.source_name)}")
-        suffix = f"  // line {loc.line}" if loc is not None else ""
-        self.lines.append(INDENT * self.depth + text + suffix)
+    # ---- expressions
+    def expr(self, e: N.Expr) -> L.Expr:
+        ty = e.ty
+        if isinstance(e, (N.IntLit, N.FloatLit, N.BoolLit)):
+            assert isinstance(ty, ScalarType)
+            return L.Const(convert(e.value, ty), ty)
+        if isinstance(e, N.Name):
+            return self.name(e)
+        if isinstance(e, N.Unary):
+            assert isinstance(ty, ScalarType)
+            if e.op == "+":
+                return self.expr(e.operand)
+            x = self.expr(e.operand)
+            if e.op == "-" and isinstance(x, L.Const) and x.name is None and not isinstance(x.value, bool):
+                return L.Const(-x.value, ty)
+            return L.Unary(e.op, x if e.op == "not" else conv(x, ty), ty)
+        if isinstance(e, N.BinOp):
+            assert isinstance(ty, ScalarType)
+            a = conv(self.expr(e.left), ty)
+            b = self.expr(e.right)
+            return L.Binary(e.op, a, b if e.op in ("<<", ">>") else conv(b, ty), ty)
+        if isinstance(e, N.Compare):
+            a, b = (self.expr(x) for x in e.operands)
+            common = a.dtype if a.dtype == b.dtype else promote(a.dtype, b.dtype)
+            return L.Compare(e.ops[0], conv(a, common), conv(b, common))
+        if isinstance(e, N.BoolOp):
+            return L.Logical(e.op, self.expr(e.left), self.expr(e.right))
+        if isinstance(e, N.Ternary):
+            assert isinstance(ty, ScalarType)
+            return L.Select(self.expr(e.cond), conv(self.expr(e.then), ty), conv(self.expr(e.orelse), ty), ty)
+        if isinstance(e, N.Index):
+            assert isinstance(ty, ScalarType) and isinstance(e.base, N.Name)
+            return L.Load(e.base.id, self.index(e.indices), ty)
+        if isinstance(e, N.Call):
+            return self.call(e)
+        raise AssertionError(f"unexpected {type(e).__name__} in a typed tree")
 
-    def block(self, stmts: tuple[N.Stmt, ...]) -> None:
-        self.depth += 1
-        for s in stmts:
-            self.stmt(s)
-        self.depth -= 1
+    def name(self, e: N.Name) -> L.Expr:
+        ty = e.ty
+        assert isinstance(ty, ScalarType), e
+        if e.ref == "const":
+            consts = dict(self.fn.const_values)
+            value = consts[e.id] if e.id in consts else self.env[e.id]
+            return L.Const(convert(value, ty), ty, e.id)
+        if e.ref == "builtin":
+            if e.id == "WARP_SIZE":
+                return L.Const(32, ty)
+            return L.Intrinsic(e.id, (), ty)
+        return L.Var(e.id, ty)
 
-    def prologue(self) -> None:
-        fn = self.fn
-        params = {p.name: p for p in fn.params}
-        for name, value in fn.const_values:
-            st = SCALARS[params[name].type_name]
-            self.emit(f"[[maybe_unused]] constexpr {st.c_compute} {c_ident(name)} = {c_literal(value, st)};",
-                      params[name].loc)
-        layout = fn.shared
-        if layout and layout.scratch_bytes:
-            self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
-                      "  // group reductions")
-        if layout and layout.dynamic and layout.slots:
-            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
-                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
-        for name, ty in fn.hoisted:
-            if isinstance(ty, ScalarType):
-                self.emit(f"{ty.c_compute} {c_ident(name)};  // assigned in an inner block, used outside it")
-            elif isinstance(ty, N.ArrayType):
-                self.emit(f"{ty.elem.c_compute} {c_ident(name)}{dims_suffix(ty.shape)};")
+    def index(self, indices: tuple[N.Expr, ...]) -> tuple[L.Expr, ...]:
+        return tuple(affine(self.expr(i)) for i in indices)
+
+    def call(self, e: N.Call) -> L.Expr:
+        assert isinstance(e.func, N.Name)
+        ty = e.ty
+        name = e.func.id
+        if e.func.ref == "builtin" and BUILTINS[name].node == "atomic":
+            assert isinstance(ty, ScalarType)
+            ref, *values = e.args
+            assert isinstance(ref, N.Index) and isinstance(ref.base, N.Name)
+            scope = e.kwargs[0].value
+            assert isinstance(scope, N.StrLit)
+            return L.Atomic(name, ref.base.id, self.index(ref.indices), tuple(self.expr(v) for v in values),
+                            scope.value, ty)
+        args = tuple(self.expr(a) for a in e.args)
+        if e.func.ref == "cast":
+            assert isinstance(ty, ScalarType)
+            return L.Cast(args[0], ty)
+        if e.func.ref == "func":
+            return L.Call(name, args, ty if isinstance(ty, ScalarType) else None)
+        node = BUILTINS[name].node
+        assert isinstance(ty, ScalarType), e
+        if node == "intrinsic":
+            return L.Intrinsic(name, args, ty)
+        if node == "collective":
+            return L.Collective(name, args, ty)
+        raise AssertionError(f"{name}() is a statement")
+
+    def view(self, v: N.Expr) -> L.View:
+        assert isinstance(v, N.Index) and isinstance(v.base, N.Name) and isinstance(v.ty, N.ViewType)
+        base_ty = v.base.ty
+        if not v.indices:  # a whole shared array
+            assert isinstance(base_ty, N.ArrayType)
+            return L.View(v.base.id, tuple(L.Const(0, I32) for _ in base_ty.shape), base_ty.shape)
+        starts: list[L.Expr] = []
+        extents: list[int | None] = []
+        kept = iter(v.ty.extents)
+        for i in v.indices:
+            if isinstance(i, N.Slice):
+                assert i.lo is not None
+                starts.append(affine(self.expr(i.lo)))
+                extents.append(next(kept))
+            else:
+                starts.append(affine(self.expr(i)))
+                extents.append(None)
+        return L.View(v.base.id, tuple(starts), tuple(extents))
 
     # ---- statements
-    def stmt(self, s: N.Stmt) -> None:
-        getattr(self, "s_" + type(s).__name__)(s)
+    def block(self, stmts: tuple[N.Stmt, ...]) -> tuple[L.Stmt, ...]:
+        out: list[L.Stmt] = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return tuple(out)
 
-    def s_Pass(self, s: N.Pass) -> None:
-        self.emit(";", s.loc)
+    def stmt(self, s: N.Stmt) -> list[L.Stmt]:
+        if isinstance(s, N.Assign):
+            return self.assign(s)
+        if isinstance(s, N.AugAssign):
+            return self.aug_assign(s)
+        if isinstance(s, N.ExprStmt):
+            return [self.effect(s)]
+        if isinstance(s, N.If):
+            return [L.If(s.loc, self.expr(s.cond), self.block(s.then), self.block(s.orelse))]
+        if isinstance(s, N.While):
+            return [L.While(s.loc, self.expr(s.cond), self.block(s.body))]
+        if isinstance(s, N.For):
+            return self.for_(s)
+        if isinstance(s, N.Break):
+            return [L.Break(s.loc)]
+        if isinstance(s, N.Continue):
+            return [L.Continue(s.loc)]
+        if isinstance(s, N.Return):
+            if s.value is None:
+                return [L.Return(s.loc, None)]
+            ret = SCALARS[self.fn.ret] if self.fn.ret else None
+            value = self.expr(s.value)
+            return [L.Return(s.loc, conv(value, ret) if ret else value)]
+        assert isinstance(s, N.Pass)
+        return []
 
-    def s_Break(self, s: N.Break) -> None:
-        self.emit("break;", s.loc)
+    def assign(self, s: N.Assign) -> list[L.Stmt]:
+        t = s.target
+        if isinstance(t, N.Name):
+            ty = t.ty
+            if isinstance(ty, N.ArrayType):
+                return self.array(s, t.id, ty)
+            assert isinstance(ty, ScalarType)
+            var = L.Var(t.id, ty)
+            value = conv(self.expr(s.value), ty)
+            if s.declares:
+                self.declared.add(t.id)
+                return [L.Decl(s.loc, var, value)]
+            return [L.Assign(s.loc, var, value)]
+        assert isinstance(t, N.Index) and isinstance(t.base, N.Name) and isinstance(t.ty, ScalarType)
+        value = self.expr(s.value)
+        if t.ty.is_half and isinstance(value, L.Cast) and value.dtype == t.ty:
+            value = value.x  # the conversion to f16/bf16 is the store itself (it rounds once)
+        elif not t.ty.is_half:
+            value = conv(value, t.ty)
+        return [L.Store(s.loc, t.base.id, self.index(t.indices), value)]
 
-    def s_Continue(self, s: N.Continue) -> None:
-        self.emit("continue;", s.loc)
+    def array(self, s: N.Assign, name: str, ty: N.ArrayType) -> list[L.Stmt]:
+        shape = tuple(L.Const(d, I32) for d in ty.shape)
+        self.buffers.append(L.Buffer(name, ty.space, ty.elem, shape, s.value.loc, mut=True, pad=ty.pad))
+        if ty.space == "shared":
+            return [L.Alloc(s.loc, name)]
+        assert isinstance(s.value, N.Call)
+        init = conv(self.expr(s.value.args[0]), ty.elem)
+        return [L.Alloc(s.loc, name), L.Fill(s.loc, name, init)]
 
-    def s_Return(self, s: N.Return) -> None:
-        self.emit("return;" if s.value is None else f"return {self.pr.expr(s.value)};", s.loc)
+    def aug_assign(self, s: N.AugAssign) -> list[L.Stmt]:
+        t = s.target
+        tt = t.ty
+        assert isinstance(tt, ScalarType)
+        value = self.expr(s.value)
+        op_type = tt if s.op in ("<<", ">>") else promote(tt, value.dtype)
+        if s.op not in ("<<", ">>"):
+            value = conv(value, op_type)
+        if isinstance(t, N.Name):
+            return [L.Assign(s.loc, L.Var(t.id, tt), value, s.op, op_type)]
+        assert isinstance(t, N.Index) and isinstance(t.base, N.Name)
+        out: list[L.Stmt] = []
+        index = self.once(self.index(t.indices), s.loc, out)
+        return [*out, L.Store(s.loc, t.base.id, index, value, s.op, op_type)]
 
-    def s_If(self, s: N.If, prefix: str = "") -> None:
-        self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)
-        self.block(s.then)
-        if len(s.orelse) == 1 and isinstance(s.orelse[0], N.If):
-            self.s_If(s.orelse[0], "} else ")
-            return
-        if s.orelse:
-            self.emit("} else {")
-            self.block(s.orelse)
-        self.emit("}")
+    def once(self, index: tuple[L.Expr, ...], loc: Loc, out: list[L.Stmt]) -> tuple[L.Expr, ...]:
+        """An index that `x[i] op= v` evaluates once: parts with side effects (an atomic, a device
+        function call) are computed into temporaries first (C would evaluate them twice where the
+        update is written out as `x[i] = x[i] op v`)."""
+        kept: list[L.Expr] = []
+        for k, i in enumerate(index):
+            if any(isinstance(x, (L.Atomic, L.Call)) for x in walk(i)):
+                tmp = L.Var(self.temp(f"%index{k}"), i.dtype)
+                out.append(L.Decl(loc, tmp, i, const=True))
+                i = tmp
+            kept.append(i)
+        return tuple(kept)
 
-    def s_While(self, s: N.While) -> None:
-        self.emit(f"while ({self.pr.expr(s.cond)}) {{", s.loc)
-        self.block(s.body)
-        self.emit("}")
+    def effect(self, s: N.ExprStmt) -> L.Stmt:
+        e = s.expr
+        assert isinstance(e, N.Call) and isinstance(e.func, N.Name)
+        node = BUILTINS[e.func.id].node if e.func.ref == "builtin" else "call"
+        if node == "barrier":
+            return L.Barrier(s.loc)
+        if node == "fence":
+            scope = e.args[0]
+            assert isinstance(scope, N.StrLit)
+            return L.Fence(s.loc, scope.value)
+        if node == "print":
+            fmt = e.args[0]
+            assert isinstance(fmt, N.StrLit)
+            return L.Print(s.loc, fmt.value, tuple(self.expr(a) for a in e.args[1:]))
+        if node == "assert":
+            msg = e.args[1]
+            assert isinstance(msg, N.StrLit)
+            return L.Assert(s.loc, self.expr(e.args[0]), msg.value)
+        if node == "copy":
+            return L.Copy(s.loc, self.view(e.args[0]), self.view(e.args[1]))
+        return L.Eval(s.loc, self.expr(e))
 
-    def s_For(self, s: N.For) -> None:
-        """`range` evaluates its bounds once (as in Python): bounds that could change while the
-        loop runs are copied to constants first."""
-        args = s.iter.args
-        ty: ScalarType = s.var_ty
+    def for_(self, s: N.For) -> list[L.Stmt]:
+        assert isinstance(s.iter, N.Call) and isinstance(s.iter.func, N.Name) and s.var_ty is not None
+        ty = s.var_ty
+        reuse = s.var in self.declared  # decided before the body adds its own declarations
+        args = [self.expr(a) for a in s.iter.args]
+        start, stop, step = ((L.Const(0, ty), args[0], L.Const(1, ty)) if len(args) == 1 else
+                             (args[0], args[1], args[2] if len(args) == 3 else L.Const(1, ty)))
+        out: list[L.Stmt] = []
         var = c_ident(s.var)
-        start, stop, step = (None, args[0], None) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else None)
-        start_c = self.pr.expr(start) if start is not None else c_literal(0, ty)
-        step_v = s.step_value
-        stop_c = self.pr.expr(stop)
-        step_c = self.pr.expr(step) if step is not None else None
-        if not _simple(stop):
-            tmp = self.temp(f"tsr_{var}_stop")
-            self.emit(f"const {ty.c_compute} {tmp} = {stop_c};", s.loc)
-            stop_c = tmp
-        if step is not None and step_v is None and not _simple(step):
-            tmp = self.temp(f"tsr_{var}_step")
-            self.emit(f"const {ty.c_compute} {tmp} = {step_c};", s.loc)
-            step_c = tmp
-        # A loop over an existing local counts in a hidden variable and assigns the local at the
-        # top of each iteration, so that after the loop it holds the last value, as in Python.
-        reuse = s.var in self._existing_locals()
-        counter = f"tsr_{var}_i" if reuse else var
-        if step_v is None and _known_positive(step):
-            cond = f"{counter} < {stop_c}"
-        elif step_v is None:
-            cond = f"({step_c} > 0 ? {counter} < {stop_c} : {counter} > {stop_c})"
-        else:
-            cond = f"{counter} {'<' if step_v > 0 else '>'} {stop_c}"
-        if step is None or step_v == 1:
-            inc = f"++{counter}"
-        elif step_v == -1:
-            inc = f"--{counter}"
-        else:
-            inc = f"{counter} += {step_c}"
-        if s.iter.func.id == "static_range":
-            self.emit("#pragma unroll")
-        self.emit(f"for ({ty.c_compute} {counter} = {start_c}; {cond}; {inc}) {{", s.loc)
+        # Python evaluates range()'s arguments once: bounds that could change while the loop runs
+        # are copied to constants first.
+        stop_ast = s.iter.args[0] if len(s.iter.args) == 1 else s.iter.args[1]
+        if not _invariant(stop_ast):
+            tmp = L.Var(self.temp(f"%stop_{var}"), ty)
+            out.append(L.Decl(s.loc, tmp, stop, const=True))
+            stop = tmp
+        if len(s.iter.args) == 3 and not _invariant(s.iter.args[2]):
+            tmp = L.Var(self.temp(f"%step_{var}"), ty)
+            out.append(L.Decl(s.loc, tmp, step, const=True))
+            step = tmp
+        body = self.block(s.body)
+        unroll = s.iter.func.id == "static_range"
         if reuse:
-            self.depth += 1
-            self.emit(f"{var} = {counter};", s.loc)
-            self.depth -= 1
-        self.block(s.body)
-        self.emit("}")
+            # A loop over an existing local counts in a hidden variable and assigns the local at the
+            # top of each iteration, so that after the loop it holds the last value, as in Python.
+            counter = L.Var(self.temp(f"%i_{var}"), ty)
+            body = (L.Assign(s.loc, L.Var(s.var, ty), counter), *body)
+            out.append(L.For(s.loc, counter, start, stop, step, body, unroll))
+        else:
+            out.append(L.For(s.loc, L.Var(s.var, ty), start, stop, step, body, unroll))
+        return out
 
     def temp(self, base: str) -> str:
         """A fresh name for a compiler temporary (unique within the function)."""
@@ -156,191 +299,76 @@ class BodyLowering:
         self.temps.add(name)
         return name
 
-    def _existing_locals(self) -> set[str]:
-        return self.hoisted | self.declared
 
-    def s_ExprStmt(self, s: N.ExprStmt) -> None:
-        e = s.expr
-        name = e.func.id if isinstance(e, N.Call) else ""
-        if name == "tbarrier":
-            self.emit("__syncthreads();", s.loc)
-        elif name == "tfence":
-            scope = e.args[0].value
-            fence = {"group": "__threadfence_block", "device": "__threadfence", "mesh": "__threadfence_system"}[scope]
-            self.emit(f"{fence}();", s.loc)
-        elif name == "tprint":
-            args = [c_string(e.args[0].value)] + [_printf_arg(self.pr, a) for a in e.args[1:]]
-            self.emit(f"printf({', '.join(args)});", s.loc)
-        elif name == "tassert":
-            if self.opts.debug:
-                cond = self.pr.wrap(e.args[0], 15)
-                self.emit(f"if (!{cond}) tsr_assert_fail({c_string(self.fn.name)}, "
-                          f"{c_string(self.opts.source_name)}, {s.loc.line}, {c_string(e.args[1].value)});", s.loc)
-            else:
-                self.emit("// tassert compiled out (debug off)", s.loc)
-        elif name == "tcopy":
-            self.emit(self.tcopy(e) + ";", s.loc)
-        elif e.ty == N.VOID or name.startswith("atomic_"):
-            text = self.pr.expr(e)
-            self.emit((text[len("(long long)"):] if text.startswith("(long long)atomic") else text) + ";", s.loc)
-        else:
-            self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
-
-    def s_Assign(self, s: N.Assign) -> None:
-        t = s.target
-        if isinstance(t, N.Name):
-            name = c_ident(t.id)
-            ty = t.ty
-            if isinstance(ty, N.ArrayType):
-                self.array_decl(s, name, ty)
-                return
-            value = self.pr.conv(s.value, ty, 0) if isinstance(s.value.ty, ScalarType) else self.pr.expr(s.value)
-            if s.declares and t.id not in self.hoisted:
-                self.declared.add(t.id)
-                self.emit(f"{ty.c_compute} {name} = {value};", s.loc)
-            else:
-                self.emit(f"{name} = {value};", s.loc)
-            return
-        self.emit(f"{self.pr.raced(t, 'write')} = {self.stored(s.value, t.ty)};", s.loc)
-
-    def stored(self, value: N.Expr, ty: ScalarType) -> str:
-        """A value stored to memory of type `ty`; f16/bf16 stores round once, with the store."""
-        f = store_fn(ty)
-        if f is None:
-            return self.pr.conv(value, ty, 0)
-        if isinstance(value, N.Call) and value.func.ref == "cast" and value.ty == ty:
-            value = value.args[0]  # the implicit conversion to f16 is the store itself
-        text = self.pr.expr(value) if value.ty.c_compute == "float" else self.pr.cast_text(value, SCALARS["f32"])
-        return f"{f}({text})"
-
-    def array_decl(self, s: N.Assign, name: str, ty: N.ArrayType) -> None:
-        if ty.space == "shared":
-            slot = next(x for x in self.fn.shared.slots if x.name == s.target.id)
-            ctype = ty.elem.c_storage
-            if self.fn.shared.dynamic:
-                rows = dims_suffix(ty.shape[1:], ty.pad) if len(ty.shape) > 1 else ""
-                ptr = f"(*{name}){rows}" if rows else f"*{name}"
-                cast = f"{ctype} (*){rows}" if rows else f"{ctype}*"
-                self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>(tsr_dynamic_smem + {slot.offset});  "
-                          f"// {slot.nbytes} bytes", s.loc)
-            else:
-                self.emit(f"__shared__ __align__(16) {ctype} {name}{dims_suffix(ty.shape, ty.pad)};", s.loc)
-            return
-        init = s.value.args[0]
-        total = 1
-        for d in ty.shape:
-            total *= d
-        first = name + "[0]" * len(ty.shape)
-        if s.target.id not in self.hoisted:
-            self.emit(f"{ty.elem.c_compute} {name}{dims_suffix(ty.shape)};", s.loc)
-        self.emit(f"tsr_fill<{total}>(&{first}, {self.pr.conv(init, ty.elem, 0)});", s.loc)
-
-    def s_AugAssign(self, s: N.AugAssign) -> None:
-        t = s.target
-        tt: ScalarType = t.ty
-        lhs = c_ident(t.id) if isinstance(t, N.Name) else self.pr.raced(t, "write")
-        in_memory = isinstance(t, N.Index) and not (isinstance(t.base.ty, N.ArrayType) and t.base.ty.space == "regs")
-        op = s.op
-        simple = (not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
-                  and not (op in ("%", "//") and not _nonzero_literal(s.value)))
-        if simple:
-            c_op = "/" if op == "//" else op
-            value = s.value
-            if op in ("<<", ">>"):
-                rhs = self.pr.expr(value)
-            else:
-                rhs = self.pr.conv(value, tt, 0) if value.ty.c_compute != tt.c_compute else self.pr.expr(value)
-            self.emit(f"{lhs} {c_op}= {rhs};", s.loc)
-            return
-        # Rebuild as `t = t op v` so that the printer applies rounding, fmod and floor.
-        res = tt if op in ("<<", ">>") else promote(tt, s.value.ty)
-        text = self.pr.conv(N.BinOp(s.loc, op, t, s.value, res), tt, 0)
-        f = store_fn(tt) if in_memory else None
-        self.emit(f"{lhs} = {f}({text});" if f else f"{lhs} = {text};", s.loc)
-
-    # ---- tcopy
-    def tcopy(self, e: N.Call) -> str:
-        dst, src = e.args
-        ext = dst.ty.extents
-        d = (1,) * (3 - len(ext)) + ext
-        elem = dst.ty.base.elem
-        dp, ds, dl = self.view_parts(dst)
-        sp, ss, sl = self.view_parts(src)
-        targs = f"{elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.config.tile_count}"
-        tail = ""
-        if self.opts.check_bounds:
-            shared = [str(isinstance(v.ty.base, N.ArrayType)).lower() for v in (dst, src)]
-            targs += f", {shared[0]}, {shared[1]}"
-            tail = f", {e.loc.line}"
-        return f"tsr_copy<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail})"
-
-    def view_parts(self, v: N.Index) -> tuple[str, str, str]:
-        """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
-        bt = v.base.ty
-        name = c_ident(v.base.id)
-        if isinstance(bt, N.TensorType):
-            dims = phys = [self.pr.expr(d) for d in bt.dims]
-        else:
-            dims = [str(x) for x in bt.shape]
-            phys = dims[:-1] + [str(bt.shape[-1] + bt.pad)]  # rows are padded in memory
-        rank = len(dims)
-        strides = ["1"] * rank  # innermost is contiguous
-        for k in range(rank - 2, -1, -1):
-            strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
-        # A whole shared array is the view of every element.
-        indices = v.indices or tuple(N.Slice(v.loc, N.IntLit(v.loc, 0, I32), None, I32) for _ in dims)
-        starts: list[str] = []
-        kept: list[tuple[str, str]] = []  # (stride, limit) of the sliced dimensions
-        guards: list[str] = []            # indexed (dropped) dimensions must be in range
-        for k, idx in enumerate(indices):
-            start = self.pr.expr(idx.lo if isinstance(idx, N.Slice) else idx)
-            starts.append(start)
-            if isinstance(idx, N.Slice):
-                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})"))
-            else:
-                guards.append(f"({start}) < {dims[k]}")
-        offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
-                            if s != "0") or "0"
-        while len(kept) < 3:
-            kept.insert(0, ("0", "1"))
-        if isinstance(bt, N.TensorType):
-            ptr = f"{name} + {offset}" if offset != "0" else name
-        else:
-            ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
-        lim = [f"(int)({lim_})" if lim_ not in dims and not lim_.isdigit() else lim_ for _, lim_ in kept]
-        if guards:
-            lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
-        return (ptr, f"{kept[0][0]}, {kept[1][0]}", ", ".join(lim))
-
-
-def _printf_arg(pr: CPrinter, a: N.Expr) -> str:
-    ty: ScalarType = a.ty
-    if ty.is_float:
-        return f"(double)({pr.expr(a)})"
-    if ty.bits == 64:
-        return f"({'unsigned long long' if ty.kind == 'uint' else 'long long'})({pr.expr(a)})"
-    return f"({'unsigned' if ty.kind == 'uint' else 'int'})({pr.expr(a)})"
-
-
-def _known_positive(e: N.Expr) -> bool:
-    """Builtins that count something are at least 1 (so a range stepping by them counts up)."""
-    return isinstance(e, N.Call) and e.func.ref == "builtin" and e.func.id in (
-        "group_tile_count", "grid_tile_count", "group_shape", "group_count")
-
-
-def _simple(e: N.Expr) -> bool:
-    """Bounds that cannot change while a loop runs (literals, parameters, constants)."""
-    if isinstance(e, N.IntLit):
+def _invariant(e: N.Expr) -> bool:
+    """Bounds that cannot change while a loop runs: no locals, memory or calls with effects, only
+    literals, parameters, constants, and the tile and group indices (fixed for a tile's life)."""
+    if isinstance(e, (N.IntLit, N.BoolLit, N.FloatLit)):
         return True
     if isinstance(e, N.Name):
         return e.ref in ("param", "shape", "const", "builtin")
-    return isinstance(e, N.Call) and e.func.ref == "builtin" and e.func.id == "group_tile_count"
+    if isinstance(e, N.Call) and isinstance(e.func, N.Name):
+        pure = e.func.ref == "cast" or (e.func.ref == "builtin" and BUILTINS[e.func.id].node == "intrinsic")
+        return pure and all(_invariant(a) for a in e.args)
+    if isinstance(e, N.BinOp):
+        return _invariant(e.left) and _invariant(e.right)
+    if isinstance(e, N.Unary):
+        return _invariant(e.operand)
+    return False
 
 
-def lower_function(fn: N.FuncDef, opts: Options) -> str:
-    lw = BodyLowering(fn, opts)
-    lw.prologue()
-    for s in fn.body:
-        lw.stmt(s)
-    return "\n".join(lw.lines)
+def _params(fn: N.FuncDef) -> tuple[list[L.Param], list[L.Buffer], list[L.NamedConst]]:
+    params: list[L.Param] = []
+    buffers: list[L.Buffer] = []
+    consts: list[L.NamedConst] = []
+    values = dict(fn.const_values)
+    shapes: list[L.Param] = []
+    for p in fn.params:
+        if p.qual == "const":
+            assert isinstance(p.ty, ScalarType)
+            consts.append(L.NamedConst(p.name, values[p.name], p.ty, p.loc))
+        elif isinstance(p.ty, N.TensorType):
+            dims: list[L.Expr] = []
+            for d in p.ty.dims:
+                if isinstance(d, N.IntLit):
+                    dims.append(L.Const(d.value, I32))
+                elif isinstance(d, N.Name) and d.ref == "builtin":
+                    dims.append(L.Intrinsic("grid_groups", (), I32))
+                else:
+                    assert isinstance(d, N.Name) and isinstance(d.ty, ScalarType)
+                    dims.append(L.Var(d.id, d.ty))
+                    if d.ref == "shape" and all(s.name != d.id for s in shapes):
+                        shapes.append(L.Param(d.id, "shape", I32, d.loc))
+            params.append(L.Param(p.name, "tensor", p.ty.elem, p.loc))
+            buffers.append(L.Buffer(p.name, "global", p.ty.elem, tuple(dims), p.loc, mut=p.ty.mut))
+        else:
+            assert isinstance(p.ty, ScalarType)
+            params.append(L.Param(p.name, "scalar", p.ty, p.loc))
+    return params + shapes, buffers, consts
+
+
+def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> L.Function:
+    params, buffers, consts = _params(fn)
+    lw = _Function(fn, env, buffers)
+    body = lw.block(fn.body)
+    ret = SCALARS[fn.ret] if fn.ret else None
+    cfg = fn.config
+    out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
+                     cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None)
+    return hoist_function(out) if hoist else out
+
+
+def lower(module: N.Module) -> L.Module:
+    env = module_env(module)
+    consts: list[L.NamedConst] = []
+    tables: list[L.Table] = []
+    functions: list[L.Function] = []
+    for item in module.items:
+        if isinstance(item, N.ConstDef) and item.folded is not None:
+            consts.append(L.NamedConst(item.name, item.folded, type_of_value(item.folded), item.loc))
+        elif isinstance(item, N.TableDef) and item.folded:
+            tables.append(L.Table(item.name, SCALARS[item.elem], item.shape, item.folded, item.loc))
+        elif isinstance(item, N.FuncDef):
+            functions.append(lower_function(item, env))
+    return L.Module(module.path, tuple(consts), tuple(tables), tuple(functions))
 

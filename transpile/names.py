@@ -53,3 +53,25 @@ def variant_name(kernel: str, const_values: tuple[tuple[str, int | float | bool]
     """`matmul` with BM=64, BN=128 becomes `matmul_BM64_BN128` (stable: parameter order)."""
     base = c_ident(kernel)
     return base + "".join(f"_{k}{_value_text(v)}" for k, v in const_values)
+
+
+def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tuple[tuple[str, tuple], ...]) -> dict[str, str]:
+    """C names of everything at module level: constants, tables and functions keep their (safe) names;
+    a kernel compiled with const values gets a variant name, made unique against every other name
+    (a kernel literally named `k_A1` keeps its name, `k` with A=1 becomes `k_A1_v2`)."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in (*consts, *tables, *(f for f, values in functions if not values)):
+        out[name] = c_ident(name)
+        taken.add(out[name])
+    for name, values in functions:
+        if not values:
+            continue
+        base = variant_name(name, values)
+        cname, n = base, 1
+        while cname in taken:
+            n += 1
+            cname = f"{base}_v{n}"
+        out[name] = cname
+        taken.add(cname)
+    return out

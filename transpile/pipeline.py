@@ -1,16 +1,31 @@
-"""The ordered pass pipeline: each pass maps a Module to a Module (the checks report into
-the sink). `PASSES` names them for `tesserac --dump-after PASS`."""
+"""The ordered pass pipeline: every pass maps a module to a module (the checking passes report into
+the context's sink). Two IR levels: the syntax tree (tessera.nodes) up to `check-cooperation`, the
+lowered IR (lir) from `lower` on. `PASS_NAMES` are the names of `tesserac --dump-after PASS`.
+
+    parse -> resolve-constants | specialize -> kernel-headers -> typecheck -> check-cooperation
+          -> lower -> fold-constants -> plan-shared -> (emit: cprinter, cstmt)
+
+The passes before the bar depend only on the source and the `-D` values (`FRONT_END`): a source is
+parsed and resolved once and specialized per set of const parameter values (tessera.compiler).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tessera import nodes as N
-from tessera.errors import DiagnosticSink
+from tessera.errors import Diagnostic, DiagnosticSink
+from tessera.transpile.check_cooperation import check_cooperation
 from tessera.transpile.consts import Value
-from tessera.transpile.divergence import check_cooperation
+from tessera.transpile.fold import fold_constants
+from tessera.transpile.kernel_header import evaluate_headers
+from tessera.transpile.lower import lower
+from tessera.transpile.resolve_constants import resolve_constants
 from tessera.transpile.shared_plan import plan_shared
+from tessera.transpile.specialize import specialize
 from tessera.transpile.typecheck import typecheck
 
 
@@ -23,30 +38,73 @@ class PassContext:
     skip_unbound: bool = False  # leave out kernels whose const parameters have no value yet
 
 
-Pass = Callable[[N.Module, PassContext], N.Module]
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Any, PassContext], Any]
+    lowered: bool  # works on the lowered IR (runs only when the checks found no error)
 
-PASSES: tuple[tuple[str, Pass], ...] = (
-    ("parse", lambda m, ctx: m),
-    ("typecheck", lambda m, ctx: typecheck(m, ctx.sink, ctx.defines, ctx.variants, ctx.skip_unbound)),
-    ("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink)),
-    ("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
+
+PASSES: tuple[Pass, ...] = (
+    Pass("parse", lambda m, ctx: m, False),
+    Pass("resolve-constants", lambda m, ctx: resolve_constants(m, ctx.sink, ctx.defines), False),
+    Pass("specialize", lambda m, ctx: specialize(m, ctx.sink, ctx.defines, ctx.variants, ctx.skip_unbound), False),
+    Pass("kernel-headers", lambda m, ctx: evaluate_headers(m, ctx.sink), False),
+    Pass("typecheck", lambda m, ctx: typecheck(m, ctx.sink), False),
+    Pass("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink), False),
+    Pass("lower", lambda m, ctx: lower(m), True),
+    Pass("fold-constants", lambda m, ctx: fold_constants(m), True),
+    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch), True),
 )
-PASS_NAMES = tuple(name for name, _ in PASSES)
+PASS_NAMES = tuple(p.name for p in PASSES)
+FRONT_END = ("parse", "resolve-constants")
+TYPING = ("parse", "resolve-constants", "specialize", "kernel-headers", "typecheck")
 
 
-def run_passes(module: N.Module, ctx: PassContext, stop_after: str | None = None) -> N.Module:
-    """Run the pipeline and raise CompileError with every diagnostic. The checking passes keep
-    going after errors so that independent errors in different passes are reported together; a
-    pass that stumbles over IR an earlier error left incomplete just ends the run."""
-    for name, fn in PASSES:
+def run_passes(module: Any, ctx: PassContext, stop_after: str | None = None, start_after: str | None = None,
+               verify: Callable[[str, Any], None] | None = None, raise_errors: bool = True) -> Any:
+    """Run the pipeline (from after `start_after`, up to and including `stop_after`) and raise
+    CompileError with every diagnostic. The checking passes keep going after errors so that
+    independent errors in different passes are reported together; a pass that stumbles over a tree
+    an earlier error left incomplete just ends the run. `verify(name, module)` runs after each pass
+    (the tests' IR verifier). With `raise_errors=False` the diagnostics stay in the sink."""
+    started = start_after is None
+    typing_errors = list(ctx.sink.items)  # errors that may leave the typed tree incomplete
+    for p in PASSES:
+        if not started:
+            started = p.name == start_after
+            continue
+        if p.name == "lower" and ctx.sink.has_errors:
+            # Lower what typed cleanly, so that the later passes' errors are reported too.
+            module = without_errors(module, typing_errors)
         if ctx.sink.has_errors:
             try:
-                module = fn(module, ctx)
+                module = p.run(module, ctx)
             except Exception:  # noqa: BLE001 - a consequence of the errors already reported
                 break
         else:
-            module = fn(module, ctx)
-        if name == stop_after:
+            module = p.run(module, ctx)
+        if verify is not None and not ctx.sink.has_errors:
+            verify(p.name, module)
+        if p.name in TYPING:
+            typing_errors = list(ctx.sink.items)
+        if p.name == stop_after:
             break
-    ctx.sink.raise_if_errors()
+    if raise_errors:
+        ctx.sink.raise_if_errors()
     return module
+
+
+def without_errors(module: N.Module, errors: list[Diagnostic]) -> N.Module:
+    """The module without the functions that have one of `errors` inside them."""
+    items = list(module.items)
+    starts = [min([i.loc.line, *(d.loc.line for d in i.decorators)]) if isinstance(i, N.FuncDef) else i.loc.line
+              for i in items]
+    lines = [d.loc.line for d in errors if d.severity == "error"]
+    kept: list[N.Item] = []
+    for k, item in enumerate(items):
+        end = starts[k + 1] if k + 1 < len(items) else 1 << 62
+        if isinstance(item, N.FuncDef) and any(starts[k] <= ln < end for ln in lines):
+            continue
+        kept.append(item)
+    return dataclasses.replace(module, items=tuple(kept))

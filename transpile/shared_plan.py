@@ -1,13 +1,24 @@
-"""Shared-memory planning: footprint of every allocation (padding included), the group's
-budget from `shared(...)`, the 48 KiB static limit (above it: dynamic shared memory) and
-the target architecture's per-group limit."""
+"""Shared memory: where each shared array of a kernel lives (the analysis `shared_layout`) and the
+`plan-shared` pass that checks the layout against the kernel's `shared(...)` budget and the target
+architecture's per-group limit.
+
+Before:  a = tshared.alloc(f16[3, 5], pad=1);  b = tshared.alloc(f32[4]);  group_sum(...)
+After:   the module, unchanged, when it fits; `shared_layout` gives
+         a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
+
+Slots are 16-byte aligned, in declaration order. Above 48 KiB the kernel uses dynamic shared
+memory (the runtime opts in to the larger size). Group reductions need a small scratch buffer
+outside the user's budget.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Note
+from tessera.transpile import lir as L
+from tessera.transpile.lir_visit import all_exprs
 
 STATIC_LIMIT = 48 * 1024
 # Largest shared memory one group may use (opt-in), per architecture.
@@ -28,47 +39,83 @@ def arch_limit(arch: str) -> int:
     return ARCH_LIMITS[max(known)] if known else 48 * 1024
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedSlot:
+    name: str
+    offset: int
+    nbytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedLayout:
+    slots: tuple[SharedSlot, ...]
+    scratch_bytes: int      # for group reductions (static, outside the user's budget)
+    total_bytes: int        # user allocations, padded and aligned
+    dynamic: bool
+
+    def slot(self, name: str) -> SharedSlot:
+        return next(s for s in self.slots if s.name == name)
+
+
 def _align(n: int, a: int = 16) -> int:
     return (n + a - 1) // a * a
 
 
-def scratch_bytes(fn: N.FuncDef) -> int:
-    if "group_reduce" not in fn.uses or fn.config is None:
+def buffer_bytes(b: L.Buffer) -> int:
+    """The footprint of a shared array: its rows padded."""
+    dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
+    count = 1
+    for d in dims[:-1]:
+        count *= d
+    return count * (dims[-1] + b.pad) * b.elem.size
+
+
+def uses_group_reduction(fn: L.Function) -> bool:
+    return any(isinstance(e, L.Collective) and e.op.startswith("group_") for e in all_exprs(fn.body))
+
+
+def scratch_bytes(fn: L.Function) -> int:
+    if fn.kind != "kernel" or not uses_group_reduction(fn):
         return 0
-    nt = fn.config.tile_count
+    nt = fn.tile_count
     return (nt // 32 if nt % 32 == 0 else nt) * 8
 
 
-def plan_shared(module: N.Module, sink: DiagnosticSink, arch: str) -> N.Module:
-    items = []
-    limit = arch_limit(arch)
-    for fn in module.items:
-        if not isinstance(fn, N.FuncDef) or fn.kind != "kernel":
-            items.append(fn)
+@functools.lru_cache(maxsize=256)
+def shared_layout(fn: L.Function) -> SharedLayout:
+    slots: list[SharedSlot] = []
+    offset = 0
+    for b in fn.buffers:
+        if b.space != "shared":
             continue
-        slots: list[N.SharedSlot] = []
-        offset = 0
-        budget = fn.config.shared_budget
-        for s in fn.body:
-            if not (isinstance(s, N.Assign) and isinstance(s.target.ty, N.ArrayType) and s.target.ty.space == "shared"):
-                continue
-            ty: N.ArrayType = s.target.ty
-            count = 1
-            for d in ty.shape[:-1]:
-                count *= d
-            nbytes = count * (ty.shape[-1] + ty.pad) * ty.elem.size
-            slots.append(N.SharedSlot(s.target.id, ty.elem, ty.shape, ty.pad, offset, nbytes))
-            offset = _align(offset + nbytes)
-            if budget is not None and offset > budget and offset - _align(nbytes) <= budget:
-                sink.error(s.value.loc, f"shared memory allocations need {offset} bytes, over the kernel's "
-                           f"budget of {budget} bytes (shared({budget}))",
-                           Note(f"'{s.target.id}' takes {nbytes} bytes"))
-        scratch = scratch_bytes(fn)
-        if offset + scratch > limit:
-            where = next((s.value.loc for s in fn.body if isinstance(s, N.Assign) and isinstance(s.target.ty, N.ArrayType)
-                          and s.target.ty.space == "shared"), fn.loc)
-            sink.error(where, f"kernel '{fn.name}' needs {offset + scratch} bytes of shared memory, over the "
-                       f"{limit} bytes a group can have on {arch}")
-        layout = N.SharedLayout(tuple(slots), scratch, offset, offset + scratch > STATIC_LIMIT)
-        items.append(dataclasses.replace(fn, shared=layout))
-    return dataclasses.replace(module, items=tuple(items))
+        nbytes = buffer_bytes(b)
+        slots.append(SharedSlot(b.name, offset, nbytes))
+        offset = _align(offset + nbytes)
+    scratch = scratch_bytes(fn)
+    return SharedLayout(tuple(slots), scratch, offset, offset + scratch > STATIC_LIMIT)
+
+
+def _check(fn: L.Function, sink: DiagnosticSink, arch: str) -> None:
+    layout = shared_layout(fn)
+    budget = fn.shared_budget
+    if budget is not None:
+        for slot in layout.slots:
+            end = _align(slot.offset + slot.nbytes)
+            if end > budget:
+                b = fn.buffer(slot.name)
+                assert b is not None
+                sink.error(b.loc, f"shared memory allocations need {end} bytes, over the kernel's budget of "
+                           f"{budget} bytes (shared({budget}))", Note(f"'{slot.name}' takes {slot.nbytes} bytes"))
+                break
+    limit = arch_limit(arch)
+    need = layout.total_bytes + layout.scratch_bytes
+    if need > limit:
+        first = next((b for b in fn.buffers if b.space == "shared"), None)
+        sink.error(first.loc if first else fn.loc, f"kernel '{fn.name}' needs {need} bytes of shared memory, "
+                   f"over the {limit} bytes a group can have on {arch}")
+
+
+def plan_shared(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
+    for fn in module.kernels:
+        _check(fn, sink, arch)
+    return module

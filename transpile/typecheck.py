@@ -1,10 +1,12 @@
-"""Semantic analysis: names, types, kernel headers, parameters and statements.
+"""The `typecheck` pass: names and types of statements and expressions in function bodies
+(module level: module_check; expressions: check_expr; calls: check_calls).
 
-`typecheck(module, defines, variants, sink)` returns the module with every
-expression typed, constants folded into `ConstDef.folded`/`FuncDef.const_values`,
-kernel headers evaluated into `KernelConfig`, and the locals that must be declared
-at the top of a body (Python scoping over C blocks) listed in `FuncDef.hoisted`.
-Errors go to the sink; checking goes on so that independent errors are all reported.
+Before:  y[i] = x[i] * 2                (y: mut f16[n], x: f16[n], i a local)
+After:   Assign(Index(y: f16)[Name(i, ref=local): i32]: f16, BinOp(*, Index(x)[i]: f16, IntLit(2): f16): f16)
+
+The pass only adds types: every expression gets `ty`, every name `ref`, the first assignment of a
+local `declares=True`, and implicit conversions become cast calls. Errors go to the sink; checking
+goes on so that independent errors are all reported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.check_arrays import ArrayDeclChecker
 from tessera.transpile.check_consts import ConstRangeChecker
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, is_scalar, type_name
-from tessera.transpile.consts import Value
 
 
 class FunctionChecker(ArrayDeclChecker):
@@ -30,25 +31,17 @@ class FunctionChecker(ArrayDeclChecker):
         self.fn = fn
         self.in_kernel = fn.kind == "kernel"
         self.tile = fn.config.tile if fn.config else ()
-        self.uses: set[str] = set()
-        self.reduce_types: set[ScalarType] = set()
         self.params: dict[str, Sym] = {}
         self.locals: dict[str, Sym] = {}
         self.scopes = [self.params, self.locals]
         self.block: tuple[int, ...] = (0,)
         self.block_counter = 0
         self.loop_depth = 0
-        self.hoisted: dict[str, N.Type] = {}
         self.loop_vars: list[str] = []
         self.bare_alloc: Sym | None = None
         self.bare_elem: ScalarType | None = None
-        self.shape_order: list[str] = []
 
-    # -- locals and blocks
-    def note_use(self, s: Sym, loc: Loc) -> None:
-        if s.ref in ("local", "regs") and self.block[: len(s.block)] != s.block and s.ty is not None:
-            self.hoisted[s.name] = s.ty
-
+    # -- blocks
     def enter_block(self) -> tuple[int, ...]:
         saved = self.block
         self.block_counter += 1
@@ -224,7 +217,6 @@ class FunctionChecker(ArrayDeclChecker):
                 self.undefined(t.loc, t.id)
                 return t
             if s.ref in ("local",):
-                self.note_use(s, t.loc)
                 return dataclasses.replace(t, ty=s.ty, ref=s.ref)
             self.cannot_assign(t, s)
             return t
@@ -286,7 +278,6 @@ class FunctionChecker(ArrayDeclChecker):
             if s.annotation:
                 self.sink.error(s.annotation_loc or s.loc, f"'{name}' is already declared as {existing.ty}",
                                 Note("declared here", existing.loc))
-            self.note_use(existing, s.loc)
             if existing.ty is None or value.ty is None:
                 return s
             value = self.assignable(value, existing.ty, s.loc, f"'{name}'")
@@ -321,10 +312,7 @@ class FunctionChecker(ArrayDeclChecker):
         if not self.in_kernel and self.fn.ret and not _always_returns(body):
             self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
                             "a value")
-        return dataclasses.replace(self.fn, body=body,
-                                   hoisted=tuple(sorted(self.hoisted.items(), key=lambda kv: kv[0])),
-                                   uses=tuple(sorted(self.uses)),
-                                   reduce_types=tuple(sorted(self.reduce_types, key=lambda t: t.name)))
+        return dataclasses.replace(self.fn, body=body)
 
 
 def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef,
@@ -378,10 +366,8 @@ def _target_name(t: N.Expr) -> str:
 # ---- module level ----------------------------------------------------------------------
 
 
-def typecheck(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Value],
-              variants: Mapping[str, Mapping[str, Value]] | None = None, skip_unbound: bool = False) -> N.Module:
-    """Type-check a module. `defines` are -D values; `variants` gives const parameter values per kernel."""
+def typecheck(module: N.Module, sink: DiagnosticSink) -> N.Module:
+    """Type-check a module whose constants, const parameters and kernel headers are resolved."""
     from tessera.transpile.module_check import ModuleChecker  # noqa: PLC0415 (cycle)
 
-    return ModuleChecker(module, sink, defines, variants or {}, skip_unbound).run()
-
+    return ModuleChecker(module, sink).run()

@@ -12,8 +12,7 @@ histogram(const unsigned char* __restrict__ data, unsigned int* __restrict__ his
     int t = (int)threadIdx.x;  // line 8
     local[t] = 0u;  // line 9
     __syncthreads();  // line 10
-    const int tsr_i_step = (tsr_grid_groups() * 256);  // line 11
-    for (int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x); i < n; i += tsr_i_step) {  // line 11
+    for (int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x); i < n; i += (tsr_grid_groups() * 256)) {  // line 11
         atomicAdd_block(&local[(int)data[i]], 1u);  // line 12
     }
     __syncthreads();  // line 13

@@ -6,8 +6,7 @@ extern "C" __global__ void __launch_bounds__(256)
 warp_reduce(const float* __restrict__ x, float* __restrict__ out, const int n)  // line 4: group 256
 {
     float acc = 0.0f;  // line 5
-    const int tsr_k_step = (tsr_grid_groups() * 256);  // line 6
-    for (int k = (tsr_group_linear_id() * 256 + (int)threadIdx.x); k < n; k += tsr_k_step) {  // line 6
+    for (int k = (tsr_group_linear_id() * 256 + (int)threadIdx.x); k < n; k += (tsr_grid_groups() * 256)) {  // line 6
         acc += x[k];  // line 7
     }
     float total = tsr_warp_sum(acc);  // line 8

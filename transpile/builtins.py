@@ -1,0 +1,150 @@
+"""The one builtin table (spec sections 5 and 7): for every builtin, once, its typing rule, its
+cooperation class, how its result depends on the tile, the IR node it lowers to and its CUDA
+spelling.
+
+Each part of the compiler reads the table and nothing else:
+- the type checker calls `CallChecker.rule_<rule>` (tessera.transpile.check_calls);
+- the cooperation check (check_cooperation) uses `coop` and `result`;
+- lowering (lower) builds the IR node named by `node`;
+- the C printer (cprinter) prints `Intrinsic`/`Collective` nodes through `c_<printer>` or, for
+  math, the C functions `cuda` / `cuda_f64`; the CPU backend's prelude provides every C function
+  named here (a test checks that).
+Adding a builtin is one entry here (plus a typing or printing rule if it is of a new kind).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Coop(IntEnum):
+    """Who must reach a call together: nobody, all 32 lanes of a warp, or the whole group."""
+
+    NONE = 0
+    WARP = 1
+    GROUP = 2
+
+
+class Vary(IntEnum):
+    """How a value depends on the tile: the same in the whole group, per warp, or per lane."""
+
+    UNIFORM = 0
+    WARP = 1
+    LANE = 2
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    rule: str                 # the typing rule: CallChecker.rule_<rule>
+    node: str                 # the IR node: intrinsic | collective | atomic | barrier | fence | print | assert | copy
+    coop: Coop = Coop.NONE    # who must call it together
+    result: Vary = Vary.UNIFORM  # how its result varies over the tiles (beyond its arguments)
+    printer: str = ""         # the printer rule (CPrinter.c_<printer>) for intrinsics and collectives
+    cuda: str = ""            # C function for f32 (math) or the primitive behind the printer rule
+    cuda_f64: str = ""        # C function for f64 (math)
+    doc: str = ""
+
+
+def _index(name: str, result: Vary, doc: str, axis: bool = False) -> Builtin:
+    return Builtin(name, "index_axis" if axis else "index", "intrinsic", result=result, printer=name, doc=doc)
+
+
+def _math(name: str, rule: str, cuda: str, doc: str, cuda_f64: str | None = None) -> Builtin:
+    return Builtin(name, rule, "intrinsic", printer="math", cuda=cuda,
+                   cuda_f64=cuda_f64 if cuda_f64 is not None else cuda[:-1], doc=doc)
+
+
+_ATOMIC_DOC = "atomically update an element of a mut tensor or shared array; returns the old value"
+
+TABLE: tuple[Builtin, ...] = (
+    # ---- indices (all i32)
+    _index("tile_linear_id", Vary.LANE, "the tile's index within its group"),
+    _index("tile_id", Vary.LANE, "the tile's index along an axis of the group", axis=True),
+    _index("group_linear_id", Vary.UNIFORM, "the group's index within the grid"),
+    _index("group_id", Vary.UNIFORM, "the group's index along an axis of the grid", axis=True),
+    _index("group_tile_count", Vary.UNIFORM, "tiles per group"),
+    _index("group_shape", Vary.UNIFORM, "the group's extent along an axis", axis=True),
+    _index("group_count", Vary.UNIFORM, "the grid's extent along an axis", axis=True),
+    _index("global_linear_id", Vary.LANE, "group_linear_id() * group_tile_count() + tile_linear_id()"),
+    _index("grid_tile_count", Vary.UNIFORM, "tiles in the whole grid"),
+    _index("lane_id", Vary.LANE, "the tile's lane within its warp"),
+    _index("warp_id", Vary.WARP, "the tile's warp within its group"),
+    # ---- math (f16/bf16 compute in f32 and round back)
+    _math("exp", "math1", "expf", "e**x"),
+    _math("exp2", "math1", "exp2f", "2**x"),
+    _math("log", "math1", "logf", "natural logarithm"),
+    _math("log2", "math1", "log2f", "base-2 logarithm"),
+    _math("sqrt", "math1", "sqrtf", "square root"),
+    _math("rsqrt", "math1", "rsqrtf", "1 / sqrt(x)"),
+    _math("sin", "math1", "sinf", "sine"),
+    _math("cos", "math1", "cosf", "cosine"),
+    _math("tanh", "math1", "tanhf", "hyperbolic tangent"),
+    _math("erf", "math1", "erff", "error function"),
+    _math("floor", "math1", "floorf", "round down"),
+    _math("ceil", "math1", "ceilf", "round up"),
+    _math("abs", "abs", "fabsf", "absolute value (integers too)", cuda_f64="fabs"),
+    _math("pow", "pow", "powf", "x**y"),
+    _math("fma", "fma", "fmaf", "x * y + z, rounded once"),
+    Builtin("min", "minmax", "intrinsic", printer="minmax", cuda="fminf", cuda_f64="fmin",
+            doc="the smallest argument (integers too)"),
+    Builtin("max", "minmax", "intrinsic", printer="minmax", cuda="fmaxf", cuda_f64="fmax",
+            doc="the largest argument (integers too)"),
+    # ---- debugging
+    Builtin("tprint", "tprint", "print", cuda="printf", doc="device printf"),
+    Builtin("tassert", "tassert", "assert", cuda="tsr_assert_fail", doc="checked when compiled with debug"),
+    # ---- synchronization and memory
+    Builtin("tbarrier", "tbarrier", "barrier", Coop.GROUP, cuda="__syncthreads",
+            doc="every tile of the group waits; earlier shared-memory writes become visible"),
+    Builtin("tfence", "tfence", "fence", cuda="__threadfence", doc="orders memory at a scope"),
+    Builtin("tcopy", "tcopy", "copy", Coop.GROUP, cuda="tsr_copy", doc="the group copies a view"),
+    Builtin("tcopy_async", "not_yet", "copy", Coop.GROUP, doc="asynchronous tcopy (not supported yet)"),
+    Builtin("tcommit", "not_yet", "barrier", Coop.GROUP, doc="close a group of async copies (not supported yet)"),
+    Builtin("twait", "not_yet", "barrier", Coop.GROUP, doc="wait for async copies (not supported yet)"),
+    # ---- warp operations (all 32 lanes)
+    Builtin("warp_sum", "warp_reduce", "collective", Coop.WARP, Vary.WARP, "warp_reduce", "tsr_warp_sum",
+            doc="sum over the warp, in every lane"),
+    Builtin("warp_max", "warp_reduce", "collective", Coop.WARP, Vary.WARP, "warp_reduce", "tsr_warp_max",
+            doc="maximum over the warp, in every lane"),
+    Builtin("warp_min", "warp_reduce", "collective", Coop.WARP, Vary.WARP, "warp_reduce", "tsr_warp_min",
+            doc="minimum over the warp, in every lane"),
+    Builtin("shfl", "shuffle", "collective", Coop.WARP, Vary.LANE, "shuffle", "__shfl_sync",
+            doc="x of lane src_lane"),
+    Builtin("shfl_xor", "shuffle", "collective", Coop.WARP, Vary.LANE, "shuffle", "__shfl_xor_sync",
+            doc="x of lane lane_id() ^ mask"),
+    Builtin("shfl_down", "shuffle", "collective", Coop.WARP, Vary.LANE, "shuffle", "__shfl_down_sync",
+            doc="x of lane lane_id() + delta"),
+    # ---- group reductions (the whole group)
+    Builtin("group_sum", "group_reduce", "collective", Coop.GROUP, Vary.UNIFORM, "group_reduce",
+            "tsr_group_sum", doc="sum over the group, in every tile"),
+    Builtin("group_max", "group_reduce", "collective", Coop.GROUP, Vary.UNIFORM, "group_reduce",
+            "tsr_group_max", doc="maximum over the group, in every tile"),
+    Builtin("group_min", "group_reduce", "collective", Coop.GROUP, Vary.UNIFORM, "group_reduce",
+            "tsr_group_min", doc="minimum over the group, in every tile"),
+    # ---- atomics (the old value differs from tile to tile)
+    Builtin("atomic_add", "atomic", "atomic", result=Vary.LANE, cuda="atomicAdd", doc=_ATOMIC_DOC),
+    Builtin("atomic_sub", "atomic", "atomic", result=Vary.LANE, cuda="atomicSub", doc=_ATOMIC_DOC),
+    Builtin("atomic_max", "atomic", "atomic", result=Vary.LANE, cuda="atomicMax", doc=_ATOMIC_DOC),
+    Builtin("atomic_min", "atomic", "atomic", result=Vary.LANE, cuda="atomicMin", doc=_ATOMIC_DOC),
+    Builtin("atomic_and", "atomic", "atomic", result=Vary.LANE, cuda="atomicAnd", doc=_ATOMIC_DOC),
+    Builtin("atomic_or", "atomic", "atomic", result=Vary.LANE, cuda="atomicOr", doc=_ATOMIC_DOC),
+    Builtin("atomic_xor", "atomic", "atomic", result=Vary.LANE, cuda="atomicXor", doc=_ATOMIC_DOC),
+    Builtin("atomic_exch", "atomic", "atomic", result=Vary.LANE, cuda="atomicExch", doc=_ATOMIC_DOC),
+    Builtin("atomic_cas", "atomic", "atomic", result=Vary.LANE, cuda="atomicCAS",
+            doc="compare and swap; returns the old value"),
+)
+
+BUILTINS: dict[str, Builtin] = {b.name: b for b in TABLE}
+
+# Names that are builtins without being called like one: values, declarations and iterables.
+VALUES = frozenset(["grid_groups", "WARP_SIZE"])
+DECLARATIONS = frozenset(["tshared", "tregs"])
+ITERABLES = frozenset(["range", "static_range", "tpipeline"])
+RESERVED = frozenset(BUILTINS) | VALUES | DECLARATIONS | ITERABLES
+
+SCOPES = ("group", "device", "mesh")
+
+
+def lookup(name: str) -> Builtin | None:
+    return BUILTINS.get(name)

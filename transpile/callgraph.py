@@ -1,0 +1,79 @@
+"""Analyses over calls in the typed tree: which functions a function calls, which are recursive,
+and a function's cooperation class (the strongest of the builtins and device functions it calls,
+from the builtin table)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterator, Mapping
+
+from tessera import nodes as N
+from tessera.transpile.builtins import BUILTINS, Coop
+
+_SKIP = (N.TensorType, N.ArrayType, N.ViewType, N.KernelConfig)
+
+
+@functools.cache
+def _child_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty"))
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node below `node` (statements and expressions), `node` included, in source order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        kids: list[object] = []
+        for name in _child_fields(type(n)):
+            v = getattr(n, name)
+            for x in v if isinstance(v, tuple) else (v,):
+                if dataclasses.is_dataclass(x) and not isinstance(x, _SKIP):
+                    kids.append(x)
+        stack.extend(reversed(kids))
+
+
+def calls(fn: N.FuncDef) -> Iterator[N.Call]:
+    """The checked calls of builtins and device functions in `fn`'s body."""
+    for s in fn.body:
+        for n in walk(s):
+            if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.ref in ("builtin", "func"):
+                yield n
+
+
+def callees(fn: N.FuncDef) -> set[str]:
+    return {c.func.id for c in calls(fn) if isinstance(c.func, N.Name) and c.func.ref == "func"}
+
+
+def coop_class(fn: N.FuncDef, known: Mapping[str, Coop]) -> Coop:
+    """Who must call `fn` together: the strongest class among what it calls (`known` gives the
+    classes of the device functions defined before it; a call of itself adds nothing)."""
+    best = Coop.NONE
+    for c in calls(fn):
+        assert isinstance(c.func, N.Name)
+        if c.func.ref == "func":
+            best = max(best, known.get(c.func.id, Coop.NONE))
+        else:
+            b = BUILTINS.get(c.func.id)
+            if b is not None:
+                best = max(best, b.coop)
+    return best
+
+
+def recursive_functions(module: N.Module) -> set[str]:
+    """Device functions that call themselves (a function can call only those defined above it and
+    itself, so the only cycles are self-calls)."""
+    return {f.name for f in module.items if isinstance(f, N.FuncDef) and f.name in callees(f)}
+
+
+def uses_warp_ops(fn: N.FuncDef, known: Mapping[str, bool]) -> bool:
+    """Whether `fn` (or a device function it calls) uses warp operations, which need whole warps."""
+    for c in calls(fn):
+        assert isinstance(c.func, N.Name)
+        if c.func.ref == "func" and known.get(c.func.id, False):
+            return True
+        b = BUILTINS.get(c.func.id) if c.func.ref == "builtin" else None
+        if b is not None and b.coop == Coop.WARP:
+            return True
+    return False

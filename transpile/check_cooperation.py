@@ -1,0 +1,301 @@
+"""The `check-cooperation` pass (spec section 7): cooperative operations under tile-dependent control.
+
+Before (reported):  if lane_id() < 16:
+                        tbarrier()
+After:              the module, unchanged, when nothing is reported.
+
+A value *varies* per lane when it depends on a tile index (`tile_linear_id`, `lane_id`, shuffles,
+the old value of an atomic, ...) and per warp when it differs only between warps (`warp_id`, warp
+reductions); the builtin table says which builtin gives what, and which must be called by the
+whole group or by whole warps. Taints flow through locals, register arrays, returns of device
+functions (a tile index behind a call still varies) and control flow: an assignment under a varying
+condition varies, and after a `return`, `break` or `continue` under a varying condition the rest of
+the block (and, for loops, every later iteration) runs only for some tiles.
+
+Inside a device function a value may also depend on a parameter. Then the function's result varies
+as the argument does, and a cooperative operation under a condition on a parameter makes the
+function require a uniform (or warp-uniform) argument there, which is checked at each call.
+
+The analysis is a fixed point over the whole body, one linear walk per round; taints only grow, so
+it ends after a few rounds whatever the nesting depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tessera import nodes as N
+from tessera.errors import DiagnosticSink, Loc, Note
+from tessera.transpile.builtins import BUILTINS, Coop, Vary
+from tessera.transpile.callgraph import coop_class
+
+UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
+
+
+@dataclass(frozen=True)
+class Taint:
+    """How a value varies: `level` on its own, and for each parameter of the enclosing device
+    function it depends on, the highest level through which that parameter shows."""
+
+    level: int = UNIFORM
+    params: tuple[tuple[int, int], ...] = ()
+
+    def join(self, other: Taint) -> Taint:
+        if other is NONE or other == self:
+            return self
+        if self is NONE:
+            return other
+        caps = dict(self.params)
+        for p, c in other.params:
+            caps[p] = max(caps.get(p, UNIFORM), c)
+        return Taint(max(self.level, other.level), tuple(sorted(caps.items())))
+
+    def cap(self, level: int) -> Taint:
+        return Taint(min(self.level, level), tuple((p, min(c, level)) for p, c in self.params))
+
+    def exceeds(self, level: int) -> bool:
+        return self.level > level or any(c > level for _, c in self.params)
+
+
+NONE = Taint()
+
+
+@dataclass
+class FunctionFacts:
+    """What callers need to know about a device function."""
+
+    coop: Coop = Coop.NONE
+    result: Taint = NONE
+    # parameter index -> (the highest level its argument may have, the operation, where it is)
+    requires: dict[int, tuple[int, str, Loc]] = field(default_factory=dict)
+
+
+@dataclass
+class _Ctl:
+    taint: Taint
+    where: Loc | None  # the condition or loop that made control vary
+
+    def deeper(self, t: Taint, loc: Loc) -> _Ctl:
+        joined = self.taint.join(t)
+        return _Ctl(joined, loc if joined != self.taint else self.where)
+
+
+class _Walker:
+    def __init__(self, fn: N.FuncDef, facts: dict[str, FunctionFacts], sink: DiagnosticSink) -> None:
+        self.fn = fn
+        self.facts = facts
+        self.sink = sink
+        self.params = {p.name: i for i, p in enumerate(fn.params)} if fn.kind == "device" else {}
+        self.var: dict[str, Taint] = {}
+        self.escapes: dict[int, Taint] = {}   # per loop (id of the node): taint of its early exits
+        self.changed = False
+        self.report = False
+        self.result = NONE
+        self.requires: dict[int, tuple[int, str, Loc]] = {}
+
+    # ---- taints of expressions
+    def set(self, name: str, t: Taint) -> None:
+        old = self.var.get(name, NONE)
+        new = old.join(t)
+        if new != old:
+            self.var[name] = new
+            self.changed = True
+
+    def expr(self, e: object) -> Taint:
+        if isinstance(e, N.Name):
+            if e.id in self.params and e.ref == "param":
+                return Taint(UNIFORM, ((self.params[e.id], LANE),))
+            return self.var.get(e.id, NONE)
+        if isinstance(e, N.Call) and isinstance(e.func, N.Name):
+            args = NONE
+            for a in e.args:
+                args = args.join(self.expr(a))
+            if e.func.ref == "func":
+                return self.call_result(e, self.facts.get(e.func.id, FunctionFacts()))
+            b = BUILTINS.get(e.func.id) if e.func.ref == "builtin" else None
+            if b is not None and b.coop == Coop.GROUP:
+                return NONE  # the same in every tile of the group
+            if b is not None and b.coop == Coop.WARP and b.result == WARP:
+                return args.cap(WARP)  # a warp reduction is the same in every lane
+            return args.join(Taint(b.result)) if b is not None else args
+        if isinstance(e, N.Index):
+            t = NONE
+            for i in e.indices:
+                t = t.join(self.expr(i))
+            base = e.base
+            if isinstance(base, N.Name) and isinstance(base.ty, N.ArrayType) and base.ty.space == "regs":
+                t = t.join(self.var.get(base.id, NONE))
+            return t
+        t = NONE
+        for c in _operands(e):
+            t = t.join(self.expr(c))
+        return t
+
+    def call_result(self, e: N.Call, facts: FunctionFacts) -> Taint:
+        t = Taint(facts.result.level)
+        for p, cap in facts.result.params:
+            if p < len(e.args):
+                t = t.join(self.expr(e.args[p]).cap(cap))
+        return t
+
+    # ---- statements; each returns the taints of its escapes (return, break/continue)
+    def block(self, stmts: tuple[N.Stmt, ...], ctl: _Ctl) -> tuple[Taint, Taint]:
+        ret = exits = NONE
+        where = ctl.where
+        for s in stmts:
+            c = _Ctl(ctl.taint.join(ret).join(exits), where)
+            r, x = self.stmt(s, c)
+            if r.join(x) != NONE and where is None:
+                where = s.loc
+            ret, exits = ret.join(r), exits.join(x)
+        return ret, exits
+
+    def stmt(self, s: N.Stmt, ctl: _Ctl) -> tuple[Taint, Taint]:
+        if isinstance(s, N.If):
+            self.calls(s.cond, ctl)
+            inner = ctl.deeper(self.expr(s.cond), s.cond.loc)
+            r1, x1 = self.block(s.then, inner)
+            r2, x2 = self.block(s.orelse, inner)
+            return r1.join(r2), x1.join(x2)
+        if isinstance(s, (N.While, N.For)):
+            parts = (s.cond,) if isinstance(s, N.While) else s.iter.args
+            t = NONE
+            for p in parts:
+                self.calls(p, ctl)
+                t = t.join(self.expr(p))
+            inner = ctl.deeper(t.join(self.escapes.get(id(s), NONE)), s.loc)
+            if isinstance(s, N.For):
+                self.set(s.var, inner.taint.join(t))
+            r, x = self.block(s.body, inner)
+            old = self.escapes.get(id(s), NONE)
+            if old.join(r).join(x) != old:
+                self.escapes[id(s)] = old.join(r).join(x)
+                self.changed = True
+            return r, NONE
+        if isinstance(s, N.Return):
+            if s.value is not None:
+                self.calls(s.value, ctl)
+                self.result = self.result.join(self.expr(s.value)).join(ctl.taint)
+            return ctl.taint, NONE
+        if isinstance(s, (N.Break, N.Continue)):
+            return NONE, ctl.taint
+        if isinstance(s, (N.Assign, N.AugAssign)):
+            self.calls(s.value, ctl)
+            self.calls(s.target, ctl)
+            value = self.expr(s.value).join(ctl.taint)
+            if isinstance(s.target, N.Name):
+                self.set(s.target.id, value)
+            elif isinstance(s.target, N.Index) and isinstance(s.target.base, N.Name) \
+                    and isinstance(s.target.base.ty, N.ArrayType) and s.target.base.ty.space == "regs":
+                for i in s.target.indices:
+                    value = value.join(self.expr(i))
+                self.set(s.target.base.id, value)
+            return NONE, NONE
+        if isinstance(s, N.ExprStmt):
+            self.calls(s.expr, ctl)
+        return NONE, NONE
+
+    # ---- cooperative calls
+    def calls(self, e: object, ctl: _Ctl) -> None:
+        # The arms of `x if c else y` and the right side of `and`/`or` run only for some tiles.
+        if isinstance(e, N.Ternary):
+            self.calls(e.cond, ctl)
+            inner = ctl.deeper(self.expr(e.cond), e.cond.loc)
+            self.calls(e.then, inner)
+            self.calls(e.orelse, inner)
+            return
+        if isinstance(e, N.BoolOp):
+            self.calls(e.left, ctl)
+            self.calls(e.right, ctl.deeper(self.expr(e.left), e.left.loc))
+            return
+        if isinstance(e, N.Call) and isinstance(e.func, N.Name) and e.func.ref in ("builtin", "func"):
+            name = e.func.id
+            if e.func.ref == "func":
+                facts = self.facts.get(name, FunctionFacts())
+                self.need(name, facts.coop, e, ctl)
+                self.arguments(e, facts)
+            else:
+                b = BUILTINS.get(name)
+                if b is not None:
+                    self.need(name, b.coop, e, ctl)
+        for c in _operands(e):
+            self.calls(c, ctl)
+
+    def need(self, name: str, coop: Coop, e: N.Call, ctl: _Ctl) -> None:
+        """`name` needs the whole group (or whole warps) here: check the control it is under."""
+        if coop == Coop.NONE:
+            return
+        allowed = UNIFORM if coop == Coop.GROUP else WARP
+        for p, cap in ctl.taint.params:
+            if cap > allowed and (p not in self.requires or self.requires[p][0] > allowed):
+                self.requires[p] = (allowed, name, ctl.where or e.loc)
+        if not self.report or ctl.taint.level <= allowed:
+            return
+        if coop == Coop.GROUP:
+            self.sink.error(e.loc, f"{name}() must be reached by every tile of the group, but it is under "
+                            "control flow that depends on the tile index",
+                            Note("the tile-dependent condition or loop is here", ctl.where))
+        else:
+            self.sink.error(e.loc, f"{name}() must be reached by all 32 lanes of the warp, but it is under "
+                            "control flow that depends on the lane",
+                            Note("the lane-dependent condition or loop is here", ctl.where))
+
+    def arguments(self, e: N.Call, facts: FunctionFacts) -> None:
+        """Arguments that a device function needs uniform (it synchronizes under a condition on them)."""
+        callee = e.func.id if isinstance(e.func, N.Name) else "?"
+        for p, (allowed, op, where) in facts.requires.items():
+            if p >= len(e.args):
+                continue
+            t = self.expr(e.args[p])
+            for q, cap in t.params:
+                if cap > allowed and (q not in self.requires or self.requires[q][0] > allowed):
+                    self.requires[q] = (allowed, f"{callee}() calling {op}", e.args[p].loc)
+            if self.report and t.level > allowed:
+                whose = "the tile index" if allowed == UNIFORM else "the lane"
+                self.sink.error(e.args[p].loc, f"this argument of {callee}() depends on {whose}, but {callee}() "
+                                f"calls {op}() under control flow that depends on it",
+                                Note(f"the condition in {callee}() is here", where))
+
+    def run(self) -> FunctionFacts:
+        for _ in range(100):
+            self.changed = False
+            self.result = NONE
+            self.block(self.fn.body, _Ctl(NONE, None))
+            if not self.changed:
+                break
+        self.report = True
+        self.result = NONE
+        self.block(self.fn.body, _Ctl(NONE, None))
+        return FunctionFacts(result=self.result, requires=self.requires)
+
+
+def _operands(e: object) -> list[object]:
+    """The sub-expressions of an expression (calls' arguments, operands, indices)."""
+    if isinstance(e, N.Call):
+        return [*e.args, *(k.value for k in e.kwargs)]
+    if isinstance(e, N.BinOp):
+        return [e.left, e.right]
+    if isinstance(e, N.Compare):
+        return list(e.operands)
+    if isinstance(e, N.BoolOp):
+        return [e.left, e.right]
+    if isinstance(e, N.Unary):
+        return [e.operand]
+    if isinstance(e, N.Ternary):
+        return [e.cond, e.then, e.orelse]
+    if isinstance(e, N.Index):
+        return [e.base, *e.indices]
+    if isinstance(e, N.Slice):
+        return [x for x in (e.lo, e.hi) if x is not None]
+    return []
+
+
+def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:
+    facts: dict[str, FunctionFacts] = {}
+    for fn in module.items:
+        if not isinstance(fn, N.FuncDef):
+            continue
+        found = _Walker(fn, facts, sink).run()
+        found.coop = coop_class(fn, {k: f.coop for k, f in facts.items()})
+        facts[fn.name] = found
+    return module

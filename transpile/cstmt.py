@@ -1,0 +1,292 @@
+"""Printing the statements of one lowered function as C lines (expressions through `CPrinter`).
+
+Every statement's first C line carries its `.tsr` line in a comment; with `line_info`, a `#line`
+directive precedes it. The function's prologue declares its const parameters (`constexpr`), the
+scratch buffer of group reductions and the dynamic shared-memory base when the kernel needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessera.dtypes import ScalarType, c_literal
+from tessera.errors import Loc
+from tessera.transpile import lir as L
+from tessera.transpile.cprinter import COND, CPrinter, c_string, nonzero_literal, store_fn, var_name
+from tessera.transpile.names import c_ident
+from tessera.transpile.shared_plan import shared_layout
+
+INDENT = "    "
+_SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
+_KNOWN_POSITIVE = ("group_tile_count", "grid_tile_count", "group_shape", "group_count")
+
+
+@dataclass(frozen=True)
+class Options:
+    arch: str = "sm_90"
+    debug: bool = False
+    line_info: bool = False
+    check_bounds: bool = False
+    source_name: str = "input.tsr"
+    restrict: bool = True
+
+
+def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
+    return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
+
+
+def _shape(b: L.Buffer) -> tuple[int, ...]:
+    return tuple(int(d.value) for d in b.shape if isinstance(d, L.Const))
+
+
+class BodyPrinter:
+    def __init__(self, fn: L.Function, pr: CPrinter, opts: Options) -> None:
+        self.fn = fn
+        self.pr = pr
+        self.opts = opts
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def emit(self, text: str, loc: Loc | None = None) -> None:
+        if loc is not None and self.opts.line_info:
+            self.lines.append(f"#line {loc.line} {c_string(self.opts.source_name)}")
+        suffix = f"  // line {loc.line}" if loc is not None else ""
+        self.lines.append(INDENT * self.depth + text + suffix)
+
+    def block(self, stmts: tuple[L.Stmt, ...]) -> None:
+        self.depth += 1
+        for s in stmts:
+            self.stmt(s)
+        self.depth -= 1
+
+    def prologue(self) -> None:
+        for c in self.fn.consts:
+            self.emit(f"[[maybe_unused]] constexpr {c.dtype.c_compute} {c_ident(c.name)} = "
+                      f"{c_literal(c.value, c.dtype)};", c.loc)
+        if self.fn.kind != "kernel":
+            return
+        layout = shared_layout(self.fn)
+        if layout.scratch_bytes:
+            self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
+                      "  // group reductions")
+        if layout.dynamic and layout.slots:
+            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
+                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
+
+    # ---- statements
+    def stmt(self, s: L.Stmt) -> None:
+        self.pr.line = s.loc.line
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Decl(self, s: L.Decl) -> None:
+        ty = s.var.dtype.c_compute
+        name = var_name(s.var.name)
+        if s.init is None:
+            self.emit(f"{ty} {name};  // assigned in an inner block, used outside it")
+        else:
+            self.emit(f"{'const ' if s.const else ''}{ty} {name} = {self.pr.expr(s.init)};", s.loc)
+
+    def s_Assign(self, s: L.Assign) -> None:
+        name = var_name(s.var.name)
+        if s.op is None:
+            self.emit(f"{name} = {self.pr.expr(s.value)};", s.loc)
+        else:
+            self.update(name, L.Var(s.var.name, s.var.dtype), s.op, s.op_type, s.value, s.loc, None)
+
+    def s_Store(self, s: L.Store) -> None:
+        buf = self.pr.ctx.buffers[s.buf]
+        lhs = self.pr.access(s.buf, s.index, "write")
+        if s.op is None:
+            value = self.pr.stored(s.value, buf.elem) if buf.space != "regs" else self.pr.cast_to(s.value, buf.elem)
+            self.emit(f"{lhs} = {value};", s.loc)
+            return
+        in_memory = buf.space in ("global", "shared")
+        self.update(lhs, L.Load(s.buf, s.index, buf.elem), s.op, s.op_type, s.value, s.loc,
+                    store_fn(buf.elem) if in_memory else None)
+
+    def update(self, lhs: str, target: L.Expr, op: str, op_type: ScalarType | None, value: L.Expr, loc: Loc,
+               store: str | None) -> None:
+        """`lhs op= value`, or `lhs = lhs op value` where C's compound assignment would differ
+        (f16 rounding, narrow integers, float // and %, division by a possible zero)."""
+        tt = target.dtype
+        assert op_type is not None
+        shift = op in ("<<", ">>")
+        simple = (not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
+                  and not (op in ("%", "//") and not nonzero_literal(value))
+                  and (shift or op_type == tt or (tt.is_int and op_type.is_int and op in _SIMPLE_OPS)))
+        if simple:
+            c_op = "/" if op == "//" else op
+            rhs = self.pr.expr(value) if shift or value.dtype == tt else self.pr.cast_to(value, tt)
+            self.emit(f"{lhs} {c_op}= {rhs};", loc)
+            return
+        computed = L.Binary(op, target if shift else _convert(target, op_type), value, tt if shift else op_type)
+        text = self.pr.cast_to(computed, tt)
+        self.emit(f"{lhs} = {store}({text});" if store else f"{lhs} = {text};", loc)
+
+    def s_Alloc(self, s: L.Alloc) -> None:
+        b = self.fn.buffer(s.buf)
+        assert b is not None
+        name = c_ident(b.name)
+        shape = _shape(b)
+        if b.space == "regs":
+            self.emit(f"{b.elem.c_compute} {name}{dims_suffix(shape)};", s.loc)
+            return
+        layout = shared_layout(self.fn)
+        ctype = b.elem.c_storage
+        if layout.dynamic:
+            slot = layout.slot(b.name)
+            rows = dims_suffix(shape[1:], b.pad) if len(shape) > 1 else ""
+            ptr = f"(*{name}){rows}" if rows else f"*{name}"
+            cast = f"{ctype} (*){rows}" if rows else f"{ctype}*"
+            self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>(tsr_dynamic_smem + {slot.offset});  "
+                      f"// {slot.nbytes} bytes", s.loc)
+        else:
+            self.emit(f"__shared__ __align__(16) {ctype} {name}{dims_suffix(shape, b.pad)};", s.loc)
+
+    def s_Fill(self, s: L.Fill) -> None:
+        b = self.fn.buffer(s.buf)
+        assert b is not None
+        shape = _shape(b)
+        total = 1
+        for d in shape:
+            total *= d
+        first = c_ident(b.name) + "[0]" * len(shape)
+        self.emit(f"tsr_fill<{total}>(&{first}, {self.pr.expr(s.value)});", s.loc)
+
+    def s_If(self, s: L.If, prefix: str = "") -> None:
+        self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)
+        self.block(s.then)
+        if len(s.orelse) == 1 and isinstance(s.orelse[0], L.If):
+            self.s_If(s.orelse[0], "} else ")
+            return
+        if s.orelse:
+            self.emit("} else {")
+            self.block(s.orelse)
+        self.emit("}")
+
+    def s_While(self, s: L.While) -> None:
+        self.emit(f"while ({self.pr.expr(s.cond)}) {{", s.loc)
+        self.block(s.body)
+        self.emit("}")
+
+    def s_For(self, s: L.For) -> None:
+        var = var_name(s.var.name)
+        stop, step = self.pr.expr(s.stop), s.step
+        if isinstance(step, L.Const):
+            cond = f"{var} {'<' if int(step.value) > 0 else '>'} {stop}"
+        elif isinstance(step, L.Intrinsic) and step.op in _KNOWN_POSITIVE:
+            cond = f"{var} < {stop}"
+        else:
+            step_c = self.pr.expr(step)
+            cond = f"({step_c} > 0 ? {var} < {stop} : {var} > {stop})"
+        if isinstance(step, L.Const) and int(step.value) == 1:
+            inc = f"++{var}"
+        elif isinstance(step, L.Const) and int(step.value) == -1:
+            inc = f"--{var}"
+        else:
+            inc = f"{var} += {self.pr.expr(step)}"
+        if s.unroll:
+            self.emit("#pragma unroll")
+        self.emit(f"for ({s.var.dtype.c_compute} {var} = {self.pr.expr(s.start)}; {cond}; {inc}) {{", s.loc)
+        self.block(s.body)
+        self.emit("}")
+
+    def s_Break(self, s: L.Break) -> None:
+        self.emit("break;", s.loc)
+
+    def s_Continue(self, s: L.Continue) -> None:
+        self.emit("continue;", s.loc)
+
+    def s_Return(self, s: L.Return) -> None:
+        self.emit("return;" if s.value is None else f"return {self.pr.expr(s.value)};", s.loc)
+
+    def s_Barrier(self, s: L.Barrier) -> None:
+        self.emit("__syncthreads();", s.loc)
+
+    def s_Fence(self, s: L.Fence) -> None:
+        fence = {"group": "__threadfence_block", "device": "__threadfence", "mesh": "__threadfence_system"}[s.scope]
+        self.emit(f"{fence}();", s.loc)
+
+    def s_Print(self, s: L.Print) -> None:
+        args = [c_string(s.fmt)] + [self.pr.printf_arg(a) for a in s.args]
+        self.emit(f"printf({', '.join(args)});", s.loc)
+
+    def s_Assert(self, s: L.Assert) -> None:
+        if not self.opts.debug:
+            self.emit("// tassert compiled out (debug off)", s.loc)
+            return
+        cond = self.pr.wrap(s.cond, 15)
+        self.emit(f"if (!{cond}) tsr_assert_fail({c_string(self.fn.name)}, {c_string(self.opts.source_name)}, "
+                  f"{s.loc.line}, {c_string(s.message)});", s.loc)
+
+    def s_Eval(self, s: L.Eval) -> None:
+        e = s.expr
+        text, _ = self.pr.p(e)
+        if isinstance(e, L.Atomic) and text.startswith("(long long)atomic"):
+            text = text[len("(long long)"):]
+        if isinstance(e, L.Atomic) or (isinstance(e, L.Call) and e.dtype is None):
+            self.emit(text + ";", s.loc)
+        else:
+            self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
+
+    def s_Copy(self, s: L.Copy) -> None:
+        ext = tuple(x for x in s.dst.extents if x is not None)
+        d = (1,) * (3 - len(ext)) + ext
+        dst_buf = self.pr.ctx.buffers[s.dst.buf]
+        dp, ds, dl = self.view_parts(s.dst)
+        sp, ss, sl = self.view_parts(s.src)
+        targs = f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}"
+        tail = ""
+        if self.opts.check_bounds:
+            shared = [str(self.pr.ctx.buffers[v.buf].space == "shared").lower() for v in (s.dst, s.src)]
+            targs += f", {shared[0]}, {shared[1]}"
+            tail = f", {s.loc.line}"
+        self.emit(f"tsr_copy<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail});", s.loc)
+
+    def view_parts(self, v: L.View) -> tuple[str, str, str]:
+        """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
+        b = self.pr.ctx.buffers[v.buf]
+        name = c_ident(v.buf)
+        dims = [self.pr.expr(d) for d in b.shape]
+        phys = dims[:-1] + [str(_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
+        rank = len(dims)
+        strides = ["1"] * rank  # innermost is contiguous
+        for k in range(rank - 2, -1, -1):
+            strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
+        starts: list[str] = []
+        kept: list[tuple[str, str]] = []  # (stride, limit) of the sliced dimensions
+        guards: list[str] = []            # indexed (dropped) dimensions must be in range
+        for k, (start_e, extent) in enumerate(zip(v.starts, v.extents)):
+            start = self.pr.expr(start_e)
+            starts.append(start)
+            if extent is not None:
+                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})"))
+            else:
+                guards.append(f"({start}) < {dims[k]}")
+        offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
+                            if s != "0") or "0"
+        while len(kept) < 3:
+            kept.insert(0, ("0", "1"))
+        if b.space == "global":
+            ptr = f"{name} + {offset}" if offset != "0" else name
+        else:
+            ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
+        lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x in kept]
+        if guards:
+            lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
+        return ptr, f"{kept[0][0]}, {kept[1][0]}", ", ".join(lim)
+
+
+def _convert(e: L.Expr, ty: ScalarType) -> L.Expr:
+    return e if e.dtype == ty else L.Cast(e, ty)
+
+
+def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:
+    bp = BodyPrinter(fn, pr, opts)
+    bp.prologue()
+    for s in fn.body:
+        bp.stmt(s)
+    return "\n".join(bp.lines)
+
+
+__all__ = ["COND", "BodyPrinter", "Options", "dims_suffix", "print_body"]

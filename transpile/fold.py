@@ -1,0 +1,145 @@
+"""The `fold-constants` pass: operations on literal constants computed at compile time, with the
+emitted C's semantics (integer `//` and `%` truncate, f32 arithmetic rounds to f32, a float to
+integer conversion saturates).
+
+Before:  Store(y, (Affine(i + 1 * 4),), Binary(*, Const(2.0: f32), Cast(Const(3: i32) -> f32)))
+After:   Store(y, (Affine(i + 4),), Const(6.0: f32))
+
+Named constants (module constants, const parameters) are left alone so that the C keeps their
+names; the C compiler folds them. Nothing that could trap or overflow a signed type is folded:
+such code was already reported by the checker, or is left to behave as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+
+import numpy as np
+
+from tessera.dtypes import BOOL, ScalarType, int_range, wrap_int
+from tessera.transpile import lir as L
+from tessera.transpile.affine import affine, expression
+from tessera.transpile.consts import Value
+from tessera.transpile.lir_visit import map_body, map_stmt_exprs
+
+_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_, "|": operator.or_,
+            "^": operator.xor}
+_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
+
+
+def _literal(e: L.Expr) -> Value | None:
+    if isinstance(e, L.Const) and e.name is None:
+        return e.value
+    return None
+
+
+def _int_result(v: int, ty: ScalarType) -> L.Const | None:
+    lo, hi = int_range(ty)
+    if ty.kind == "int" and ty.bits >= 32 and not lo <= v <= hi:
+        return None  # signed overflow: undefined in C, left as written
+    return L.Const(wrap_int(v, ty), ty)
+
+
+def _float_result(op: str, a: float, b: float, ty: ScalarType) -> L.Const | None:
+    if ty.name not in ("f32", "f64") or (op in ("/", "//", "%") and b == 0):
+        return None
+    if ty.name == "f32":
+        x, y = np.float32(a), np.float32(b)
+    else:
+        x, y = np.float64(a), np.float64(b)
+    with np.errstate(all="ignore"):
+        if op in ("+", "-", "*", "/"):
+            r = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op]
+        elif op == "//":
+            r = type(x)(math.floor(x / y)) if math.isfinite(x / y) else None
+        elif op == "%":
+            r = type(x)(math.fmod(x, y))
+        else:
+            return None
+    if r is None or not math.isfinite(float(r)):
+        return None
+    return L.Const(float(r), ty)
+
+
+def _binary(e: L.Binary) -> L.Expr:
+    a, b = _literal(e.a), _literal(e.b)
+    if a is None or b is None:
+        return e
+    ty = e.dtype
+    if ty.is_float:
+        return _float_result(e.op, float(a), float(b), ty) or e
+    if ty.kind == "bool" or isinstance(a, float) or isinstance(b, float):
+        return e
+    x, y = int(a), int(b)
+    if e.op in _INT_OPS:
+        return _int_result(_INT_OPS[e.op](x, y), ty) or e
+    if e.op in ("//", "%") and y != 0:
+        q = abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)
+        return _int_result(q if e.op == "//" else x - q * y, ty) or e
+    if e.op in ("<<", ">>") and 0 <= y < max(ty.bits, 32):
+        return _int_result(x << y if e.op == "<<" else x >> y, ty) or e
+    return e
+
+
+def _cast(e: L.Cast) -> L.Expr:
+    v = _literal(e.x)
+    if v is None:
+        return e
+    ty = e.dtype
+    if ty.kind == "bool":
+        return L.Const(v != 0, ty)
+    if ty.is_float:
+        # f16/bf16 results are left to the printer, which rounds them as the GPU does
+        return L.Const(float(v), ty) if not ty.is_half and not e.x.dtype.is_half else e
+    if isinstance(v, float):  # saturating, NaN to 0, toward zero (tsr_f2i)
+        lo, hi = int_range(ty)
+        return L.Const(0 if math.isnan(v) else max(lo, min(hi, int(v) if math.isfinite(v) else
+                                                             (hi if v > 0 else lo))), ty)
+    return L.Const(wrap_int(int(v), ty), ty)
+
+
+def _fold(e: L.Expr) -> L.Expr:
+    if isinstance(e, L.Binary):
+        return _binary(e)
+    if isinstance(e, L.Cast):
+        return _cast(e)
+    if isinstance(e, L.Unary):
+        v = _literal(e.x)
+        if v is None:
+            return e
+        if e.op == "not":
+            return L.Const(not v, BOOL)
+        if e.op == "-" and e.dtype.is_float:
+            return L.Const(-float(v), e.dtype)
+        if e.op in ("-", "~") and not isinstance(v, float):
+            return _int_result(-int(v) if e.op == "-" else ~int(v), e.dtype) or e
+        return e
+    if isinstance(e, L.Compare):
+        a, b = _literal(e.a), _literal(e.b)
+        if a is None or b is None or e.a.dtype.is_half:
+            return e
+        if e.a.dtype.name == "f32":  # compare the values the C literals have
+            a, b = float(np.float32(a)), float(np.float32(b))
+        return L.Const(_CMP[e.op](a, b), BOOL)
+    if isinstance(e, L.Logical):
+        a, b = _literal(e.a), _literal(e.b)
+        if a is None or b is None:
+            return e
+        return L.Const(bool(a) and bool(b) if e.op == "and" else bool(a) or bool(b), BOOL)
+    if isinstance(e, L.Select):
+        c = _literal(e.cond)
+        return e if c is None else (e.a if c else e.b)
+    if isinstance(e, L.Affine) and any(isinstance(a, L.Const) and a.name is None for a, _ in e.terms):
+        return affine(expression(e))
+    return e
+
+
+def fold_function(fn: L.Function) -> L.Function:
+    return dataclasses.replace(fn, body=map_body(fn.body, lambda s: map_stmt_exprs(s, _fold)))
+
+
+def fold_constants(module: L.Module) -> L.Module:
+    return dataclasses.replace(module, functions=tuple(fold_function(f) for f in module.functions))

@@ -1,0 +1,394 @@
+"""The lowered IR: what the GPU does, explicitly, below the checked syntax tree.
+
+Produced by the `lower` pass from the typed tree and printed to CUDA C by `cprinter`. Every node is
+a frozen dataclass with tuple children; every statement carries its `.tsr` location. Compared with
+the syntax tree:
+- every value has a scalar `dtype`, and every conversion is an explicit `Cast`: the operands of a
+  `Binary` have its dtype (the right operand of a shift excepted), those of a `Compare` one type;
+- names are resolved: `Var` is a scalar variable (a local, a parameter, a loop counter), `Const` a
+  value (a literal, a module constant or const parameter keeps its `name` for the printer);
+- memory is explicit: `Buffer`s (global tensors, shared arrays, register arrays, constant tables)
+  are referred to by name from `Load`, `Store`, `Atomic`, `View` (for `Copy`) and `Alloc`, and an
+  index is a tuple of per-dimension expressions, each in `Affine` form where it is one (a sum of
+  terms with constant coefficients, so that a pass can reason about contiguity and alignment);
+- synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
+  operations), `Atomic`, `Copy`;
+- declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
+  Python scoping makes visible after the block that assigns it), and `For` has its bounds.
+
+f16/bf16 values are computed in f32: an operation whose dtype is f16 means "computed in f32 and
+rounded to f16" (the printer emits the rounding), a `Load` of an f16 element gives its f32 value
+and a `Store` to f16 memory rounds once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessera.dtypes import BOOL, ScalarType
+from tessera.errors import Loc
+
+Value = int | float | bool
+
+# ---- expressions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Value
+    dtype: ScalarType
+    name: str | None = None  # a module constant or const parameter of this value
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "-" | "~" | "not"
+    x: Expr
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str  # + - * / // % & | ^ << >>
+    a: Expr
+    b: Expr
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str  # < <= > >= == !=
+    a: Expr
+    b: Expr
+    dtype: ScalarType = BOOL
+
+
+@dataclass(frozen=True)
+class Logical:
+    op: str  # "and" | "or" (short-circuit)
+    a: Expr
+    b: Expr
+    dtype: ScalarType = BOOL
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Cast:
+    x: Expr
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Affine:
+    """`sum(atom * coeff for atom, coeff in terms) + offset`, in `dtype` (an integer type)."""
+
+    terms: tuple[tuple[Expr, Const], ...]
+    offset: Const
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Load:
+    buf: str
+    index: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """A builtin without side effects (indices, math): `op` names its entry in the builtin table."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A warp operation (the warp's 32 lanes) or a group reduction (the whole group)."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Atomic:
+    op: str  # atomic_add ... atomic_cas
+    buf: str
+    index: tuple[Expr, ...]
+    args: tuple[Expr, ...]
+    scope: str  # group | device | mesh
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of a device function."""
+
+    func: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType | None
+
+
+Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \
+    | Atomic | Call
+
+# ---- memory -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A global tensor (a parameter), shared array, register array or constant table."""
+
+    name: str
+    space: str  # global | shared | regs | const
+    elem: ScalarType
+    shape: tuple[Expr, ...]  # Const, or Var for shape symbols and size parameters
+    loc: Loc
+    mut: bool = False  # global tensors: may be stored to
+    pad: int = 0       # shared arrays: elements of padding after each innermost row
+
+
+@dataclass(frozen=True)
+class View:
+    """A box of a buffer: per dimension its start, and its constant extent (None: an indexed
+    dimension, dropped from the view)."""
+
+    buf: str
+    starts: tuple[Expr, ...]
+    extents: tuple[int | None, ...]
+
+
+# ---- statements ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decl:
+    loc: Loc
+    var: Var
+    init: Expr | None
+    const: bool = False  # a compiler temporary that never changes
+
+
+@dataclass(frozen=True)
+class Assign:
+    """`var = value`, or with `op`: `var = var op value` computed in `op_type`."""
+
+    loc: Loc
+    var: Var
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@dataclass(frozen=True)
+class Store:
+    """`buf[index] = value`, or with `op`: `buf[index] = buf[index] op value` computed in `op_type`
+    (the index evaluated once)."""
+
+    loc: Loc
+    buf: str
+    index: tuple[Expr, ...]
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """Where a shared or register array is declared."""
+
+    loc: Loc
+    buf: str
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Every element of a register array set to `value` (tregs' initial value)."""
+
+    loc: Loc
+    buf: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class If:
+    loc: Loc
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class While:
+    loc: Loc
+    cond: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class For:
+    """`for var in range(start, stop, step)` with the bounds evaluated once, before the loop;
+    `unroll` for static_range."""
+
+    loc: Loc
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple[Stmt, ...]
+    unroll: bool = False
+
+    @property
+    def trip_count(self) -> int | None:
+        """The number of iterations when the bounds are constants."""
+        if not all(isinstance(x, Const) for x in (self.start, self.stop, self.step)):
+            return None
+        a, b, s = (int(x.value) for x in (self.start, self.stop, self.step) if isinstance(x, Const))
+        return len(range(a, b, s)) if s != 0 else None
+
+
+@dataclass(frozen=True)
+class Break:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Continue:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Return:
+    loc: Loc
+    value: Expr | None
+
+
+@dataclass(frozen=True)
+class Barrier:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Fence:
+    loc: Loc
+    scope: str
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The whole group copies `src` to `dst` (views of the same extents)."""
+
+    loc: Loc
+    dst: View
+    src: View
+
+
+@dataclass(frozen=True)
+class Eval:
+    """An expression evaluated for its effect (an atomic, a device function call)."""
+
+    loc: Loc
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Print:
+    loc: Loc
+    fmt: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Assert:
+    loc: Loc
+    cond: Expr
+    message: str
+
+
+Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | Break | Continue | Return | Barrier | Fence | Copy \
+    | Eval | Print | Assert
+
+# ---- functions and modules -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of the emitted function: a tensor (its buffer has the same name), a scalar, or
+    a shape symbol (appended by the compiler, bound at launch from the arrays' shapes)."""
+
+    name: str
+    kind: str  # tensor | scalar | shape
+    dtype: ScalarType
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class NamedConst:
+    name: str
+    value: Value
+    dtype: ScalarType
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Function:
+    loc: Loc
+    name: str
+    kind: str  # kernel | device
+    params: tuple[Param, ...]
+    ret: ScalarType | None
+    buffers: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]
+    consts: tuple[NamedConst, ...] = ()   # const parameters of this variant
+    tile: tuple[int, ...] = ()            # kernels: the group shape
+    shared_budget: int | None = None
+    launch_bounds: int | None = None
+
+    @property
+    def tile_count(self) -> int:
+        n = 1
+        for d in self.tile:
+            n *= d
+        return n
+
+    def buffer(self, name: str) -> Buffer | None:
+        return next((b for b in self.buffers if b.name == name), None)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    elem: ScalarType
+    shape: tuple[int, ...]
+    values: tuple[Value, ...]
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    consts: tuple[NamedConst, ...]
+    tables: tuple[Table, ...]
+    functions: tuple[Function, ...]
+
+    @property
+    def kernels(self) -> tuple[Function, ...]:
+        return tuple(f for f in self.functions if f.kind == "kernel")
+
+    def function(self, name: str) -> Function | None:
+        return next((f for f in self.functions if f.name == name), None)

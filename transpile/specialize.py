@@ -1,0 +1,133 @@
+"""The `specialize` pass: fixes the `const` parameters of each kernel to the values of the variant
+being compiled (from the caller, then `-D`, then the default).
+
+Before:  def matmul(A: f32[M, K], BM: const i32 = 64)         (variant BM=128)
+After:   FuncDef(matmul, const_values=(("BM", 128),))
+
+Kernels whose const parameters have no value are dropped when the caller asked for that
+(`skip_unbound`: the Python API compiles those on their first launch), else reported. A `-D` that
+names neither a module constant nor a const parameter is reported here, where both are known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tessera import nodes as N
+from tessera.dtypes import SCALARS, ScalarType
+from tessera.errors import DiagnosticSink, Loc
+from tessera.transpile.check_consts import value_range_error
+from tessera.transpile.consts import NotConstant, Value, convert, evaluate
+from tessera.transpile.resolve_constants import module_env, override
+
+
+def is_kernel(fn: N.FuncDef) -> bool:
+    return any(d.name == "kernel" for d in fn.decorators)
+
+
+class _Specializer:
+    def __init__(self, sink: DiagnosticSink, defines: Mapping[str, Value], env: dict[str, Value],
+                 skip_unbound: bool) -> None:
+        self.sink = sink
+        self.defines = defines
+        self.env = env
+        self.skip_unbound = skip_unbound
+
+    def function(self, fn: N.FuncDef, given: Mapping[str, Value]) -> N.FuncDef | None:
+        """The function with its const values, or None when it is left out (unbound)."""
+        consts: list[tuple[str, Value]] = []
+        env = dict(self.env)
+        seen: set[str] = set()
+        unbound = False
+        for p in fn.params:
+            if p.qual != "const" or p.name in seen:
+                seen.add(p.name)
+                continue
+            seen.add(p.name)
+            ty = SCALARS.get(p.type_name)
+            if ty is None:
+                continue  # an unknown type: typecheck reports it
+            if p.dims is not None:
+                self.sink.error(p.loc, "a const parameter is a scalar")
+                continue
+            value = self.value(fn, p, ty, given, env)
+            if value is _UNBOUND:
+                unbound = True
+                continue
+            if value is None:
+                continue
+            assert not isinstance(value, _Unbound)
+            consts.append((p.name, value))
+            env[p.name] = value
+        for name in given:
+            if not any(p.name == name and p.qual == "const" for p in fn.params):
+                self.sink.error(fn.loc, f"kernel '{fn.name}' has no const parameter '{name}'")
+        if unbound:
+            return None
+        return dataclasses.replace(fn, const_values=tuple(consts))
+
+    def value(self, fn: N.FuncDef, p: N.Param, ty: ScalarType, given: Mapping[str, Value],
+              env: dict[str, Value]) -> Value | _Unbound | None:
+        value: Value | None = None
+        if p.default is not None and p.name not in given:
+            value = self.default(fn, p, env)
+            if value is None:
+                return None
+        if p.name in given:
+            value = given[p.name]
+        elif p.name in self.defines:
+            value = override(self.sink, self.defines, p.name, p.loc,
+                             value if value is not None else self.defines[p.name], "const parameter")
+        if value is None and self.skip_unbound:
+            return _UNBOUND
+        if value is None:
+            self.sink.error(p.loc, f"const parameter '{p.name}' of '{fn.name}' has no value; give it a default "
+                            f"or pass -D {p.name}=VALUE")
+            return None
+        if ty.is_int and isinstance(value, float):
+            self.sink.error(p.loc, f"const parameter '{p.name}' is {ty}, not a float ({value!r})")
+            return None
+        why = value_range_error(value, ty)
+        if why:
+            self.sink.error(p.loc, f"const parameter '{p.name}': {why}")
+            return None
+        return convert(value, ty)
+
+    def default(self, fn: N.FuncDef, p: N.Param, env: dict[str, Value]) -> Value | None:
+        assert p.default is not None
+        try:
+            return evaluate(p.default, env)
+        except NotConstant as nc:
+            loc = nc.loc or p.default.loc
+            why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
+            if isinstance(nc.node, N.Name) and any(q.name == nc.node.id and q.qual != "const" for q in fn.params):
+                why = f" ('{nc.node.id}' is a parameter passed at launch)"
+            self.sink.error(loc, f"the default of '{p.name}' must be a compile-time constant{why}")
+            return None
+
+
+class _Unbound:
+    pass
+
+
+_UNBOUND = _Unbound()
+
+
+def specialize(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Value],
+               variants: Mapping[str, Mapping[str, Value]], skip_unbound: bool) -> N.Module:
+    spec = _Specializer(sink, defines, module_env(module), skip_unbound)
+    items: list[N.Item] = []
+    known = {i.name for i in module.items if isinstance(i, N.ConstDef)}
+    for item in module.items:
+        if isinstance(item, N.FuncDef):
+            known |= {p.name for p in item.params if p.qual == "const"}
+            if is_kernel(item):
+                fn = spec.function(item, variants.get(item.name, {}))
+                if fn is None:
+                    continue
+                item = fn
+        items.append(item)
+    for name in sorted(set(defines) - known):
+        sink.error(Loc(1, 1), f"-D {name}: no module constant or const parameter is named '{name}'")
+    return dataclasses.replace(module, items=tuple(items))
