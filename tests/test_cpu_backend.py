@@ -463,3 +463,37 @@ def test_check_bounds_covers_shared_and_register_arrays(stmt: str, array: str) -
                       f"    r = tregs(f32[2, 3], 0.0)\n    t = tile_linear_id()\n    {stmt}\n", check_bounds=True)
     with pytest.raises(tessera.LaunchError, match=rf"k:6: index \d+ out of range for dimension \d of '{array}'"):
         mod.k(np.zeros(4, np.float32), grid=1)
+
+
+def test_float_module_constant_behaves_like_its_literal() -> None:
+    # `C * x` with an f64 x is computed in f64, as `0.1 * x` is (it was emitted as `0.1f`).
+    mod = compile_cpu("const C = 0.1\n@kernel tile[(4,)]\ndef k(x: f64[n], y: mut f64[n], z: mut f32[n]):\n"
+                      "    i = tile_linear_id()\n    y[i] = C * x[i]\n    z[i] = C * f32(x[i])\n")
+    x = np.array([3.0, 1e8, -7.0, 0.5])
+    y, z = np.zeros(4), np.zeros(4, np.float32)
+    mod.k(x, y, z, grid=1)
+    assert np.array_equal(y, 0.1 * x)
+    assert np.array_equal(z, np.float32(0.1) * x.astype(np.float32))
+
+
+def test_precedence_comes_from_the_printed_expression() -> None:
+    # A cast to the type a value already has prints nothing, and must not take its parentheses
+    # with it: `2 * i32(a + 1)` was emitted as `2 * a + 1`.
+    mod = compile_cpu("@kernel tile[(1,)]\ndef k(a: i32, y: mut i32[2], z: mut f32[1]):\n"
+                      "    y[0] = 2 * i32(a + 1)\n    y[1] = -i32(a - 5)\n    z[0] = 1.5 * f32(i32(a * 3 + 1))\n")
+    y, z = np.zeros(2, np.int32), np.zeros(1, np.float32)
+    mod.k(4, y, z, grid=1)
+    assert y.tolist() == [10, 1] and z[0] == np.float32(1.5 * 13)
+
+
+@pytest.mark.parametrize("bm,bn", [(16, 16), (32, 32), (64, 32), (32, 128), (128, 64)])
+def test_matmul_sample_for_every_block_shape(bm: int, bn: int) -> None:
+    # The register tile follows BM and BN (it was fixed at 4 x 4: wrong results for any other
+    # shape, and reads past shared memory at 32 x 32).
+    mod = tessera.load(ROOT / "samples" / "matmul.tsr", backend="cpu", check_bounds=True)
+    rng = np.random.default_rng(bm + bn)
+    a = rng.standard_normal((70, 45)).astype(np.float32)
+    b = rng.standard_normal((45, 90)).astype(np.float32)
+    c = np.zeros((70, 90), np.float32)
+    mod.matmul(a, b, c, grid=(-(-90 // bn), -(-70 // bm)), BM=bm, BN=bn)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)

@@ -180,6 +180,25 @@ CATALOG: list[Case] = [
     Case("cooperative-device-call-under-tile-if",
          "@device\ndef sync():\n    tbarrier()\n\n" + kern("if tile_linear_id() == 0:\n    sync()"), 8, 9,
          "sync() must be reached by every tile of the group"),
+    Case("tile-index-behind-device-function",
+         "@device\ndef me() -> i32:\n    return tile_linear_id()\n\n" + kern("if me() < 32:\n    tbarrier()"), 8, 9,
+         "tbarrier() must be reached by every tile of the group", note="the tile-dependent condition"),
+    Case("tile-index-through-device-function-argument",
+         "@device\ndef plus(a: i32, b: i32) -> i32:\n    return a + b\n\n"
+         + kern("v = plus(1, lane_id())\nif v > 3:\n    tbarrier()"), 9, 9,
+         "tbarrier() must be reached by every tile of the group"),
+    Case("tile-dependent-argument-of-synchronizing-function",
+         "@device\ndef sync_if(c: i32):\n    if c < 3:\n        tbarrier()\n\n" + kern("sync_if(lane_id())"), 8, 13,
+         "this argument of sync_if() depends on the tile index, but sync_if() calls tbarrier()",
+         note="the condition in sync_if() is here"),
+    Case("barrier-after-tile-dependent-return", kern("if tile_linear_id() > 3:\n    return\ntbarrier()"), 5, 5,
+         "tbarrier() must be reached by every tile of the group"),
+    Case("barrier-after-tile-dependent-continue",
+         kern("for j in range(4):\n    if lane_id() == j:\n        continue\n    tbarrier()"), 6, 9,
+         "tbarrier() must be reached by every tile of the group"),
+    Case("tile-value-in-register-array",
+         kern("r = tregs(i32[2], 0)\nr[0] = tile_linear_id()\nif r[0] < 3:\n    tbarrier()"), 6, 9,
+         "tbarrier() must be reached by every tile of the group"),
     Case("warp-op-needs-whole-warps",
          kern("out[0] = warp_sum(1.0)", "@kernel tile[(48,)]\ndef k(out: mut f32[n]):\n"), 3, 14,
          "warp_sum() needs whole warps: the group has 48 tiles"),
@@ -290,6 +309,13 @@ VALID = {
     "utf8-bom": "\ufeffconst A = 1\n" + kern("out[0] = f32(A)"),
     "crlf-line-endings": kern("if m > 0:\n    out[0] = 1.0").replace("\n", "\r\n"),
     "negative-int-min-literal": kern("out[0] = f32(-2147483648)"),
+    "warp-function-wrapper-under-warp-uniform-if":
+        "@device\ndef wsum(v: f32) -> f32:\n    return warp_sum(v)\n\n@device\ndef wrap(v: f32) -> f32:\n"
+        "    return wsum(v)\n\n" + kern("if warp_id() == 0:\n    out[0] = wrap(x[0]) + wsum(x[1])"),
+    "warp-reduction-result-is-warp-uniform":
+        kern("v = warp_sum(x[tile_linear_id()])\nif v > 0.0:\n    out[0] = warp_max(v)"),
+    "synchronizing-function-with-uniform-argument":
+        "@device\ndef sync_if(c: i32):\n    if c < 3:\n        tbarrier()\n\n" + kern("sync_if(group_id(0))"),
     "shift-by-31": kern("out[0] = f32(1 << 31)"),
 }
 

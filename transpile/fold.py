@@ -22,7 +22,7 @@ from tessera.dtypes import BOOL, ScalarType, int_range, wrap_int
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine, expression
 from tessera.transpile.consts import Value
-from tessera.transpile.lir_visit import map_body, map_stmt_exprs
+from tessera.transpile.lir_visit import map_body, map_expr, map_stmt_exprs
 
 _INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_, "|": operator.or_,
             "^": operator.xor}
@@ -143,3 +143,11 @@ def fold_function(fn: L.Function) -> L.Function:
 
 def fold_constants(module: L.Module) -> L.Module:
     return dataclasses.replace(module, functions=tuple(fold_function(f) for f in module.functions))
+
+
+def value_of(e: L.Expr) -> Value | None:
+    """The value of an expression of constants, named ones included (None if it is not one)."""
+    def unnamed(x: L.Expr) -> L.Expr:
+        return _fold(dataclasses.replace(x, name=None) if isinstance(x, L.Const) else x)
+    folded = map_expr(e, unnamed)
+    return folded.value if isinstance(folded, L.Const) else None

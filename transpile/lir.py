@@ -255,11 +255,13 @@ class For:
 
     @property
     def trip_count(self) -> int | None:
-        """The number of iterations when the bounds are constants."""
-        if not all(isinstance(x, Const) for x in (self.start, self.stop, self.step)):
+        """The number of iterations when the bounds are constants (named ones too)."""
+        from tessera.transpile.fold import value_of
+
+        a, b, s = (value_of(x) for x in (self.start, self.stop, self.step))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b, s)) or s == 0:
             return None
-        a, b, s = (int(x.value) for x in (self.start, self.stop, self.step) if isinstance(x, Const))
-        return len(range(a, b, s)) if s != 0 else None
+        return len(range(int(a), int(b), int(s)))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,16 @@
 
 // ---- module constants
 [[maybe_unused]] constexpr int BK = 16;  // line 4
+[[maybe_unused]] constexpr int GX = 16;  // line 5
+[[maybe_unused]] constexpr int GY = 16;  // line 6
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 7: group 16x16, 9472 bytes shared
+matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 9: group 16x16, 9472 bytes shared
 {
-    [[maybe_unused]] constexpr int BM = 64;  // line 7
-    [[maybe_unused]] constexpr int BN = 64;  // line 7
-    __shared__ __align__(16) float As[64][20];  // line 8
-    __shared__ __align__(16) float Bs[16][68];  // line 9
-    int TM = BM / 16;  // line 10
-    int TN = BN / 16;  // line 11
+    [[maybe_unused]] constexpr int BM = 64;  // line 9
+    [[maybe_unused]] constexpr int BN = 64;  // line 9
+    __shared__ __align__(16) float As[64][20];  // line 10
+    __shared__ __align__(16) float Bs[16][68];  // line 11
     float acc[4][4];  // line 12
     tsr_fill<16>(&acc[0][0], 0.0f);  // line 12
     int tx = (int)threadIdx.x;  // line 13
@@ -27,22 +27,22 @@ matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {  // line 21
             #pragma unroll
-            for (int i = 0; i < 4; ++i) {  // line 22
-                float a = As[ty * TM + i][kk];  // line 23
+            for (int i = 0; i < BM / GY; ++i) {  // line 22
+                float a = As[ty * (BM / GY) + i][kk];  // line 23
                 #pragma unroll
-                for (int j = 0; j < 4; ++j) {  // line 24
-                    acc[i][j] += a * Bs[kk][tx * TN + j];  // line 25
+                for (int j = 0; j < BN / GX; ++j) {  // line 24
+                    acc[i][j] += a * Bs[kk][tx * (BN / GX) + j];  // line 25
                 }
             }
         }
         __syncthreads();  // line 26
     }
     #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // line 27
+    for (int i = 0; i < BM / GY; ++i) {  // line 27
         #pragma unroll
-        for (int j = 0; j < 4; ++j) {  // line 28
-            int r = r0 + ty * TM + i;  // line 29
-            int c = c0 + tx * TN + j;  // line 30
+        for (int j = 0; j < BN / GX; ++j) {  // line 28
+            int r = r0 + ty * (BM / GY) + i;  // line 29
+            int c = c0 + tx * (BN / GX) + j;  // line 30
             if (r < M && c < N) {  // line 31
                 C[r * N + c] = acc[i][j];  // line 32
             }
