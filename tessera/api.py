@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,22 @@ class Module:
         self.debug = debug
         self.check_bounds = check_bounds
         self._source = source
+        self._front: Any = None
+        self._lock = threading.Lock()
         self._variants: dict[tuple, _Variant] = {}
         default = self._variant(None, {})
         self._names: tuple[str, ...] = default.names
         self._consts: dict[str, tuple[str, ...]] = default.consts
+
+    def _front_end(self) -> Any:
+        """The source parsed once (on the first variant that is not in the cache), for every variant."""
+        with self._lock:
+            if self._front is None:
+                from tessera.compiler import front_end
+                from tessera.parser import decode_source
+
+                self._front = front_end(decode_source(self._source, self.path))
+            return self._front
 
     def _variant(self, kernel: str | None, consts: dict[str, Any]) -> _Variant:
         key = (kernel, tuple(sorted(consts.items())))
@@ -211,21 +224,17 @@ class _Variant:
 
     @staticmethod
     def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], cache, key: str) -> _Variant:
-        from tessera.compiler import compile_source
-        from tessera.nodes import FuncDef
-        from tessera.parser import decode_source, parse
+        from tessera.compiler import compile_variant
 
-        src = decode_source(mod._source, mod.path)
-        parsed = parse(src)
-        kernels = [f for f in parsed.items if isinstance(f, FuncDef) and any(d.name == "kernel" for d in f.decorators)]
-        names = tuple(f.name for f in kernels)
-        const_names = {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in kernels}
+        front = mod._front_end()
+        names = front.kernel_names
+        const_names = front.const_params()
         if kernel is not None:
             unknown = set(consts) - set(const_names.get(kernel, ()))
             if unknown:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
-        result = compile_source(src, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
-                                variants={kernel: consts} if kernel else None, skip_unbound=True)
+        result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
+                                 variants={kernel: consts} if kernel else None, skip_unbound=True)
         lib_key, artifact = "", None
         if result.kernels and mod.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -22,6 +24,9 @@ KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for
 
 
 class TsrIndenter(Indenter):
+    """Lark's indenter, with its per-parse state kept per thread: one parser serves every thread
+    (Lark's own parse state is per call; the post-lexer is the one shared object)."""
+
     NL_type = "_NL"
     OPEN_PAREN_types = ["LPAR", "LSQB"]
     CLOSE_PAREN_types = ["RPAR", "RSQB"]
@@ -29,8 +34,21 @@ class TsrIndenter(Indenter):
     DEDENT_type = "_DEDENT"
     tab_len = 8
 
-    open_brackets: list[Token]
-    keyword_names: list[Token]
+    def __init__(self) -> None:
+        self._local = threading.local()
+        super().__init__()
+
+    def _state(self, name: str) -> Any:
+        return getattr(self._local, name)
+
+    paren_level = property(lambda self: self._state("paren_level"),
+                           lambda self, v: setattr(self._local, "paren_level", v))
+    indent_level = property(lambda self: self._state("indent_level"),
+                            lambda self, v: setattr(self._local, "indent_level", v))
+    open_brackets = property(lambda self: getattr(self._local, "open_brackets", None),
+                             lambda self, v: setattr(self._local, "open_brackets", v))
+    keyword_names = property(lambda self: getattr(self._local, "keyword_names", None),
+                             lambda self, v: setattr(self._local, "keyword_names", v))
 
     def process(self, stream):
         self.open_brackets = []

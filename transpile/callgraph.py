@@ -9,14 +9,31 @@ import functools
 from collections.abc import Iterator, Mapping
 
 from tessera import nodes as N
+from tessera.dtypes import ScalarType
+from tessera.errors import Loc
 from tessera.transpile.builtins import BUILTINS, Coop
 
-_SKIP = (N.TensorType, N.ArrayType, N.ViewType, N.KernelConfig)
+# Dataclasses that are types or configuration, not parts of the tree.
+_SKIP = frozenset([N.TensorType, N.ArrayType, N.ViewType, N.KernelConfig, N.StrType, N.VoidType, Loc, ScalarType])
 
 
 @functools.cache
 def _child_fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty"))
+    if cls in _SKIP or not dataclasses.is_dataclass(cls):
+        return ()
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty", "ref"))
+
+
+def tree_children(n: object) -> list[object]:
+    """The statements and expressions directly below a node of the syntax tree."""
+    kids: list[object] = []
+    for name in _child_fields(type(n)):
+        v = getattr(n, name)
+        if isinstance(v, tuple):
+            kids.extend(x for x in v if _child_fields(type(x)))
+        elif _child_fields(type(v)):
+            kids.append(v)
+    return kids
 
 
 def walk(node: object) -> Iterator[object]:
@@ -25,13 +42,7 @@ def walk(node: object) -> Iterator[object]:
     while stack:
         n = stack.pop()
         yield n
-        kids: list[object] = []
-        for name in _child_fields(type(n)):
-            v = getattr(n, name)
-            for x in v if isinstance(v, tuple) else (v,):
-                if dataclasses.is_dataclass(x) and not isinstance(x, _SKIP):
-                    kids.append(x)
-        stack.extend(reversed(kids))
+        stack.extend(reversed(tree_children(n)))
 
 
 def calls(fn: N.FuncDef) -> Iterator[N.Call]:

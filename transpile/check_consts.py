@@ -8,7 +8,6 @@ Each of these would otherwise reach the C compiler as an error or a warning, far
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
@@ -17,6 +16,7 @@ import numpy as np
 from tessera import nodes as N
 from tessera.dtypes import ScalarType, int_range
 from tessera.errors import DiagnosticSink
+from tessera.transpile.callgraph import tree_children
 from tessera.transpile.consts import Value
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -46,13 +46,7 @@ def value_range_error(v: Value, ty: ScalarType) -> str | None:
 
 
 def _children(node: object):
-    for f in dataclasses.fields(node):
-        if f.name in ("loc", "ty", "var_ty"):
-            continue
-        v = getattr(node, f.name)
-        for x in v if isinstance(v, tuple) else (v,):
-            if dataclasses.is_dataclass(x) and not isinstance(x, (N.TensorType, N.ArrayType, N.ViewType, type)):
-                yield x
+    yield from tree_children(node)
 
 
 class ConstRangeChecker:

@@ -296,6 +296,7 @@ def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:
         if not isinstance(fn, N.FuncDef):
             continue
         found = _Walker(fn, facts, sink).run()
-        found.coop = coop_class(fn, {k: f.coop for k, f in facts.items()})
+        if fn.kind == "device":
+            found.coop = coop_class(fn, {k: f.coop for k, f in facts.items()})
         facts[fn.name] = found
     return module

@@ -69,9 +69,10 @@ class ModuleChecker:
         later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
         checked = check_function(self.sink, self.syms, fn, checker.params, later)
         sym.extra["def"] = checked
-        funcs = {k: s.extra for k, s in self.syms.items() if s.ref == "func"}
-        sym.extra["coop"] = coop_class(checked, {k: x["coop"] for k, x in funcs.items()})
-        sym.extra["warp"] = uses_warp_ops(checked, {k: x["warp"] for k, x in funcs.items()})
+        if checked.kind == "device":  # what callers need to know (kernels are not called)
+            funcs = {k: s.extra for k, s in self.syms.items() if s.ref == "func"}
+            sym.extra["coop"] = coop_class(checked, {k: x["coop"] for k, x in funcs.items()})
+            sym.extra["warp"] = uses_warp_ops(checked, {k: x["warp"] for k, x in funcs.items()})
         return checked
 
     def params(self, fn: N.FuncDef, checker: FunctionChecker) -> tuple[N.Param, ...] | None:

@@ -14,7 +14,6 @@ outside the user's budget.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from tessera.errors import DiagnosticSink, Note
 from tessera.transpile import lir as L
@@ -81,8 +80,22 @@ def scratch_bytes(fn: L.Function) -> int:
     return (nt // 32 if nt % 32 == 0 else nt) * 8
 
 
-@functools.lru_cache(maxsize=256)
+_memo: dict[int, tuple[L.Function, SharedLayout]] = {}
+
+
 def shared_layout(fn: L.Function) -> SharedLayout:
+    """The layout of `fn`'s shared arrays (remembered per function object: functions are frozen)."""
+    hit = _memo.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    layout = _layout(fn)
+    if len(_memo) > 256:
+        _memo.clear()
+    _memo[id(fn)] = (fn, layout)
+    return layout
+
+
+def _layout(fn: L.Function) -> SharedLayout:
     slots: list[SharedSlot] = []
     offset = 0
     for b in fn.buffers:
