@@ -195,6 +195,9 @@ class Build(Transformer):
         return N.Compare(_loc(comparisons[0]), tuple(str(t) for t in comparisons), parts)
 
     def unary(self, meta, c):
+        # `-2147483648` is one literal, the i32 minimum (as `-(2**31)` would not be: 2**31 is an i64).
+        if str(c[0]) == "-" and isinstance(c[1], N.IntLit) and c[1].value > 0:
+            return N.IntLit(_loc(c[0]), -c[1].value)
         return N.Unary(_loc(c[0]), str(c[0]), c[1])
 
     def _call(self, loc, func, args):

@@ -7,9 +7,10 @@ scratch buffer of group reductions and the dynamic shared-memory base when the k
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from tessera.dtypes import ScalarType, c_literal
+from tessera.dtypes import ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import COND, CPrinter, c_string, nonzero_literal, store_fn, var_name
@@ -61,8 +62,11 @@ class BodyPrinter:
 
     def prologue(self) -> None:
         for c in self.fn.consts:
-            self.emit(f"[[maybe_unused]] constexpr {c.dtype.c_compute} {c_ident(c.name)} = "
-                      f"{c_literal(c.value, c.dtype)};", c.loc)
+            value = c_literal(c.value, c.dtype)
+            if c.dtype.is_float and not math.isfinite(round_to(float(c.value), c.dtype)):
+                self.emit(f"// {c_ident(c.name)} is not finite ({value}): written out where it is used", c.loc)
+                continue
+            self.emit(f"[[maybe_unused]] constexpr {c.dtype.c_compute} {c_ident(c.name)} = {value};", c.loc)
         if self.fn.kind != "kernel":
             return
         layout = shared_layout(self.fn)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import math
 import re
 
 import jinja2
 
-from tessera.dtypes import I32, SCALARS, c_literal
+from tessera.dtypes import I32, SCALARS, c_literal, round_to
 from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import Context, CPrinter
@@ -72,24 +73,30 @@ def _c_param(p: ParamInfo, restrict: bool) -> str:
     return f"const {ty.c_compute} {name}"
 
 
+def finite(c: L.NamedConst) -> bool:
+    """Whether a constant can be a C `constexpr` (C has no constant expression for inf or NaN
+    that both NVRTC and the host compiler accept: such values are written out where used)."""
+    return not c.dtype.is_float or math.isfinite(round_to(float(c.value), c.dtype))
+
+
 def _recursive(fn: L.Function) -> bool:
     return any(isinstance(e, L.Call) and e.func == fn.name for e in all_exprs(fn.body))
 
 
 def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
     names = module_names(module)
-    declared = {c.name: c.dtype for c in module.consts}
+    declared = {c.name: c.dtype for c in module.consts if finite(c)}
     tables = {t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, I32) for d in t.shape), t.loc)
               for t in module.tables}
     constants = [{"ctype": c.dtype.c_compute, "name": names[c.name], "value": c_literal(c.value, c.dtype),
-                  "line": c.loc.line} for c in module.consts]
+                  "line": c.loc.line, "finite": finite(c)} for c in module.consts]
     table_rows = [{"ctype": t.elem.c_compute, "name": names[t.name], "dims": dims_suffix(t.shape),
                    "init": ", ".join(c_literal(v, t.elem) for v in t.values), "line": t.loc.line}
                   for t in module.tables]
     functions = []
     infos: list[KernelInfo] = []
     for fn in module.functions:
-        ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts}},
+        ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
         body = print_body(fn, CPrinter(fn, ctx), opts)
         cname = names[fn.name]
