@@ -11,6 +11,7 @@ import os
 import sys
 
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
+from tessera.limits import MAX_NAME_CHARS
 from tessera.options import ARCHS
 from tessera.output import is_input, write_output
 from tessera.transpile.consts import NAME_RE, parse_define_value
@@ -54,8 +55,9 @@ def parse_defines(items: list[str], prog_error) -> dict:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not NAME_RE.fullmatch(name):
-            prog_error(f"-D expects NAME=VALUE with NAME an identifier, got {_shown(item)}")
+        if not sep or not NAME_RE.fullmatch(name) or len(name) > MAX_NAME_CHARS:
+            prog_error(f"-D expects NAME=VALUE with NAME an identifier of at most {MAX_NAME_CHARS} characters, "
+                       f"got {_shown(item)}")
         try:
             out[name] = parse_define_value(value)
         except ValueError as e:

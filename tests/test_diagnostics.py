@@ -450,7 +450,8 @@ def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) ->
     assert len(captured.err.splitlines()[-1]) < 200  # a long value is cut short in the message
 
 
-@pytest.mark.parametrize("item", ["B M=1", "=1", "1BM=2", "BM", "B-M=1", "BM\n=1"])
+@pytest.mark.parametrize("item", ["B M=1", "=1", "1BM=2", "BM", "B-M=1", "BM\n=1", "B" * 256 + "=1"],
+                         ids=lambda v: repr(v) if len(v) < 30 else "256-characters")
 def test_hostile_define_names_are_usage_errors(item: str, tmp_path, capsys) -> None:
     path = _write(tmp_path, "const BM = 64\n")
     with pytest.raises(SystemExit) as e:
