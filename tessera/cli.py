@@ -11,7 +11,7 @@ import os
 import sys
 
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
-from tessera.limits import MAX_NAME_CHARS
+from tessera.limits import MAX_NAME_CHARS, read_source
 from tessera.options import ARCHS
 from tessera.output import is_input, write_output
 from tessera.transpile.consts import NAME_RE, parse_define_value
@@ -81,7 +81,6 @@ def _output_path(args: argparse.Namespace) -> str:
 def run(argv: list[str]) -> int:
     from tessera.compiler import compile_source
     from tessera.irdump import dump_module
-    from tessera.limits import read_source
     from tessera.parser import decode_source
 
     parser = build_parser()
@@ -97,7 +96,7 @@ def run(argv: list[str]) -> int:
     except OSError as e:
         print(f"tesserac: error: cannot read {args.input!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
-    except CompileError as e:  # not UTF-8, or a NUL byte
+    except CompileError as e:  # too large, not UTF-8, or a NUL byte
         print(e.text, file=sys.stderr)
         return EXIT_ERROR
     try:
