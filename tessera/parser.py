@@ -1,7 +1,8 @@
 """Parsing: source text to the IR of `tessera.nodes`.
 
-Owns the Lark parser (LALR with an indentation post-lexer) and the translation of
-Lark's exceptions into located diagnostics; `build_ir` turns the tree into nodes.
+Owns the Lark parser (LALR with an indentation post-lexer), the input limits checked
+before and while lexing (tessera/limits.py), and the translation of Lark's exceptions
+into located diagnostics; `build_ir` turns the tree into nodes.
 """
 
 from __future__ import annotations
