@@ -248,6 +248,8 @@ CATALOG: list[Case] = [
     Case("float-product-overflows", "const A = 1e300 * 1e300\n", 1, 17, "constant expression overflows the float range"),
     Case("cast-of-float-overflow", "const A = i32(1e300 * 1e300)\n", 1, 21, "constant expression overflows the float range"),
     Case("float-literal-infinite", "const A = 1e400\n", 1, 11, "float literal is too large"),
+    Case("table-of-huge-dimensions", "const A = 0x7FFF_FFFF_FFFF_FFFF\nconst T: i32[" + ", ".join(["A * A"] * 120)
+         + "] = [1]\n", 2, 1, "table 'T' has more than 2**64 elements but 1 values are given"),
     Case("tregs-dim-overflows", kern("a = tregs(f32[i32(f64(1e300) * f64(1e300))], 0.0)"), 3, 34,
          ("a dimension of tregs() must be a compile-time constant", "constant expression overflows")),
     Case("static-range-bound-overflows", kern("for i in static_range(i32(f64(1e300) * f64(1e300))):\n    pass"), 3, 42,
