@@ -11,11 +11,11 @@ import functools
 import json
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
 from tessera.errors import LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
+from tessera.options import check_arch, check_flag, check_text
 
 BACKENDS = ("auto", "cpu", "cuda")
 FORMAT = "1"
@@ -45,7 +45,10 @@ class Module:
 
     def __init__(self, source: bytes, path: str, backend: str, arch: str | None, debug: bool,
                  check_bounds: bool) -> None:
-        self.path = path
+        check_arch(arch)
+        check_flag("debug", debug)
+        check_flag("check_bounds", check_bounds)
+        self.path = check_text("path=", path)
         self.backend, self.backend_reason = select_backend(backend)
         if arch is None and self.backend == "cuda":
             from tessera.runtime.cuda import device
@@ -260,14 +263,22 @@ def _cuda_image(key: str) -> bytes | None:
 def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = None, debug: bool = False,
          check_bounds: bool = False) -> Module:
     """Load a .tsr file. Compile errors raise `tessera.CompileError` with the diagnostics."""
+    from tessera.limits import read_source
+
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        raise TesseraError(f"path must be a str or an os.PathLike naming a file, not {type(path).__name__}")
     try:
-        data = Path(path).read_bytes()
+        data = read_source(path)
     except OSError as e:
         raise TesseraError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
+    except ValueError:  # a NUL in the path
+        raise TesseraError(f"cannot read {os.fspath(path)!r}: not a valid path") from None
     return Module(data, os.fspath(path), backend, arch, debug, check_bounds)
 
 
 def compile(source: str, backend: str = "auto", *, arch: str | None = None, debug: bool = False,  # noqa: A001
             check_bounds: bool = False, path: str = "<string>") -> Module:
     """Compile .tsr source text (see `load`)."""
-    return Module(source.encode("utf-8"), path, backend, arch, debug, check_bounds)
+    # A lone surrogate is kept, to be reported where it is as text that is not valid UTF-8.
+    return Module(check_text("source", source).encode("utf-8", "surrogatepass"), path, backend, arch, debug,
+                  check_bounds)

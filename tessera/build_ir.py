@@ -3,10 +3,13 @@ source location of every node (1-based line and column from Lark's positions).""
 
 from __future__ import annotations
 
+import math
+
 from lark import Token, Transformer, Tree, v_args
 
 from tessera import nodes as N
 from tessera.errors import Loc
+from tessera.limits import MAX_INT_DIGITS, MAX_STRING_CHARS
 
 
 class LexError(Exception):
@@ -16,7 +19,6 @@ class LexError(Exception):
         super().__init__(message)
         self.loc = loc
         self.message = message
-
 
 
 _PREC = {"BITOR": 1, "BITXOR": 2, "BITAND": 3, "SHIFTOP": 4, "ADDOP": 5, "MULOP": 6}
@@ -46,9 +48,13 @@ def _iloc(meta) -> Loc:
     return Loc(getattr(meta, "line", 1), getattr(meta, "column", 1))
 
 
-def _parse_int(text: str) -> int:
+def _parse_int(text: str, loc: Loc) -> int:
     t = text.replace("_", "")
-    return int(t, 16) if t[:2].lower() == "0x" else int(t, 10)
+    hexadecimal = t[:2].lower() == "0x"
+    digits = (t[2:] if hexadecimal else t).lstrip("0") or "0"
+    if len(digits) > MAX_INT_DIGITS:  # before int(), which refuses 4300 digits with a ValueError
+        raise LexError(loc, f"integer literal is too long: {len(digits)} digits (the limit is {MAX_INT_DIGITS})")
+    return int(digits, 16 if hexadecimal else 10)
 
 
 @v_args(meta=True)
@@ -239,19 +245,24 @@ class Build(Transformer):
         return N.Name(_loc(c[0]), str(c[0]))
 
     def int_lit(self, meta, c):
-        return N.IntLit(_loc(c[0]), _parse_int(str(c[0])))
+        return N.IntLit(_loc(c[0]), _parse_int(str(c[0]), _loc(c[0])))
 
     def size_lit(self, meta, c):
-        text = str(c[0]).replace("_", "")
+        text = str(c[0])
         unit = 1024 if text.endswith("KiB") else 1024 * 1024
-        return N.IntLit(_loc(c[0]), int(text[:-3]) * unit)
+        return N.IntLit(_loc(c[0]), _parse_int(text[:-3].rstrip("_"), _loc(c[0])) * unit)
 
     def float_lit(self, meta, c):
-        return N.FloatLit(_loc(c[0]), float(str(c[0]).replace("_", "")))
+        value = float(str(c[0]).replace("_", ""))
+        if math.isinf(value):  # no constant expression may start from an infinity
+            raise LexError(_loc(c[0]), "float literal is too large")
+        return N.FloatLit(_loc(c[0]), value)
 
     def str_lit(self, meta, c):
         raw = str(c[0])[1:-1]
         loc = _loc(c[0])
+        if len(raw) > MAX_STRING_CHARS:
+            raise LexError(loc, f"string literal is too long: {len(raw)} characters (the limit is {MAX_STRING_CHARS})")
         return N.StrLit(loc, _unescape(raw, loc))
 
     def true_lit(self, meta, c):

@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
+from tessera.limits import MAX_NAME_CHARS, read_source
+from tessera.options import ARCHS
+from tessera.output import is_input, write_output
 from tessera.transpile.consts import NAME_RE, parse_define_value
 from tessera.transpile.emit import VERSION
 from tessera.transpile.pipeline import PASS_NAMES
 
 EXIT_ERROR, EXIT_ICE = 1, 70
-ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,56 +55,54 @@ def parse_defines(items: list[str], prog_error) -> dict:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not NAME_RE.fullmatch(name):
-            prog_error(f"-D expects NAME=VALUE with NAME an identifier, got {item!r}")
-        v = parse_define_value(value)
-        if v is None:
-            prog_error(f"-D {name}: {value!r} is not an integer, float, True or False")
-        out[name] = v
+        if not sep or not NAME_RE.fullmatch(name) or len(name) > MAX_NAME_CHARS:
+            prog_error(f"-D expects NAME=VALUE with NAME an identifier of at most {MAX_NAME_CHARS} characters, "
+                       f"got {_shown(item)}")
+        try:
+            out[name] = parse_define_value(value)
+        except ValueError as e:
+            prog_error(f"-D {name}: {_shown(value)} {e}")
     return out
 
 
-def _write(path: str, data: str | bytes) -> None:
-    if path == "-":
-        if isinstance(data, bytes):
-            sys.stdout.buffer.write(data)
-        else:
-            sys.stdout.write(data)
-        sys.stdout.flush()
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tesserac-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _shown(text: str) -> str:
+    # A command-line value quoted in a message, cut short: it may be megabytes long.
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+
+
+def _output_path(args: argparse.Namespace) -> str:
+    if args.output:
+        return args.output
+    if args.dump_after:
+        return "-"
+    return os.path.splitext(args.input)[0] + {"cuda": ".cu", "ir": ".ir", "ptx": ".ptx", "cubin": ".cubin"}[args.emit]
 
 
 def run(argv: list[str]) -> int:
-    from tessera.compiler import compile_source, load_source
+    from tessera.compiler import compile_source
     from tessera.irdump import dump_any as dump_module
+    from tessera.parser import decode_source
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.arch not in ARCHS:
-        parser.error(f"--arch must be one of {', '.join(ARCHS)}, not {args.arch!r}")
+        parser.error(f"--arch must be one of {', '.join(ARCHS)}, not {_shown(args.arch)}")
     defines = parse_defines(args.defines, parser.error)
+    out = _output_path(args)
+    if out != "-" and is_input(args.input, out):
+        parser.error(f"the output file {out!r} is the input file; choose another output with -o")
     try:
-        src = load_source(args.input)
+        src = decode_source(read_source(args.input), args.input)
     except OSError as e:
         print(f"tesserac: error: cannot read {args.input!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
-    except CompileError as e:  # not UTF-8, or a NUL byte
+    except CompileError as e:  # too large, not UTF-8, or a NUL byte
         print(e.text, file=sys.stderr)
         return EXIT_ERROR
     try:
         if args.dump_after:
             result = compile_source(src, arch=args.arch, defines=defines, stop_after=args.dump_after)
-            _write(args.output or "-", dump_module(result.module))
+            write_output(out, dump_module(result.module))
             return 0
         result = compile_source(src, arch=args.arch, defines=defines, debug=args.debug, line_info=args.line_info,
                                 only_kernel=args.kernel)
@@ -114,9 +113,9 @@ def run(argv: list[str]) -> int:
             return EXIT_ERROR
         base = os.path.splitext(args.input)[0]
         if args.emit == "ir":
-            _write(args.output or base + ".ir", dump_module(result.module))
+            write_output(out, dump_module(result.module))
         elif args.emit == "cuda":
-            _write(args.output or base + ".cu", result.cuda)
+            write_output(out, result.cuda)
         nv = None
         if args.emit in ("ptx", "cubin") or args.check or args.info:
             from tessera.runtime.nvrtc import compile_cuda
@@ -124,12 +123,12 @@ def run(argv: list[str]) -> int:
             nv = compile_cuda(result.cuda, name=os.path.basename(base) + ".cu", arch=args.arch,
                               line_info=args.line_info)
             if args.emit == "ptx":
-                _write(args.output or base + ".ptx", nv.ptx)
+                write_output(out, nv.ptx)
             elif args.emit == "cubin":
                 if nv.cubin is None:
                     print("tesserac: error: NVRTC produced no cubin for this architecture", file=sys.stderr)
                     return EXIT_ERROR
-                _write(args.output or base + ".cubin", nv.cubin)
+                write_output(out, nv.cubin)
             for w in nv.warnings:
                 print(f"tesserac: warning: {w}", file=sys.stderr)
         if args.info and nv is not None:
@@ -156,7 +155,7 @@ def run(argv: list[str]) -> int:
         print(f"tesserac: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as e:
-        print(f"tesserac: error: cannot write {args.output or 'the output file'!r}: {e.strerror}", file=sys.stderr)
+        print(f"tesserac: error: cannot write {out!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -2,12 +2,18 @@
 
 Every problem in a user's program becomes a `Diagnostic` with a `Loc`; the
 renderer prints ``path:line:col: error: message``, the source line with a
-gutter, and a caret under the column, then any notes.
+gutter (only around the column when the line is long) and a caret under the
+column, then any notes. A diagnostic at line 0 is about the whole file. The sink
+keeps the first MAX_ERRORS errors of a compile and counts the rest.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
+
+# Distinct errors kept and shown for one compile; the rest are counted.
+MAX_ERRORS = 100
 
 
 @dataclass(frozen=True, order=True)
@@ -19,7 +25,6 @@ class Loc:
 
     def __str__(self) -> str:
         return f"{self.line}:{self.col}"
-
 
 
 @dataclass(frozen=True)
@@ -42,34 +47,56 @@ class SourceFile:
 
     path: str
     text: str
-    lines: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    @functools.cached_property
+    def lines(self) -> tuple[str, ...]:
+        # Split only when a diagnostic needs a line: a file of millions of short lines would
+        # otherwise hold a string per line for the whole compile.
         # Lines end at "\n" only, as the lexer counts them (str.splitlines would also split at
         # "\r", "\f", "\x1c", U+2028 and others, and then show the wrong line under a diagnostic).
         lines = self.text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        object.__setattr__(self, "lines", tuple(ln[:-1] if ln.endswith("\r") else ln for ln in lines))
+        if "\r" in self.text:
+            lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        return tuple(lines)
 
     def line(self, n: int) -> str:
         return self.lines[n - 1] if 1 <= n <= len(self.lines) else ""
 
 
+# Columns shown on each side of the caret when a source line is too long to show whole.
+WINDOW = 60
+
+
 def _printable(line: str) -> str:
-    # Control characters in hostile input must not garble the terminal.
-    return "".join(ch if ch.isprintable() or ch == " " else "?" for ch in line)
+    # Control characters in hostile input must not garble the terminal; one character for one
+    # keeps the caret under its column.
+    return "".join(ch if ch.isprintable() or ch == " " else "?" for ch in line.replace("\t", " "))
+
+
+def source_window(line: str, col: int) -> tuple[str, int]:
+    """The part of `line` shown under a diagnostic (all of it, or 2 * WINDOW characters around
+    column `col` with '...' where it was cut) and the caret's 0-based position in that text."""
+    caret = max(0, min(col - 1, len(line)))
+    if len(line) <= 2 * WINDOW:
+        return _printable(line), caret
+    start = max(0, min(caret - WINDOW, len(line) - 2 * WINDOW))
+    end = start + 2 * WINDOW
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(line) else ""
+    return head + _printable(line[start:end]) + tail, caret - start + len(head)
 
 
 def render_one(d: Diagnostic, src: SourceFile | None) -> str:
-    path = src.path if src else "<input>"
-    out = [f"{path}:{d.loc.line}:{d.loc.col}: {d.severity}: {d.message}"]
+    path = _printable(src.path) if src else "<input>"
+    where = f"{path}:{d.loc.line}:{d.loc.col}" if d.loc.line >= 1 else path  # line 0: the whole file
+    out = [f"{where}: {d.severity}: {d.message}"]
     if src and d.loc.line >= 1:
-        text = _printable(src.line(d.loc.line).replace("\t", " "))
+        shown, caret = source_window(src.line(d.loc.line), d.loc.col)
         gutter = f"{d.loc.line:>4} | "
-        out.append(gutter + text)
-        caret_col = max(1, min(d.loc.col, len(text) + 1))
-        out.append(" " * (len(gutter) - 2) + "| " + " " * (caret_col - 1) + "^")
+        out.append(gutter + shown)
+        out.append(" " * (len(gutter) - 2) + "| " + " " * caret + "^")
     for note in d.notes:
         if note.loc is not None:
             out.append(f"{path}:{note.loc.line}:{note.loc.col}: note: {note.message}")
@@ -78,8 +105,13 @@ def render_one(d: Diagnostic, src: SourceFile | None) -> str:
     return "\n".join(out)
 
 
-def render(diags: tuple[Diagnostic, ...] | list[Diagnostic], src: SourceFile | None) -> str:
-    return "\n".join(render_one(d, src) for d in diags)
+def render(diags: tuple[Diagnostic, ...] | list[Diagnostic], src: SourceFile | None, suppressed: int = 0) -> str:
+    text = "\n".join(render_one(d, src) for d in diags)
+    if suppressed:
+        path = _printable(src.path) if src else "<input>"
+        text += (f"\n{path}: note: too many errors: {suppressed} more not shown "
+                 f"(at most {MAX_ERRORS} are reported)")
+    return text
 
 
 class TesseraError(Exception):
@@ -90,10 +122,11 @@ class CompileError(TesseraError):
     """A program (or the CUDA C emitted from it) did not compile; carries the diagnostics."""
 
     def __init__(self, diagnostics: tuple[Diagnostic, ...] | list[Diagnostic],
-                 source: SourceFile | None = None, text: str | None = None) -> None:
+                 source: SourceFile | None = None, text: str | None = None, suppressed: int = 0) -> None:
         self.diagnostics = tuple(diagnostics)
         self.source = source
-        self.text = text if text is not None else render(self.diagnostics, source)
+        self.suppressed = suppressed  # errors found beyond MAX_ERRORS, counted but not kept
+        self.text = text if text is not None else render(self.diagnostics, source, suppressed)
         super().__init__(self.text)
 
 
@@ -106,16 +139,32 @@ class InternalCompilerError(TesseraError):
 
 
 class DiagnosticSink:
-    """Collects diagnostics so that several independent errors are reported in one run."""
+    """Collects diagnostics so that several independent errors are reported in one run. The
+    first MAX_ERRORS distinct ones are kept; later ones are only counted, as compilers do."""
 
     def __init__(self, source: SourceFile) -> None:
         self.source = source
         self.items: list[Diagnostic] = []
+        self.suppressed = 0
+        self._seen: set[Diagnostic] = set()
 
     def error(self, loc: Loc, message: str, *notes: Note) -> None:
-        d = Diagnostic(message, loc, "error", tuple(notes))
-        if d not in self.items:
+        self.add(Diagnostic(message, loc, "error", tuple(notes)))
+
+    def add(self, d: Diagnostic) -> None:
+        if d in self._seen:
+            return
+        self._seen.add(d)
+        if len(self.items) < MAX_ERRORS:
             self.items.append(d)
+        else:
+            self.suppressed += 1
+
+    def merge(self, other: DiagnosticSink) -> None:
+        """Take over what `other` collected (a scratch sink whose run turned out to be the real one)."""
+        for d in other.items:
+            self.add(d)
+        self.suppressed += other.suppressed
 
     @property
     def has_errors(self) -> bool:
@@ -124,4 +173,4 @@ class DiagnosticSink:
     def raise_if_errors(self) -> None:
         if self.has_errors:
             ordered = sorted(self.items, key=lambda d: (d.loc.line, d.loc.col))
-            raise CompileError(ordered, self.source)
+            raise CompileError(ordered, self.source, suppressed=self.suppressed)

@@ -1,13 +1,15 @@
 """Parsing: source text to the IR of `tessera.nodes`.
 
-Owns the Lark parser (LALR with an indentation post-lexer) and the translation of
-Lark's exceptions into located diagnostics; `build_ir` turns the tree into nodes.
+Owns the Lark parser (LALR with an indentation post-lexer), the input limits checked
+before and while lexing (tessera/limits.py), and the translation of Lark's exceptions
+into located diagnostics; `build_ir` turns the tree into nodes.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.resources
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +21,7 @@ from lark.indenter import Indenter
 from tessera import nodes as N
 from tessera.build_ir import Build, LexError
 from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
+from tessera.limits import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_BYTES, MAX_TOKENS, source_too_large
 
 KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for", "in", "break", "continue", "return", "pass", "and", "or", "not", "True", "False"])
 
@@ -28,11 +31,13 @@ class TsrIndenter(Indenter):
     (Lark's own parse state is per call; the post-lexer is the one shared object)."""
 
     NL_type = "_NL"
+    NL_PART_type = "_NLPART"
     OPEN_PAREN_types = ["LPAR", "LSQB"]
     CLOSE_PAREN_types = ["RPAR", "RSQB"]
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8
+    always_accept = (NL_type, NL_PART_type)
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -53,7 +58,7 @@ class TsrIndenter(Indenter):
     def process(self, stream):
         self.open_brackets = []
         self.keyword_names = []
-        return super().process(stream)
+        return super().process(_join_newlines(_within_limits(stream)))
 
     def _process(self, stream):
         # As Lark's, but remembering the open brackets (for "'(' was never closed") and the
@@ -90,6 +95,37 @@ class TsrIndenter(Indenter):
             if indent != self.indent_level[-1]:
                 raise LexError(Loc(line, indent + 1),
                                    "unindent does not match any outer indentation level")
+
+
+def _within_limits(stream: Iterator[Token]) -> Iterator[Token]:
+    """The tokens, refusing more than MAX_TOKENS of them and names longer than MAX_NAME_CHARS."""
+    for count, token in enumerate(stream, 1):
+        if count > MAX_TOKENS:
+            raise LexError(Loc(token.line or 1, token.column or 1),
+                           f"program is too large: more than {MAX_TOKENS} tokens")
+        if token.type == "NAME" and len(token) > MAX_NAME_CHARS:
+            raise LexError(Loc(token.line or 1, token.column or 1),
+                           f"name is too long: {len(token)} characters (the limit is {MAX_NAME_CHARS})")
+        yield token
+
+
+def _join_newlines(stream: Iterator[Token]) -> Iterator[Token]:
+    """The stream with each run of _NLPART pieces joined to the _NL that ends it (the grammar
+    splits a long run of blank lines into pieces; the indenter needs it whole)."""
+    parts: list[Token] = []
+    for token in stream:
+        if token.type == TsrIndenter.NL_PART_type:
+            parts.append(token)
+            continue
+        if parts and token.type == TsrIndenter.NL_type:
+            first = parts[0]
+            token = Token(token.type, "".join(parts) + token, start_pos=first.start_pos, line=first.line,
+                          column=first.column, end_line=token.end_line, end_column=token.end_column,
+                          end_pos=token.end_pos)
+        elif parts:  # cannot happen (a piece matches only where more blank lines follow): a syntax error
+            yield from parts
+        parts = []
+        yield token
 
 
 @functools.lru_cache(maxsize=1)
@@ -208,8 +244,28 @@ def _keyword_before(tok: Token) -> Token | None:
     return None
 
 
+def _check_size(src: SourceFile) -> None:
+    """Refuse a source over the size limit, or with a line over the length limit, before lexing."""
+    if len(src.text) > MAX_SOURCE_BYTES:
+        raise source_too_large(src.path)
+    long_line = _LONG_LINE.search(src.text)
+    if long_line is not None:
+        n = src.text.count("\n", 0, long_line.start()) + 1
+        end = src.text.find("\n", long_line.start())
+        length = (end if end >= 0 else len(src.text)) - long_line.start()
+        raise CompileError([Diagnostic(f"line is too long: {length} characters (the limit is {MAX_LINE_CHARS})",
+                                       Loc(n, MAX_LINE_CHARS + 1))], src)
+
+
+# Anchored at line starts, so that the search is linear (unanchored, it would rescan each long line
+# from every position in it).
+_LONG_LINE = re.compile(f"^[^\n]{{{MAX_LINE_CHARS + 1}}}", re.MULTILINE)
+
+
 def decode_source(data: bytes, path: str) -> SourceFile:
     """Decode UTF-8 source bytes; a bad byte or a NUL is a located error."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise source_too_large(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -237,6 +293,7 @@ def _keyword_names(tree: Tree) -> list[Diagnostic]:
 
 
 def parse(src: SourceFile) -> N.Module:
+    _check_size(src)
     text = src.text if src.text.endswith("\n") else src.text + "\n"
     try:
         tree = _parser().parse(text)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from tessera.cli import run
+from tessera.errors import CompileError
 
 HEAD = "@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], m: i32):\n"
 
@@ -250,6 +251,28 @@ CATALOG: list[Case] = [
          HEAD + "".join("    " * (i + 1) + "if True:\n" for i in range(300)) + "    " * 301 + "pass\n", 303, 1205,
          "program is nested too deeply"),
     Case("deeply-nested-operators", kern("a = " + "-" * 5000 + "1"), 3, 5, "program is nested too deeply"),
+    # ---- literals and constant folding beyond Python's int/float conversions (each was an internal
+    # compiler error, exit 70, or an infinity written into the C text)
+    Case("int-literal-over-4300-digits", kern("out[0] = f32(" + "9" * 5000 + ")"), 3, 18,
+         "integer literal is too long: 5000 digits (the limit is 40)"),
+    Case("hex-literal-over-4300-digits", "const A = 0x" + "f" * 5000 + "\n", 1, 11, "integer literal is too long"),
+    Case("size-literal-over-4300-digits", "const A = " + "9" * 5000 + "_KiB\n", 1, 11, "integer literal is too long"),
+    Case("repeated-squaring", "const A = 0x7FFF_FFFF_FFFF_FFFF\n" + "".join(
+         f"const {b} = {a} * {a} * {a} * {a}\n" for a, b in zip("ABCDE", "BCDEF")), 2, 17,
+         "constant expression overflows: its value needs more than 128 bits"),
+    Case("shift-chain-overflows", "const A = 1 << 62\nconst B = A << 63 << 63\n", 2, 19, "constant expression overflows"),
+    Case("float-floor-division-overflows", "const A = 1.0 // 1e-320\n", 1, 15,
+         "constant expression overflows the float range"),
+    Case("float-modulo-of-overflow", "const A = 1e300 * 1e300 % 2.0\n", 1, 17, "constant expression overflows the float range"),
+    Case("float-product-overflows", "const A = 1e300 * 1e300\n", 1, 17, "constant expression overflows the float range"),
+    Case("cast-of-float-overflow", "const A = i32(1e300 * 1e300)\n", 1, 21, "constant expression overflows the float range"),
+    Case("float-literal-infinite", "const A = 1e400\n", 1, 11, "float literal is too large"),
+    Case("table-of-huge-dimensions", "const A = 0x7FFF_FFFF_FFFF_FFFF\nconst T: i32[" + ", ".join(["A * A"] * 120)
+         + "] = [1]\n", 2, 1, "table 'T' has more than 2**64 elements but 1 values are given"),
+    Case("tregs-dim-overflows", kern("a = tregs(f32[i32(f64(1e300) * f64(1e300))], 0.0)"), 3, 34,
+         ("a dimension of tregs() must be a compile-time constant", "constant expression overflows")),
+    Case("static-range-bound-overflows", kern("for i in static_range(i32(f64(1e300) * f64(1e300))):\n    pass"), 3, 42,
+         ("a static_range bound must be a compile-time constant", "constant expression overflows")),
 ]
 
 
@@ -288,11 +311,28 @@ def test_catalog(case: Case, tmp_path, capsys) -> None:
         assert fragment in first, f"{fragment!r} not in {first!r}"
     if case.note is not None:
         assert case.note in err, err
-    # The source line under it, with a gutter, then a caret under the column.
-    shown = _source_line(case.source, case.line)
-    assert lines[1] == f"{case.line:>4} | {shown}", err
-    caret = lines[2]
-    assert caret.endswith("^") and caret.index("^") - caret.index("|") - 2 == min(case.col, len(shown) + 1) - 1, err
+    # The source line under it (a window of it when it is long), with a gutter, then a caret under
+    # the column.
+    _check_source_and_caret(lines[1], lines[2], case.line, case.col, _source_line(case.source, case.line), err)
+
+
+def _check_source_and_caret(text: str, caret: str, line: int, col: int, full: str, err: str) -> None:
+    gutter = f"{line:>4} | "
+    assert text.startswith(gutter), err
+    shown = text[len(gutter):]
+    assert caret.endswith("^") and caret.index("|") == len(gutter) - 2, err
+    at = caret.index("^") - len(gutter)  # the caret's position in `shown`
+    want = min(col, len(full) + 1) - 1   # ... and in the full line
+    if len(full) <= 120:
+        assert shown == full and at == want, err
+        return
+    # A long line shows 120 characters around the column, '...' marking each cut side.
+    head = 3 if shown.startswith("...") else 0
+    tail = 3 if shown.endswith("...") else 0
+    window = shown[head:len(shown) - tail]
+    start = want - (at - head)
+    assert len(window) == 120 and full[start:start + 120] == window, err  # the caret is under column `col`
+    assert (start > 0) == bool(head) and (start + 120 < len(full)) == bool(tail), err
 
 
 # ---- programs that are not errors ----------------------------------------------------------------
@@ -422,7 +462,10 @@ def test_hostile_tprint_format_is_escaped(tmp_path, capsys) -> None:
         assert "system(" not in code
 
 
-@pytest.mark.parametrize("value", ["1; system(x)", "1)", "64 /* */", "1e400", "nan", "inf", "0x", "BM", ""])
+@pytest.mark.parametrize("value", ["1; system(x)", "1)", "64 /* */", "1e400", "nan", "inf", "0x", "BM", "",
+                                   "9" * 5000, "-" + "9" * 5000, "0x" + "f" * 5000, "1" + "0" * 400 + ".0",
+                                   "18446744073709551616"],
+                         ids=lambda v: v if len(v) < 30 else f"{v[:8]}...({len(v)} chars)")
 def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) -> None:
     path = _write(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
     out = tmp_path / "d.cu"
@@ -432,9 +475,11 @@ def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) ->
     captured = capsys.readouterr()
     assert "-D BM" in captured.err and "Traceback" not in captured.err
     assert not out.exists() and captured.out == ""
+    assert len(captured.err.splitlines()[-1]) < 200  # a long value is cut short in the message
 
 
-@pytest.mark.parametrize("item", ["B M=1", "=1", "1BM=2", "BM", "B-M=1", "BM\n=1"])
+@pytest.mark.parametrize("item", ["B M=1", "=1", "1BM=2", "BM", "B-M=1", "BM\n=1", "B" * 256 + "=1"],
+                         ids=lambda v: repr(v) if len(v) < 30 else "256-characters")
 def test_hostile_define_names_are_usage_errors(item: str, tmp_path, capsys) -> None:
     path = _write(tmp_path, "const BM = 64\n")
     with pytest.raises(SystemExit) as e:
@@ -503,3 +548,66 @@ def test_errors_from_different_passes_are_reported_together(tmp_path, capsys) ->
     assert "m.tsr:3:14: error: '/' of two integers" in err          # typecheck
     assert "m.tsr:8:9: error: tbarrier() must be reached" in err     # check-cooperation
     assert "m.tsr:9:9: error: kernel 'b' needs 400000 bytes" in err  # plan-shared
+
+
+# ---- long lines: a window of the line around the column ----------------------------------------
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_a_long_line_is_shown_around_the_column(where: str, tmp_path, capsys) -> None:
+    terms = " + ".join(f"x[{i}]" for i in range(150))
+    expr = {"start": "$ + " + terms, "middle": terms + " + $ + " + terms, "end": terms + " + $"}[where]
+    source = kern(f"out[0] = {expr}")
+    line = source.splitlines()[2]
+    col = line.index("$") + 1
+    path = _write(tmp_path, source)
+    assert run([str(path), "-o", str(tmp_path / "w.cu")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{path}:3:{col}: error: unexpected character '$'")
+    _check_source_and_caret(lines[1], lines[2], 3, col, line, "\n".join(lines))
+    shown = lines[1][len("   3 | "):]
+    assert shown[lines[2].index("^") - len("   3 | ")] == "$"
+    assert shown.startswith("...") == (where != "start") and shown.endswith("...") == (where != "end")
+    if where == "middle":
+        assert lines[2].index("^") - len("   3 | ") == 3 + 60  # centered
+
+
+def test_control_characters_in_a_long_line_keep_the_caret_in_place(tmp_path, capsys) -> None:
+    # control characters in a string before the error, and in a comment after it
+    path = _write(tmp_path, 'const A = 1\nconst B = "' + "\x1b[2J\t" * 3 + '" $  # ' + "\x1b[2J\t" * 100 + "\n")
+    assert run([str(path), "-o", str(tmp_path / "w.cu")]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\t" not in err
+    shown = ('const B = "' + "?[2J " * 3 + '" $  # ' + "?[2J " * 100)[:120] + "..."
+    assert err.splitlines()[0].endswith(":2:29: error: unexpected character '$'")
+    assert err.splitlines()[1:3] == ["   2 | " + shown, "     | " + " " * shown.index("$") + "^"]
+
+
+# ---- many errors: at most 100 are kept, the rest counted ----------------------------------------
+
+def test_at_most_100_errors_are_shown_and_the_rest_counted(tmp_path, capsys) -> None:
+    path = _write(tmp_path, kern("\n".join(f"out[0] = undefined_{i}" for i in range(150))))
+    assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
+    err = capsys.readouterr().err
+    heads = [ln for ln in err.splitlines() if re.match(rf"^{re.escape(str(path))}:\d+:\d+: error: ", ln)]
+    assert len(heads) == 100 and "undefined_99'" in heads[-1]
+    assert err.splitlines()[-1] == f"{path}: note: too many errors: 50 more not shown (at most 100 are reported)"
+
+
+def test_collecting_errors_is_linear() -> None:
+    import time
+
+    from tessera.errors import DiagnosticSink, Loc, SourceFile
+
+    sink = DiagnosticSink(SourceFile("m.tsr", "x\n"))
+    for i in range(300):
+        sink.error(Loc(1, 1), f"error {i % 250}")  # the last 50 repeat earlier ones
+    assert len(sink.items) == 100 and sink.suppressed == 150
+    sink = DiagnosticSink(SourceFile("m.tsr", "x\n" * 50_000))
+    start = time.perf_counter()
+    for i in range(50_000):
+        sink.error(Loc(i + 1, 1), f"error {i}")
+        sink.error(Loc(i + 1, 1), f"error {i}")
+    with pytest.raises(CompileError) as e:
+        sink.raise_if_errors()
+    assert time.perf_counter() - start < 5  # quadratic, this took hours
+    assert len(e.value.diagnostics) == 100 and e.value.suppressed == 49_900

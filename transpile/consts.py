@@ -1,7 +1,9 @@
 """Compile-time constants: evaluation of constant expressions, `-D` values, module constants.
 
 Integer arithmetic follows the target (C): `//` and `%` truncate toward zero,
-overflow wraps at 64 bits. A result of `None` means "not a constant".
+overflow wraps at 64 bits. A result of `None` means "not a constant". Every step is
+bounded (`_checked`): an int of 2**128 or more, or a float overflow, is `NotConstant`
+with the reason, never an exception from Python's arithmetic.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 
 from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType
+from tessera.limits import MAX_CONST_BITS, MAX_INT_DIGITS
 
 Value = int | float | bool
 
@@ -34,9 +37,16 @@ def _tmod(a: int, b: int) -> int:
 
 
 def _arith(op: str, a: Value, b: Value, loc) -> Value:
-    both_int = isinstance(a, int) and isinstance(b, int)
     if op in ("//", "%", "/") and b == 0:
         raise NotConstant(loc, "division by zero in a constant expression")
+    try:
+        return _checked(_arith_raw(op, a, b, loc), loc)
+    except OverflowError:  # a float operation out of range (an int operand is below 2**128)
+        raise NotConstant(loc, OVERFLOW_FLOAT) from None
+
+
+def _arith_raw(op: str, a: Value, b: Value, loc) -> Value:
+    both_int = isinstance(a, int) and isinstance(b, int)
     if op == "+":
         return a + b
     if op == "-":
@@ -48,7 +58,9 @@ def _arith(op: str, a: Value, b: Value, loc) -> Value:
             raise NotConstant(loc, "integer '/'")
         return a / b
     if op == "//":
-        return _tdiv(a, b) if both_int else math.floor(a / b)
+        if both_int:
+            return _tdiv(a, b)
+        return float(math.floor(_checked(a / b, loc)))  # floor(a / b) as in the C, a float
     if op == "%":
         return _tmod(a, b) if both_int else math.fmod(a, b)
     if not both_int:
@@ -66,6 +78,21 @@ def _arith(op: str, a: Value, b: Value, loc) -> Value:
     raise NotConstant(loc)
 
 
+OVERFLOW_INT = f"constant expression overflows: its value needs more than {MAX_CONST_BITS} bits"
+OVERFLOW_FLOAT = "constant expression overflows the float range"
+
+
+def _checked(v: Value, loc) -> Value:
+    """`v`, unless it is an int of 2**MAX_CONST_BITS or more or a float that is not finite:
+    bounding every step keeps evaluation cheap (repeated squaring cannot build huge numbers) and
+    keeps infinities and NaN out of the C text."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise NotConstant(loc, OVERFLOW_FLOAT)
+    if isinstance(v, int) and v.bit_length() > MAX_CONST_BITS:
+        raise NotConstant(loc, OVERFLOW_INT)
+    return v
+
+
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
@@ -75,7 +102,7 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
     if isinstance(e, N.BoolLit):
         return e.value
     if isinstance(e, (N.IntLit, N.FloatLit)):
-        return e.value
+        return _checked(e.value, e.loc)
     if isinstance(e, N.Name):
         if e.id in env:
             return env[e.id]
@@ -87,7 +114,7 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
         if e.op == "not":
             return not v
         if e.op == "-":
-            return -v
+            return _checked(-v, e.loc)
         if e.op == "+":
             return v
         if isinstance(v, bool) or not isinstance(v, int):
@@ -112,9 +139,12 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
         if name in ("min", "max") and len(args) >= 2:
             return min(args) if name == "min" else max(args)
         if name == "abs" and len(args) == 1:
-            return abs(args[0])
+            return _checked(abs(args[0]), e.loc)
         if name in SCALARS and len(args) == 1:
-            return convert(args[0], SCALARS[name])
+            try:
+                return _checked(convert(args[0], SCALARS[name]), e.loc)
+            except (OverflowError, ValueError):  # an infinite or NaN value given for a const parameter
+                raise NotConstant(e.loc, OVERFLOW_FLOAT) from None
     raise NotConstant(getattr(e, "loc", None), "not a compile-time constant")
 
 
@@ -136,13 +166,15 @@ def type_of_value(v: Value) -> ScalarType:
     return SCALARS["f32"]
 
 
-_INT_RE = re.compile(r"[+-]?(0[xX][0-9a-fA-F](_?[0-9a-fA-F])*|[0-9](_?[0-9])*)")
-_FLOAT_RE = re.compile(r"[+-]?(([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*([eE][+-]?[0-9]+)?|[0-9](_?[0-9])*\.?[eE][+-]?[0-9]+|[0-9](_?[0-9])*\.)")
+_INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|[0-9]+(?:_[0-9]+)*)")
+_FLOAT_RE = re.compile(r"[+-]?(?:(?:[0-9]+(?:_[0-9]+)*)?\.[0-9]+(?:_[0-9]+)*(?:[eE][+-]?[0-9]+)?"
+                       r"|[0-9]+(?:_[0-9]+)*\.?[eE][+-]?[0-9]+|[0-9]+(?:_[0-9]+)*\.)")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def parse_define_value(text: str) -> Value | None:
-    """A `-D` value: an integer, a float, or True/False. Anything else is rejected (None)."""
+def parse_define_value(text: str) -> Value:
+    """A `-D` value: an integer, a float, or True/False. Anything else raises ValueError with
+    the reason, to follow the value in a message."""
     t = text.strip()
     if t in ("True", "true"):
         return True
@@ -151,9 +183,17 @@ def parse_define_value(text: str) -> Value | None:
     if _INT_RE.fullmatch(t):
         sign = -1 if t.startswith("-") else 1
         body = t.lstrip("+-").replace("_", "")
-        v = sign * (int(body, 16) if body[:2].lower() == "0x" else int(body))
-        return v if -(2**63) <= v < 2**64 else None
+        hexadecimal = body[:2].lower() == "0x"
+        digits = (body[2:] if hexadecimal else body).lstrip("0") or "0"
+        if len(digits) > MAX_INT_DIGITS:  # before int(), which refuses 4300 digits with a ValueError
+            raise ValueError("does not fit in 64 bits")
+        v = sign * int(digits, 16 if hexadecimal else 10)
+        if not -(2**63) <= v < 2**64:
+            raise ValueError("does not fit in 64 bits")
+        return v
     if _FLOAT_RE.fullmatch(t):
         v = float(t.replace("_", ""))
-        return v if math.isfinite(v) else None
-    return None
+        if not math.isfinite(v):
+            raise ValueError("is out of the float range")
+        return v
+    raise ValueError("is not an integer, float, True or False")

@@ -105,7 +105,8 @@ class _Resolver:
         for d in shape:
             total *= d
         if total != len(t.values):
-            self.sink.error(t.loc, f"table '{t.name}' has {total} elements but {len(t.values)} values are given")
+            shown = total if total < 2**64 else "more than 2**64"  # many huge dimensions: too long to print
+            self.sink.error(t.loc, f"table '{t.name}' has {shown} elements but {len(t.values)} values are given")
             return t
         folded = []
         for v in t.values:

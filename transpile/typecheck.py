@@ -326,7 +326,7 @@ def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.Func
     first.later_funcs = dict(later_funcs or {})
     result = first.run()
     if first.bare_alloc is None or not first.bare_alloc.extra.get("typed"):
-        sink.items.extend(d for d in scratch.items if d not in sink.items)
+        sink.merge(scratch)
         return result
     second = FunctionChecker(sink, module_syms, fn)
     second.params.update(params)
