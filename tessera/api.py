@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import threading
 from typing import Any
@@ -153,6 +154,8 @@ class Kernel:
 
 
 def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
+    """Const parameter values given at a launch: Python or NumPy scalars that fit 64 bits (the
+    kernel's own range check, naming its type, comes with the compile)."""
     out = {}
     for name, v in consts.items():
         if hasattr(v, "item") and callable(v.item):
@@ -160,6 +163,10 @@ def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(v, (bool, int, float)):
             raise LaunchError(f"{k.name}(): const parameter '{name}' must be an int, float or bool, not "
                               f"{type(v).__name__}")
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+            raise LaunchError(f"{k.name}(): const parameter '{name}' does not fit in 64 bits")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise LaunchError(f"{k.name}(): const parameter '{name}' must be finite, not {v!r}")
         out[name] = v
     return out
 

@@ -82,6 +82,7 @@ def run(argv: list[str]) -> int:
     from tessera.compiler import compile_source
     from tessera.irdump import dump_any as dump_module
     from tessera.parser import decode_source
+    from tessera.transpile.cstmt import line_file_name
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -120,7 +121,7 @@ def run(argv: list[str]) -> int:
         if args.emit in ("ptx", "cubin") or args.check or args.info:
             from tessera.runtime.nvrtc import compile_cuda
 
-            nv = compile_cuda(result.cuda, name=os.path.basename(base) + ".cu", arch=args.arch,
+            nv = compile_cuda(result.cuda, name=line_file_name(os.path.basename(base) + ".cu"), arch=args.arch,
                               line_info=args.line_info)
             if args.emit == "ptx":
                 write_output(out, nv.ptx)

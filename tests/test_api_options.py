@@ -62,3 +62,17 @@ def test_one_table_of_architectures() -> None:
     assert tessera.cli.ARCHS is ARCHS
     assert build_parser().get_default("arch") in ARCHS
     assert [check_arch(a) for a in ARCHS] == list(ARCHS)
+
+
+@pytest.mark.parametrize("value,message", [(10**5000, "does not fit in 64 bits"), (float("nan"), "must be finite"),
+                                           (3e9, "is i32, not a float"), (2**40, "does not fit in i32")],
+                         ids=["huge", "nan", "float", "i64"])
+def test_const_values_at_a_launch_are_checked(value, message: str, tmp_path, monkeypatch) -> None:
+    # a huge int here was an internal compiler error (the variant's name could not be printed)
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    mod = tessera.compile("@kernel tile[(32,)]\ndef k(y: mut f32[n], N: const i32 = 1):\n    y[0] = f32(N)\n",
+                          backend="cpu")
+    import numpy as np
+
+    with pytest.raises(tessera.TesseraError, match=message):
+        mod.k(np.zeros(4, np.float32), grid=1, N=value)

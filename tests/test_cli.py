@@ -242,7 +242,7 @@ def test_a_directory_output_is_an_error(tmp_path, capsys) -> None:
 
 
 def test_hostile_file_names_reach_the_c_text_escaped(tmp_path, capsys) -> None:
-    # (a '"' is escaped correctly too, but ptxas then rejects the PTX .file directive NVRTC makes of it)
+    # #line names only a safe spelling of the file (NVRTC copies it into PTX, where ptxas rejects quotes)
     name = "x\n#error injected\n??=\\.tsr"
     src = _sample(tmp_path, name)
     out = tmp_path / "h.cu"
@@ -252,4 +252,19 @@ def test_hostile_file_names_reach_the_c_text_escaped(tmp_path, capsys) -> None:
     assert not any(line.lstrip().startswith("#error") for line in lines)
     directives = [line for line in lines if line.lstrip().startswith("#line")]
     assert len(directives) > 3
-    assert all(line.endswith(' "x\\n#error injected\\n\\?\\?=\\\\.tsr"') for line in directives), directives[0]
+    assert all(line.endswith(' "x__error_injected_____.tsr"') for line in directives), directives[0]
+
+
+def test_line_info_with_a_quote_in_the_file_name(tmp_path, capsys) -> None:
+    # NVRTC copies the #line name into PTX, where ptxas rejects a quote or a backslash.
+    path = tmp_path / 'we"ird\\name.tsr'
+    path.write_text((ROOT / "samples" / "sum_reduce.tsr").read_text())
+    assert run([str(path), "--line-info", "--emit", "ptx", "-o", str(tmp_path / "k.ptx")]) == 0, \
+        capsys.readouterr().err
+    assert '#line 5 "we_ird_name.tsr"' in run_and_read(path, tmp_path)
+
+
+def run_and_read(path, tmp_path) -> str:
+    out = tmp_path / "k.cu"
+    assert run([str(path), "--line-info", "-o", str(out)]) == 0
+    return out.read_text()

@@ -8,6 +8,7 @@ scratch buffer of group reductions and the dynamic shared-memory base when the k
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from tessera.dtypes import ScalarType, c_literal, round_to
@@ -32,6 +33,12 @@ class Options:
     restrict: bool = True
 
 
+def line_file_name(name: str) -> str:
+    """The file name in `#line`: NVRTC copies it into a PTX `.file` directive that ptxas cannot
+    parse with quotes or backslashes in it, so only a safe spelling of the name is used."""
+    return re.sub(r"[^A-Za-z0-9._/+-]", "_", name)[-120:] or "input.tsr"
+
+
 def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
     return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
 
@@ -50,7 +57,7 @@ class BodyPrinter:
 
     def emit(self, text: str, loc: Loc | None = None) -> None:
         if loc is not None and self.opts.line_info:
-            self.lines.append(f"#line {loc.line} {c_string(self.opts.source_name)}")
+            self.lines.append(f"#line {loc.line} {c_string(line_file_name(self.opts.source_name))}")
         suffix = f"  // line {loc.line}" if loc is not None else ""
         self.lines.append(INDENT * self.depth + text + suffix)
 

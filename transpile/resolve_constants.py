@@ -70,8 +70,11 @@ class _Resolver:
             if later is not None:
                 why = (f"'{later.name}' is defined later, at line {later.loc.line}; a constant can only use "
                        "constants above it")
-            self.sink.error(e.loc or c.value.loc, "a module constant must be a compile-time constant"
-                            + (f" ({why})" if why else ""))
+            if why.startswith("constant expression overflows"):
+                self.sink.error(e.loc or c.value.loc, why)
+            else:
+                self.sink.error(e.loc or c.value.loc, "a module constant must be a compile-time constant"
+                                + (f" ({why})" if why else ""))
             value = None
         value = override(self.sink, self.defines, c.name, c.loc, value, "constant")
         if value is not None:
