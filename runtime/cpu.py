@@ -49,12 +49,14 @@ def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
 
 
 def library_key(cuda: str, wrapper: str) -> str:
+    """The cache key of a kernel library: the code, the build flags, the C++ compiler and the
+    Tessera fingerprint (which covers the host prelude and this backend's own sources)."""
     from tessera.runtime.cache import cache_key
-    from tessera.runtime.host_build import BASE_FLAGS, find_cxx, host_header_path
+    from tessera.runtime.fingerprint import fingerprint
+    from tessera.runtime.host_build import BASE_FLAGS, find_cxx
 
-    headers = sorted(host_header_path().parent.glob("*.h"))
-    return cache_key("cpu-library", cuda, wrapper, " ".join(BASE_FLAGS), _compiler_identity(find_cxx()),
-                     *(h.name + "\n" + h.read_text() for h in headers))
+    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS),
+                     _compiler_identity(find_cxx()))
 
 
 _IDENTITY: dict[str, str] = {}

@@ -7,6 +7,7 @@ import argparse
 
 def main(argv: list[str]) -> int:
     from tessera.runtime.cache import DiskCache
+    from tessera.runtime.fingerprint import fingerprint
 
     p = argparse.ArgumentParser(prog="python -m tessera cache", description="Show or clear Tessera's compile cache.")
     p.add_argument("action", choices=("info", "clear"))
@@ -18,4 +19,6 @@ def main(argv: list[str]) -> int:
             print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes")
         else:
             print(f"{kind}: removed {cache.clear()} entries")
+    if args.action == "info":
+        print(f"compiler fingerprint: {fingerprint()} (part of every cache key)")
     return 0
