@@ -76,9 +76,10 @@ def _compiler_identity(cxx: list[str]) -> str:
 
 
 def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path]:
-    """The cached shared library for this emitted code: (cache key, path)."""
+    """(cache key, load path) of the shared library for this emitted code, built on a miss."""
     from tessera.runtime.cache import DiskCache
     from tessera.runtime.host_build import build_shared_library
+    from tessera.runtime.pinned import keep_private
 
     wrapper = wrapper_source(kernels)
     key = library_key(cuda, wrapper)
@@ -90,15 +91,12 @@ def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path
         out = Path(tmp) / f"{key}.so"
         build_shared_library(cuda, wrapper, out)
         stored = cache.put_file(key, ".so", out)
-        if stored is not None and stored.exists():
-            return key, stored
-        # No usable cache: keep a private copy whose name holds the content hash.
-        private = Path(tempfile.gettempdir()) / f"tessera-{os.getpid()}-{key[:16]}.so"
-        os.replace(out, private)
-        return key, private
+        # No usable cache at all (not even the private fallback): nothing is left behind.
+        return key, stored if stored is not None else keep_private(out)
 
 
 def cached_library(key: str) -> Path | None:
+    """The load path of the cached library with this key, or None."""
     from tessera.runtime.cache import DiskCache
 
     return DiskCache("cpu").get_file(key, ".so")

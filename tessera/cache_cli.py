@@ -16,7 +16,10 @@ def main(argv: list[str]) -> int:
         cache = DiskCache(kind)
         if args.action == "info":
             info = cache.info()
-            print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes")
+            state = "" if info["enabled"] else " (disabled)"
+            print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes{state}")
+            if info["note"]:
+                print(f"  note: {info['note']}")
         else:
             print(f"{kind}: removed {cache.clear()} entries")
     if args.action == "info":
