@@ -74,13 +74,10 @@ def _budget() -> int:
     global _limit
     if _limit is None:
         try:
-            import resource
-
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            infinite = soft == resource.RLIM_INFINITY
-        except (ImportError, OSError, ValueError):
-            soft, infinite = 1024, False
-        _limit = 1 << 20 if infinite else max(soft, 0) // 2
+            soft = os.sysconf("SC_OPEN_MAX")  # the soft RLIMIT_NOFILE, without importing resource
+        except (AttributeError, OSError, ValueError):
+            soft = 1024
+        _limit = (1 << 20) if soft < 0 else soft // 2  # -1: no limit
     return _limit
 
 
