@@ -184,8 +184,9 @@ class DiskCache:
         """Use the private root instead of the configured one; warn once either way."""
         topic = "untrusted" if isinstance(err, UntrustedError) else "unwritable"
         if isinstance(err, UntrustedError):
+            fix = f" (`chmod go-w {err.path}` makes it usable)" if "writable" in err.reason else ""
             problem = (f"Tessera cache directory {err.path!r} {err.reason}; it is not used, because whoever "
-                       "can write it could run code in this process")
+                       f"can write it could run code in this process{fix}")
         else:
             problem = f"Tessera cache directory {str(self.path)!r} cannot be created or used ({_why(err)})"
         private = private_cache_root()

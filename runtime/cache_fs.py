@@ -196,7 +196,7 @@ def open_folder(root: Path, parts: tuple[str, ...]) -> Folder:
     """The folder ``root/parts...``, each level created 0700 if missing and checked to be a real
     folder of this user's that nobody else can write (UntrustedError otherwise)."""
     path = root
-    if not _AT:  # pragma: no cover - Windows: path based
+    if not _AT:  # Windows: by path
         for part in ("", *parts):
             path = path / part if part else path
             path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 
 def main(argv: list[str]) -> int:
-    from tessera.runtime.cache import DiskCache
+    from tessera.runtime.cache import DiskCache, TesseraCacheWarning
     from tessera.runtime.fingerprint import fingerprint
+
+    warnings.simplefilter("ignore", TesseraCacheWarning)  # shown below as each folder's note
 
     p = argparse.ArgumentParser(prog="python -m tessera cache", description="Show or clear Tessera's compile cache.")
     p.add_argument("action", choices=("info", "clear"))

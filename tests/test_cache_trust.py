@@ -354,3 +354,15 @@ def test_a_relative_cache_dir_is_resolved_once(monkeypatch: pytest.MonkeyPatch, 
     c2, msgs2 = _open("cuda")
     assert c2.path == want / "cuda" / V and msgs2 == []
     assert not (tmp_path / "b" / "rel").exists()
+
+
+def test_cache_info_says_why_a_folder_is_not_used(_fresh: Path, tmp_path: Path) -> None:
+    _fresh.mkdir(mode=0o700)
+    _fresh.chmod(0o777)
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(_fresh), TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "tessera", "cache", "info"], env=env, capture_output=True, text=True,
+                          check=True)
+    uid = f"-{os.geteuid()}" if hasattr(os, "geteuid") else ""
+    assert proc.stdout.startswith(f"cpu: {tmp_path / f'tessera{uid}' / 'cpu' / V}: 0 entries"), proc.stdout
+    assert f"note: Tessera cache directory {str(_fresh)!r} is writable by group and others" in proc.stdout
+    assert f"chmod go-w {_fresh}" in proc.stdout and "Warning" not in proc.stderr
