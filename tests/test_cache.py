@@ -18,8 +18,9 @@ from tessera.runtime.cache import DiskCache, TesseraCacheWarning, cache_key, def
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A cold cache under tmp_path and a clean once-per-process warning record."""
+    """A cold cache under tmp_path (the private fallback too) and a clean warning record."""
     monkeypatch.setattr(cache_mod, "_warned", set())
+    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
     root = tmp_path / "cache"
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(root))
     return root
