@@ -49,12 +49,14 @@ def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
 
 
 def library_key(cuda: str, wrapper: str) -> str:
+    """The cache key of a kernel library: the code, the build flags, the C++ compiler and the
+    Tessera fingerprint (which covers the host prelude and this backend's own sources)."""
     from tessera.runtime.cache import cache_key
-    from tessera.runtime.host_build import BASE_FLAGS, find_cxx, host_header_path
+    from tessera.runtime.fingerprint import fingerprint
+    from tessera.runtime.host_build import BASE_FLAGS, find_cxx
 
-    headers = sorted(host_header_path().parent.glob("*.h"))
-    return cache_key("cpu-library", cuda, wrapper, " ".join(BASE_FLAGS), _compiler_identity(find_cxx()),
-                     *(h.name + "\n" + h.read_text() for h in headers))
+    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS),
+                     _compiler_identity(find_cxx()))
 
 
 _IDENTITY: dict[str, str] = {}
@@ -74,9 +76,10 @@ def _compiler_identity(cxx: list[str]) -> str:
 
 
 def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path]:
-    """The cached shared library for this emitted code: (cache key, path)."""
+    """(cache key, load path) of the shared library for this emitted code, built on a miss."""
     from tessera.runtime.cache import DiskCache
     from tessera.runtime.host_build import build_shared_library
+    from tessera.runtime.pinned import keep_private
 
     wrapper = wrapper_source(kernels)
     key = library_key(cuda, wrapper)
@@ -88,15 +91,12 @@ def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path
         out = Path(tmp) / f"{key}.so"
         build_shared_library(cuda, wrapper, out)
         stored = cache.put_file(key, ".so", out)
-        if stored is not None and stored.exists():
-            return key, stored
-        # No usable cache: keep a private copy whose name holds the content hash.
-        private = Path(tempfile.gettempdir()) / f"tessera-{os.getpid()}-{key[:16]}.so"
-        os.replace(out, private)
-        return key, private
+        # No usable cache at all (not even the private fallback): nothing is left behind.
+        return key, stored if stored is not None else keep_private(out)
 
 
 def cached_library(key: str) -> Path | None:
+    """The load path of the cached library with this key, or None."""
     from tessera.runtime.cache import DiskCache
 
     return DiskCache("cpu").get_file(key, ".so")

@@ -51,13 +51,13 @@ def load_image(key: str) -> bytes | None:
 
 def compile_for_device(cuda: str, arch: str, *, line_info: bool = False) -> tuple[str, bytes]:
     """(cache key, image): a cubin for `arch`, or PTX when NVRTC is older than the device. Cached
-    on disk by source, arch, options, NVRTC version and Tessera version."""
-    from tessera import __version__
+    on disk by source, arch, options, NVRTC version and the Tessera fingerprint."""
     from tessera.runtime.cache import DiskCache, cache_key
+    from tessera.runtime.fingerprint import fingerprint
     from tessera.runtime.nvrtc import compile_cuda, nvrtc_version
 
     opts = f"line_info={line_info}"
-    key = cache_key("cuda-image", cuda, arch, opts, ".".join(map(str, nvrtc_version())), __version__)
+    key = cache_key("cuda-image", fingerprint(), cuda, arch, opts, ".".join(map(str, nvrtc_version())))
     hit = load_image(key)
     if hit is not None:
         return key, hit

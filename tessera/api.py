@@ -212,10 +212,10 @@ class _Variant:
 
     @staticmethod
     def get(mod: Module, kernel: str | None, consts: dict[str, Any]) -> _Variant:
-        from tessera import __version__
         from tessera.runtime.cache import DiskCache, cache_key
+        from tessera.runtime.fingerprint import fingerprint
 
-        key = cache_key("front", FORMAT, __version__, mod.backend, mod._source, mod.arch, str(mod.debug),
+        key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
                         str(mod.check_bounds), kernel or "", json.dumps(sorted(consts.items())))
         cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)

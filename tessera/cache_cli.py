@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 
 def main(argv: list[str]) -> int:
-    from tessera.runtime.cache import DiskCache
+    from tessera.runtime.cache import DiskCache, TesseraCacheWarning
+    from tessera.runtime.fingerprint import fingerprint
+
+    warnings.simplefilter("ignore", TesseraCacheWarning)  # shown below as each folder's note
 
     p = argparse.ArgumentParser(prog="python -m tessera cache", description="Show or clear Tessera's compile cache.")
     p.add_argument("action", choices=("info", "clear"))
@@ -15,7 +19,12 @@ def main(argv: list[str]) -> int:
         cache = DiskCache(kind)
         if args.action == "info":
             info = cache.info()
-            print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes")
+            state = "" if info["enabled"] else " (disabled)"
+            print(f"{kind}: {info['path']}: {info['entries']} entries, {info['bytes']} bytes{state}")
+            if info["note"]:
+                print(f"  note: {info['note']}")
         else:
             print(f"{kind}: removed {cache.clear()} entries")
+    if args.action == "info":
+        print(f"compiler fingerprint: {fingerprint()} (part of every cache key)")
     return 0

@@ -18,8 +18,9 @@ from tessera.runtime.cache import DiskCache, TesseraCacheWarning, cache_key, def
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A cold cache under tmp_path and a clean once-per-process warning record."""
+    """A cold cache under tmp_path (the private fallback too) and a clean warning record."""
     monkeypatch.setattr(cache_mod, "_warned", set())
+    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
     root = tmp_path / "cache"
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(root))
     return root
@@ -127,12 +128,14 @@ def test_file_hit_miss(tmp_path: Path) -> None:
     c = DiskCache("cpu")
     src = tmp_path / "build" / "lib.so"
     src.parent.mkdir()
-    src.write_bytes(b"\x7fELF fake library")
+    src.write_bytes(b"fake library")
     k = cache_key("kernel", "-O2")
     assert c.get_file(k, ".so") is None
     out = c.put_file(k, ".so", src)
-    assert out == c.path / f"{k}.so" and out.read_bytes() == src.read_bytes()
-    assert c.get_file(k, ".so") == out
+    assert out is not None and out.read_bytes() == src.read_bytes()
+    assert (c.path / f"{k}.so").read_bytes() == src.read_bytes()
+    hit = c.get_file(k, ".so")
+    assert hit is not None and hit.read_bytes() == src.read_bytes()
     assert c.get_file(k, ".dll") is None and c.get_file(cache_key("other"), ".so") is None
     assert c.info()["entries"] == 1
     assert c.clear() == 1 and c.get_file(k, ".so") is None
@@ -144,21 +147,25 @@ def test_corrupt_file_entry(tmp_path: Path, how: str) -> None:
     src = tmp_path / "lib.so"
     src.write_bytes(b"library bytes " * 50)
     k = cache_key(how)
-    out = c.put_file(k, ".so", src)
-    sidecar = out.with_name(out.name + ".sha256")
+    assert c.put_file(k, ".so", src) is not None
+    entry = c.path / f"{k}.so"
+    sidecar = entry.with_name(entry.name + ".sha256")
     if how == "no-sidecar":
         sidecar.unlink()
     elif how == "bad-sidecar":
         sidecar.write_text("not a hash\n")
     else:
-        CORRUPTIONS[how](out)
+        CORRUPTIONS[how](entry)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         assert c.get_file(k, ".so") is None
         assert c.get_file(k, ".so") is None
     assert len(_cache_warnings(rec)) == 1
-    assert not out.exists() and not sidecar.exists()
-    assert c.put_file(k, ".so", src) == out and c.get_file(k, ".so") == out
+    assert not entry.exists() and not sidecar.exists()
+    again = c.put_file(k, ".so", src)
+    assert again is not None and again.read_bytes() == src.read_bytes() == entry.read_bytes()
+    hit = c.get_file(k, ".so")
+    assert hit is not None and hit.read_bytes() == src.read_bytes()
 
 
 def _check_disabled(c: DiskCache, tmp_path: Path, rec: list[warnings.WarningMessage]) -> None:
@@ -172,19 +179,42 @@ def _check_disabled(c: DiskCache, tmp_path: Path, rec: list[warnings.WarningMess
     c.put_bytes(cache_key("y"), b"more")
     msgs = _cache_warnings(rec)
     assert len(msgs) == 1, msgs
-    assert str(c.path) in msgs[0] and "won't be cached" in msgs[0]
+    assert "won't be cached" in msgs[0]
 
 
-def test_cache_dir_under_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_cache_dir_under_a_file_falls_back_to_the_private_cache(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
     blocker = tmp_path / "plain-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         c = DiskCache("cpu")
         DiskCache("cuda")  # a second instance does not warn again
+        k = cache_key("x")
+        c.put_bytes(k, b"data")
+        assert c.get_bytes(k) == b"data"
+    msgs = _cache_warnings(rec)
+    assert len(msgs) == 1, msgs
+    assert str(blocker / "cache" / "cpu" / "v1") in msgs[0] and "cannot be created" in msgs[0]
+    assert f"using the private cache {str(tmp_path / 'private')!r} instead" in msgs[0]
+    assert c.enabled and c.path == tmp_path / "private" / "cpu" / f"v{cache_mod.FORMAT_VERSION}"
+    assert (c.path / f"{k}.tsrc").is_file()
+
+
+def test_no_cache_at_all_when_the_private_cache_is_unusable_too(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: blocker / "private")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        c = DiskCache("cpu")
+        DiskCache("cuda")
         _check_disabled(c, tmp_path, rec)
-    assert not c.enabled
+    assert not c.enabled and "the private cache" in _cache_warnings(rec)[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="chmod does not stop root")
