@@ -497,3 +497,29 @@ def test_matmul_sample_for_every_block_shape(bm: int, bn: int) -> None:
     c = np.zeros((70, 90), np.float32)
     mod.matmul(a, b, c, grid=(-(-90 // bn), -(-70 // bm)), BM=bm, BN=bn)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_check_bounds_reports_signed_overflow_with_its_line() -> None:
+    # i32/i64 overflow is undefined in C (and so in both backends); check_bounds finds it.
+    src = ("@kernel tile[(1,)]\ndef k(a: i32, b: i64, y: mut i32[3], z: mut i64[1], u: mut u32[1]):\n"
+           "    y[0] = a + 1\n    y[1] = -a\n    y[2] = a * 2 - 3\n    z[0] = b * 3\n    u[0] = u32(a) * 4000000000\n")
+    mod = compile_cpu(src, check_bounds=True)
+    y, z, u = np.zeros(3, np.int32), np.zeros(1, np.int64), np.zeros(1, np.uint32)
+    mod.k(5, 7, y, z, u, grid=1)
+    assert y.tolist() == [6, -5, 7] and z[0] == 21 and u[0] == (5 * 4000000000) % 2**32  # unsigned wraps
+    for a, b, line, op in [(2**31 - 1, 0, 3, "+"), (-2**31, 0, 4, "-"), (2**30, 0, 5, "*"), (0, 2**62, 6, "*")]:
+        with pytest.raises(tessera.LaunchError, match=rf"k:{line}: signed integer overflow in '\{op}'"):
+            mod.k(a, b, y, z, u, grid=1)
+    compile_cpu(src).k(2**31 - 1, 0, y, z, u, grid=1)  # without check_bounds: C's (undefined) result
+
+
+def test_check_bounds_builds_compile_with_nvrtc() -> None:
+    from tessera.compiler import compile_source
+    from tessera.errors import SourceFile
+    from tessera.runtime.nvrtc import compile_cuda
+
+    src = "@kernel tile[(32,)]\ndef k(a: i64, y: mut i64[n]):\n    y[tile_linear_id()] = -(a * 3 + y[0] - 1)\n"
+    for arch in ("sm_80", "sm_90"):
+        cuda = compile_source(SourceFile("k.tsr", src), arch=arch, check_bounds=True).cuda
+        assert "tsr_checked_mul(" in cuda and "tsr_checked_neg(" in cuda
+        assert compile_cuda(cuda, name="k.cu", arch=arch).warnings == ()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tessera.dtypes import F32, ScalarType, c_literal
 from tessera.transpile import lir as L
+from tessera.transpile.affine import expression
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.names import c_ident
 
@@ -24,6 +25,7 @@ _BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "//": MUL, "+": ADD, "-": ADD, "<<": 
              "&": BAND, "^": BXOR, "|": BOR}
 _CMP_PREC = {"<": REL, "<=": REL, ">": REL, ">=": REL, "==": EQ, "!=": EQ}
 _AXES = "xyz"
+_CHECKED = {"+": "add", "-": "sub", "*": "mul"}
 SCOPE_SUFFIX = {"group": "_block", "device": "", "mesh": "_system"}
 _U64 = "unsigned long long"
 
@@ -128,6 +130,8 @@ class CPrinter:
     def p_Unary(self, e: L.Unary) -> tuple[str, int]:
         if e.op == "not":
             return "!" + self.wrap(e.x, UNARY), UNARY
+        if e.op == "-" and self.overflow_checked(e.dtype):
+            return f"tsr_checked_neg({self.expr(e.x)}, {c_string(self.fn.name)}, {self.line})", PRIMARY
         inner = self.wrap(e.x, UNARY)
         if e.op == "-" and inner.startswith("-"):
             inner = f"({inner})"
@@ -149,9 +153,16 @@ class CPrinter:
             f = "tsr_div" if op == "//" else "tsr_mod"
             ct = "int" if ty.bits < 32 else ty.c_compute
             return self.finish(f"{f}<{ct}>({self.expr(e.a)}, {self.expr(e.b)})", PRIMARY, ty)
+        if op in _CHECKED and self.overflow_checked(ty):
+            return (f"tsr_checked_{_CHECKED[op]}({self.expr(e.a)}, {self.expr(e.b)}, {c_string(self.fn.name)}, "
+                    f"{self.line})"), PRIMARY
         prec = _BIN_PREC[op]
         c_op = "/" if op == "//" else op
         return self.finish(f"{self.wrap(e.a, prec)} {c_op} {self.wrap(e.b, prec + 1)}", prec, ty)
+
+    def overflow_checked(self, ty: ScalarType) -> bool:
+        """i32/i64 + - * report overflow in check_bounds builds (C leaves it undefined)."""
+        return self.ctx.check_bounds and ty.kind == "int" and ty.bits >= 32
 
     def p_Compare(self, e: L.Compare) -> tuple[str, int]:
         prec = _CMP_PREC[e.op]
@@ -189,6 +200,8 @@ class CPrinter:
 
     def p_Affine(self, e: L.Affine) -> tuple[str, int]:
         """`a + b * 4 - c + 1` in term order; a coefficient that is a named constant keeps its name."""
+        if self.overflow_checked(e.dtype):
+            return self.p(expression(e))
         parts: list[tuple[bool, str, int]] = []  # (negated, text, precedence)
         for atom, c in e.terms:
             v = int(c.value)
