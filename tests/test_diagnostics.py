@@ -611,3 +611,20 @@ def test_collecting_errors_is_linear() -> None:
         sink.raise_if_errors()
     assert time.perf_counter() - start < 5  # quadratic, this took hours
     assert len(e.value.diagnostics) == 100 and e.value.suppressed == 49_900
+
+
+def test_cooperation_check_is_linear_in_loop_depth(tmp_path, capsys) -> None:
+    # Each loop level used to walk its body twice: 22 nested loops took over a minute (CPU time
+    # here, so that other processes on the machine do not count).
+    import time
+
+    depth = 22
+    text = "@kernel tile[(64,)]\ndef k(y: mut f32[n]):\n    v = 0\n" + "".join(
+        "    " * (d + 1) + f"for j{d} in range(2):\n" for d in range(depth))
+    text += "    " * (depth + 1) + "v = v + lane_id()\n" + "    " * (depth + 1) + "if v > 3:\n" + \
+        "    " * (depth + 2) + "tbarrier()\n"
+    path = _write(tmp_path, text)
+    t = time.process_time()
+    assert run([str(path), "-o", str(tmp_path / "deep.cu")]) == 1
+    assert time.process_time() - t < 10
+    assert f"case.tsr:{depth + 6}:{4 * (depth + 2) + 1}: error: tbarrier() must be reached" in capsys.readouterr().err
