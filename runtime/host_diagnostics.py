@@ -10,6 +10,7 @@ from tessera.errors import CompileError, Diagnostic, Loc
 
 _ERROR = re.compile(r"^kernel\.cu:(\d+):(?:\d+:)? (?:fatal )?error: (.*)$")
 _ANY_ERROR = re.compile(r"^[^:\n]+:\d+:(?:\d+:)? (?:fatal )?error: .*$")
+_BUILD_DIR = re.compile(r"^\S*/(kernel\.cu|wrapper\.cpp):", re.M)
 _TSR_LINE = re.compile(r"// line (\d+)\b")
 _MAX_LINES = 10
 
@@ -29,6 +30,7 @@ def compile_failure(output: str, cuda_source: str) -> CompileError:
     (without a source: the caller attaches the `.tsr` file); if there are none, the error
     lines alone (no notes, no include traces) make up the text.
     """
+    output = _BUILD_DIR.sub(r"\1:", output)  # the temporary build folder means nothing to the user
     cuda_lines = cuda_source.split("\n")
     diags: list[Diagnostic] = []
     for line in output.splitlines():

@@ -39,8 +39,10 @@ def load_source(path: str) -> SourceFile:
 def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
-                   skip_unbound: bool = False, only_kernel: str | None = None) -> CompileResult:
-    """Compile one source. Raises CompileError with every diagnostic found."""
+                   skip_unbound: bool = False, only_kernel: str | None = None,
+                   restrict: bool = True) -> CompileResult:
+    """Compile one source. Raises CompileError with every diagnostic found. `restrict=False`
+    emits tensor parameters without __restrict__ (arrays passed to a launch may overlap)."""
     try:
         module = parse(src)
         ctx = PassContext(DiagnosticSink(src), arch, dict(defines or {}), variants or {}, skip_unbound)
@@ -53,7 +55,7 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
         if only_kernel is not None:
             emitted = N.Module(module.path, tuple(i for i in module.items if not (
                 isinstance(i, N.FuncDef) and i.kind == "kernel" and i.name != only_kernel)))
-        text, infos = render_module(emitted, opts)
+        text, infos = render_module(emitted, opts, restrict)
         return CompileResult(src, module, text, infos)
     except CompileError:
         raise

@@ -56,15 +56,18 @@ def _param_infos(fn: N.FuncDef) -> tuple[ParamInfo, ...]:
     return tuple(out)
 
 
-def _c_param(p: ParamInfo) -> str:
+def _c_param(p: ParamInfo, restrict: bool) -> str:
     ty: ScalarType = SCALARS[p.dtype]
     name = c_ident(p.name)
     if p.kind == "tensor":
-        return f"{ty.c_storage}* __restrict__ {name}" if p.mut else f"const {ty.c_storage}* __restrict__ {name}"
+        ptr = "* __restrict__ " if restrict else "* "
+        return f"{ty.c_storage}{ptr}{name}" if p.mut else f"const {ty.c_storage}{ptr}{name}"
     return f"const {ty.c_compute} {name}"
 
 
-def render_module(module: N.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
+def render_module(module: N.Module, opts: Options, restrict: bool = True) -> tuple[str, tuple[KernelInfo, ...]]:
+    """The CUDA C of `module` and its kernels' metadata; `restrict` declares the tensor
+    parameters __restrict__ (the launch then refuses overlapping arrays)."""
     constants = []
     tables = []
     functions = []
@@ -91,14 +94,14 @@ def render_module(module: N.Module, opts: Options) -> tuple[str, tuple[KernelInf
             layout = item.shared
             dyn = layout.total_bytes if layout and layout.dynamic else 0
             info = KernelInfo(item.name, item.c_name, pinfo, item.config.tile, dyn, item.const_values,
-                              item.loc.line)
+                              item.loc.line, restrict)
             infos.append(info)
             summary = f"group {'x'.join(map(str, item.config.tile))}"
             if layout and layout.total_bytes:
                 summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
             functions.append({"kernel": True, "name": item.c_name, "threads": item.config.tile_count,
                               "min_groups": item.config.launch_bounds,
-                              "params": ", ".join(_c_param(p) for p in pinfo) or "void",
+                              "params": ", ".join(_c_param(p, restrict) for p in pinfo) or "void",
                               "line": item.loc.line, "summary": summary, "body": body})
     text = _env().get_template("module.cu.j2").render(
         version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
