@@ -40,8 +40,8 @@ namespace detail {
 
 thread_local Worker* t_worker = nullptr;
 
-Worker* fiber_worker() { return t_worker; }
-Tile* fiber_tile() { return t_worker->cur; }
+Worker* fiber_worker() noexcept { return t_worker; }
+Tile* fiber_tile() noexcept { return t_worker->cur; }
 
 long long clock_ns() {
   timespec ts;

@@ -41,7 +41,7 @@ namespace detail {
 enum : unsigned char { kTileReady, kTileBarrier, kTileWarp, kTileDone };
 enum : unsigned char { kWarpSync, kWarpIdx, kWarpUp, kWarpDown, kWarpXor, kWarpVote };
 
-struct Tile {
+struct alignas(64) Tile {
   void* sp;              // saved stack pointer while switched out
   uint3 tid;             // threadIdx
   unsigned index;        // linear id: x + y*bx + z*bx*by
@@ -53,6 +53,8 @@ struct Tile {
   unsigned c;            // its PTX clamp/segment operand
   unsigned long long val, result;
 };
+
+static_assert(sizeof(Tile) == 64, "a tile is one cache line");
 
 struct Warp {
   unsigned live;         // lanes that exist and have not returned
@@ -96,8 +98,8 @@ struct Worker {
 // A fiber never migrates between OS threads and the tile it runs never changes, so for code
 // running in a fiber these are constant: `const` lets the compiler compute them once per
 // kernel activation.  Only code that runs inside a fiber may call them.
-__attribute__((const)) Worker* fiber_worker();
-__attribute__((const)) Tile* fiber_tile();
+__attribute__((const)) Worker* fiber_worker() noexcept;
+__attribute__((const)) Tile* fiber_tile() noexcept;
 
 [[noreturn]] void deadlock(Worker* w, Tile* t);
 void race_access(const void* p, bool write, int line);
@@ -111,7 +113,7 @@ inline bool launch_failed(const Worker* w) { return __atomic_load_n(&w->flags->f
 
 // tsr_ctx_switch_v1(save, to): save the current context on its stack, store the stack
 // pointer in *save, and resume the context saved at `to` (host_fiber_switch.h).
-extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp);
+extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp) noexcept;
 
 namespace tsr {
 namespace detail {

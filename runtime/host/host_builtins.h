@@ -52,17 +52,17 @@ inline long long clock() { return tsr::detail::clock_ns(); }
 template <class T> inline T* tsr_race_read(T* p, int line) { tsr::detail::race_access(p, false, line); return p; }
 template <class T> inline T* tsr_race_write(T* p, int line) { tsr::detail::race_access(p, true, line); return p; }
 
-inline void __syncthreads() { tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), 0); }
+inline void __syncthreads() { tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), 0); }
 inline int __syncthreads_count(int pred) {
-  return static_cast<int>(tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), pred) & 0xffffffffu);
+  return static_cast<int>(tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred) & 0xffffffffu);
 }
 inline int __syncthreads_and(int pred) {
-  const unsigned long long r = tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), pred);
+  const unsigned long long r = tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred);
   return (r & 0xffffffffu) == (r >> 32);
 }
-inline int __syncthreads_or(int pred) { return (tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), pred) & 0xffffffffu) != 0; }
+inline int __syncthreads_or(int pred) { return (tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred) & 0xffffffffu) != 0; }
 
-inline void __syncwarp(unsigned int mask = 0xffffffffu) { tsr::detail::warp_op(tsr::detail::fiber_worker(), mask, tsr::detail::kWarpSync, 0, 0, 0); }
+inline void __syncwarp(unsigned int mask = 0xffffffffu) { tsr::detail::warp_op(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), mask, tsr::detail::kWarpSync, 0, 0, 0); }
 // The lanes of the warp that have not returned.  (On the GPU it is the lanes
 // converged at this point; here lanes run ahead to their next warp operation,
 // so lanes that have returned from the kernel are already gone.)
@@ -71,7 +71,7 @@ inline unsigned int __activemask() {
   return w->warps[tsr::detail::fiber_tile()->warp].live;
 }
 inline unsigned int __ballot_sync(unsigned int mask, int pred) {
-  return static_cast<unsigned int>(tsr::detail::warp_op(tsr::detail::fiber_worker(), mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
+  return static_cast<unsigned int>(tsr::detail::warp_op(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
 }
 inline int __any_sync(unsigned int mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned int mask, int pred) {
@@ -89,20 +89,20 @@ inline int __uni_sync(unsigned int mask, int pred) {
 template <class T>
 inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
+  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
+  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
 }
 template <class T>
 inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
+  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
+  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
 }

@@ -25,9 +25,13 @@ constexpr size_t kDefaultFiberStack = 64 * 1024;
 // Room on every fiber stack above the kernel's own frames, for the engine and the C library
 // (printf, snprintf) that kernel code calls.
 constexpr size_t kStackMargin = 32 * 1024;
-// Below each stack: at least GCC's -fstack-clash-protection probe interval on every target
-// (64 KiB on aarch64), so that no frame can step over it.
+// Below each stack: at least the guard size -fstack-clash-protection assumes (one 4 KiB page
+// on x86-64, 64 KiB on aarch64), so that no frame can step over it.
+#if defined(__aarch64__)
 constexpr size_t kGuardBytes = 64 * 1024;
+#else
+constexpr size_t kGuardBytes = 4 * 1024;
+#endif
 constexpr unsigned kMaxWorkers = 256;
 constexpr int kErrLen = 1024;
 
@@ -99,7 +103,11 @@ inline StackArena* acquire_arena(unsigned count, size_t stack_bytes) {
     return a;
   }
   pthread_mutex_unlock(&pool.mu);
-  const size_t slot = kGuardBytes + stack_bytes;
+  // An odd number of pages per slot: stacks a power of two apart would put every tile's hot
+  // frames into the same few cache sets.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t slot = kGuardBytes + stack_bytes;
+  if ((slot / page) % 2 == 0) slot += page;
   const size_t bytes = slot * (count + 1);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return nullptr;

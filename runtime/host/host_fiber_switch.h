@@ -11,7 +11,7 @@
 // which calls entry(arg) with the two values planted in callee-saved registers.
 // The symbols are weak and hidden: one copy per library.
 
-extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp);
+extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp) noexcept;
 extern "C" void tsr_fiber_trampoline_v1();
 
 #if defined(__x86_64__)

@@ -71,7 +71,10 @@ inline bool worker_init(Worker* w, Launch* L) {
   w->nwarps = (n + 31) / 32;
   w->block_dim = dim3(L->block[0], L->block[1], L->block[2]);
   w->grid_dim = dim3(L->grid[0], L->grid[1], L->grid[2]);
-  w->tiles = static_cast<Tile*>(calloc(static_cast<size_t>(w->nwarps) * 32, sizeof(Tile)));
+  // One cache line per tile (Tile is 64 bytes): a switch touches only the two tiles' lines.
+  const size_t tile_bytes = static_cast<size_t>(w->nwarps) * 32 * sizeof(Tile);
+  w->tiles = static_cast<Tile*>(aligned_alloc(64, tile_bytes));
+  if (w->tiles) memset(static_cast<void*>(w->tiles), 0, tile_bytes);
   w->warps = static_cast<Warp*>(calloc(w->nwarps, sizeof(Warp)));
   w->ready = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
   w->bar_wait = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));

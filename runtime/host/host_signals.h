@@ -253,7 +253,7 @@ class SignalScope {
     pthread_once(&once, &install_fault_handlers);
     stack_t ss;
     ss.ss_sp = w->arena->slot(0) + kGuardBytes;
-    ss.ss_size = w->arena->stack_bytes;
+    ss.ss_size = w->arena->slot_bytes - kGuardBytes;
     ss.ss_flags = 0;
     sigaltstack(&ss, &old_);
     slot_ = register_worker(w);

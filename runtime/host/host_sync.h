@@ -51,8 +51,9 @@ inline void barrier_release(Worker* w) {
   ++w->epoch;  // a new barrier interval: earlier shared accesses cannot race with later ones
 }
 
-inline unsigned long long barrier_arrive(Worker* w, int pred) {
-  Tile* t = w->cur;
+// `w` and `t` are fiber_worker() and fiber_tile(), which kernel code computes once per
+// activation (reloading w->cur here would wait on the store of the tile that switched to us).
+inline unsigned long long barrier_arrive(Worker* w, Tile* t, int pred) {
   w->bar_pred += (pred != 0);
   if (++w->bar_arrived == w->live) {
     const unsigned long long r = (static_cast<unsigned long long>(w->bar_arrived) << 32) | w->bar_pred;
@@ -126,8 +127,8 @@ inline void warp_recheck(Worker* w, unsigned wi) {
   }
 }
 
-inline unsigned long long warp_op(Worker* w, unsigned mask, unsigned char op, unsigned long long val, int b, unsigned c) {
-  Tile* t = w->cur;
+inline unsigned long long warp_op(Worker* w, Tile* t, unsigned mask, unsigned char op, unsigned long long val, int b,
+                                  unsigned c) {
   Warp& wp = w->warps[t->warp];
   const unsigned bit = 1u << t->lane;
   const unsigned need = (mask | bit) & wp.live;
