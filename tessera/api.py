@@ -201,7 +201,12 @@ class _Variant:
         from tessera import __version__
         from tessera.runtime.cache import DiskCache, cache_key
 
-        key = cache_key("front", FORMAT, __version__, mod.backend, mod._source, mod.arch, str(mod.debug),
+        runtime = ""
+        if mod.backend == "cpu":
+            from tessera.runtime.host_launch import runtime_digest
+
+            runtime = runtime_digest()
+        key = cache_key("front", FORMAT, __version__, mod.backend, runtime, mod._source, mod.arch, str(mod.debug),
                         str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())))
         cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)

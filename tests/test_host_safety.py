@@ -202,3 +202,21 @@ def test_a_host_build_failure_is_reported_at_the_tsr_line(tmp_path) -> None:
     (diag,) = info.value.diagnostics
     assert diag.loc.line == 5 and "undefined_name" in diag.message
     assert "kernel.cu" not in str(info.value) and "wrapper.cpp" not in str(info.value)
+
+
+def test_the_front_cache_is_keyed_on_the_runtime_sources(monkeypatch) -> None:
+    """A warm start must not load a library built against another prelude or engine (its
+    launch ABI may differ): the front cache key includes the runtime's sources."""
+    from tessera.runtime import cpu, host_launch
+
+    text = "@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[tile_linear_id()] = 3.0\n"
+    tessera.compile(text, backend="cpu")
+    builds = []
+    real = cpu.build_library
+    monkeypatch.setattr(cpu, "build_library", lambda *a: builds.append(a) or real(*a))
+    tessera.compile(text, backend="cpu")
+    assert builds == []  # warm
+    monkeypatch.setattr(host_launch, "runtime_digest", lambda: "another runtime")
+    y = np.zeros(32, np.float32)
+    tessera.compile(text, backend="cpu").k(y, grid=1)
+    assert builds and y[0] == 3.0  # compiled again (the library itself may come from its cache)

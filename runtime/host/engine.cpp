@@ -110,13 +110,27 @@ void* worker_thread(void* arg) {
   return nullptr;
 }
 
-// Start `count` more workers with every asynchronous signal blocked but the engine's own (so
-// Ctrl-C reaches the thread that launched).
+// The engine's threads block every asynchronous signal but its own, so that Ctrl-C reaches
+// the thread that launched.
+class BlockSignals {
+ public:
+  BlockSignals() {
+    sigset_t blocked;
+    sigfillset(&blocked);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, kPreemptSignal}) sigdelset(&blocked, sig);
+    pthread_sigmask(SIG_SETMASK, &blocked, &old_);
+  }
+  ~BlockSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockSignals(const BlockSignals&) = delete;
+  BlockSignals& operator=(const BlockSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// Start `count` more workers (with the signals blocked: see BlockSignals).
 inline void start_workers(Launch* L, unsigned count) {
-  sigset_t blocked, old;
-  sigfillset(&blocked);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, kPreemptSignal}) sigdelset(&blocked, sig);
-  pthread_sigmask(SIG_SETMASK, &blocked, &old);
+  BlockSignals blocked;
   for (unsigned i = 0; i < count; ++i) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -126,7 +140,6 @@ inline void start_workers(Launch* L, unsigned count) {
       __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
     pthread_attr_destroy(&attr);
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 inline timespec after_ms(long ms) {
@@ -155,7 +168,8 @@ void* watchdog_thread(void* arg) {
 }
 
 inline int config_error(const tsr_launch_config* cfg, const char* msg) {
-  if (cfg->error_buf && cfg->error_buf_len > 0) snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", msg);
+  if (cfg->error_buf && cfg->error_buf_len > 0)
+    snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", msg);
   return kLaunchInvalid;
 }
 
@@ -212,6 +226,7 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
   if (L.timeout_ms) {
     pthread_mutex_init(&L.mu, nullptr);
     pthread_cond_init(&L.done, nullptr);
+    BlockSignals blocked;
     has_watchdog = pthread_create(&watchdog, nullptr, &watchdog_thread, &L) == 0;
   }
   start_workers(&L, static_cast<unsigned>(nthreads - 1));
@@ -230,7 +245,8 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
   fflush(stdout);
   const int why = __atomic_load_n(&L.flags.cancelled, __ATOMIC_SEQ_CST);
   if (!launch_failed(&L)) return kLaunchOk;
-  if (cfg->error_buf && cfg->error_buf_len > 0) snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", L.err);
+  if (cfg->error_buf && cfg->error_buf_len > 0)
+    snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", L.err);
   return why == kCancelInterrupt ? kLaunchInterrupted : why == kCancelTimeout ? kLaunchTimedOut : kLaunchFailed;
 }
 

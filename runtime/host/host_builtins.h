@@ -38,6 +38,21 @@ inline unsigned shfl_c(int width, bool up) {
 #define blockDim (::tsr::detail::cur_block_dim())
 #define gridDim (::tsr::detail::cur_grid_dim())
 
+namespace tsr {
+namespace detail {
+// The running fiber's worker and tile are computed once per kernel activation (const calls).
+inline unsigned long long sync_threads(int pred) { return barrier_arrive(fiber_worker(), fiber_tile(), pred); }
+inline unsigned long long sync_warp(unsigned mask, unsigned char op, unsigned long long val, int b, unsigned c) {
+  return warp_op(fiber_worker(), fiber_tile(), mask, op, val, b, c);
+}
+// The lanes of the calling tile's warp that take part in an operation over `mask`.
+inline unsigned warp_need(unsigned mask) {
+  const Tile* t = fiber_tile();
+  return (mask | (1u << t->lane)) & fiber_worker()->warps[t->warp].live;
+}
+}  // namespace detail
+}  // namespace tsr
+
 [[noreturn]] inline void __trap() { tsr_host_fail(nullptr, 0, "__trap() called"); }
 [[noreturn]] inline void __brkpt() { tsr_host_fail(nullptr, 0, "__brkpt() called"); }
 // Lets the other tiles of the group run, so a spin-wait on a flag that
@@ -52,57 +67,50 @@ inline long long clock() { return tsr::detail::clock_ns(); }
 template <class T> inline T* tsr_race_read(T* p, int line) { tsr::detail::race_access(p, false, line); return p; }
 template <class T> inline T* tsr_race_write(T* p, int line) { tsr::detail::race_access(p, true, line); return p; }
 
-inline void __syncthreads() { tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), 0); }
-inline int __syncthreads_count(int pred) {
-  return static_cast<int>(tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred) & 0xffffffffu);
-}
+inline void __syncthreads() { tsr::detail::sync_threads(0); }
+inline int __syncthreads_count(int pred) { return static_cast<int>(tsr::detail::sync_threads(pred) & 0xffffffffu); }
 inline int __syncthreads_and(int pred) {
-  const unsigned long long r = tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred);
+  const unsigned long long r = tsr::detail::sync_threads(pred);
   return (r & 0xffffffffu) == (r >> 32);
 }
-inline int __syncthreads_or(int pred) { return (tsr::detail::barrier_arrive(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), pred) & 0xffffffffu) != 0; }
+inline int __syncthreads_or(int pred) { return (tsr::detail::sync_threads(pred) & 0xffffffffu) != 0; }
 
-inline void __syncwarp(unsigned int mask = 0xffffffffu) { tsr::detail::warp_op(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), mask, tsr::detail::kWarpSync, 0, 0, 0); }
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+  tsr::detail::sync_warp(mask, tsr::detail::kWarpSync, 0, 0, 0);
+}
 // The lanes of the warp that have not returned.  (On the GPU it is the lanes
 // converged at this point; here lanes run ahead to their next warp operation,
 // so lanes that have returned from the kernel are already gone.)
-inline unsigned int __activemask() {
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  return w->warps[tsr::detail::fiber_tile()->warp].live;
-}
+inline unsigned int __activemask() { return tsr::detail::warp_need(0); }
 inline unsigned int __ballot_sync(unsigned int mask, int pred) {
-  return static_cast<unsigned int>(tsr::detail::warp_op(tsr::detail::fiber_worker(), tsr::detail::fiber_tile(), mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
+  return static_cast<unsigned int>(tsr::detail::sync_warp(mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
 }
 inline int __any_sync(unsigned int mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned int mask, int pred) {
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
-  return __ballot_sync(mask, pred) == need;
+  return __ballot_sync(mask, pred) == tsr::detail::warp_need(mask);
 }
 inline int __uni_sync(unsigned int mask, int pred) {
   const unsigned b = __ballot_sync(mask, pred);
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
-  return b == 0 || b == need;
+  return b == 0 || b == tsr::detail::warp_need(mask);
 }
 
 template <class T>
 inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
+  return from_bits<T>(sync_warp(mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
 }
 template <class T>
 inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(fiber_worker(), fiber_tile(), mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
 }

@@ -236,7 +236,8 @@ inline void ensure_sigint_handler() {
     sigemptyset(&sa.sa_mask);
     sigaddset(&sa.sa_mask, kPreemptSignal);
     sigaddset(&sa.sa_mask, SIGTERM);
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    // Python's handler has no SA_RESTART, so that Ctrl-C interrupts a blocking read: keep that.
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
     sa.sa_sigaction = &on_sigint;
     g_prev_sigint = cur;
     sigaction(SIGINT, &sa, nullptr);
