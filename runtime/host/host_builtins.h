@@ -81,7 +81,9 @@ inline void __syncwarp(unsigned int mask = 0xffffffffu) {
 // The lanes of the warp that have not returned.  (On the GPU it is the lanes
 // converged at this point; here lanes run ahead to their next warp operation,
 // so lanes that have returned from the kernel are already gone.)
-inline unsigned int __activemask() { return tsr::detail::warp_need(0); }
+inline unsigned int __activemask() {
+  return tsr::detail::fiber_worker()->warps[tsr::detail::fiber_tile()->warp].live;
+}
 inline unsigned int __ballot_sync(unsigned int mask, int pred) {
   return static_cast<unsigned int>(tsr::detail::sync_warp(mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
 }
