@@ -68,7 +68,8 @@ def test_c_library_names_as_kernels_constants_locals_and_parameters() -> None:
 
 
 def test_the_same_names_compile_with_nvrtc() -> None:
-    nvrtc = pytest.importorskip("tessera.runtime.nvrtc")
+    from tessera.runtime import nvrtc
+
     for text in (ITEMS, LOCALS):
         result = nvrtc.compile_cuda(compile_source(SourceFile("names.tsr", text)).cuda)
         assert not result.warnings, result.log

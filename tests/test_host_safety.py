@@ -220,3 +220,19 @@ def test_the_front_cache_is_keyed_on_the_runtime_sources(monkeypatch) -> None:
     y = np.zeros(32, np.float32)
     tessera.compile(text, backend="cpu").k(y, grid=1)
     assert builds and y[0] == 3.0  # compiled again (the library itself may come from its cache)
+
+
+@pytest.mark.parametrize("flags", [[], ["-X", "faulthandler"]])
+def test_other_faults_keep_their_default_behaviour(flags) -> None:
+    """The engine's SIGSEGV handler takes only faults in a fiber's guard page: any other
+    segmentation fault still kills the process (after Python's faulthandler, if enabled)."""
+    code = ("import ctypes, numpy as np, tessera\n"
+            "m = tessera.compile('@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[0] = 1.0\\n', backend='cpu')\n"
+            "m.k(np.zeros(32, np.float32), grid=1)\n"
+            "print('launched', flush=True)\n"
+            "ctypes.string_at(16)\n")
+    proc = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.stdout == "launched\n"
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    assert ("Fatal Python error: Segmentation fault" in proc.stderr) == bool(flags)
