@@ -45,15 +45,15 @@ extern "C" __global__ void shuffle_loop(int* out, int iters) {
 
 WRAPPER = r"""
 #include "kernel.cu"
-extern "C" int tsr_launch_pure_barrier(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_pure_barrier(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0]; int iters = *(const int*)args[1];
     return tsr::launch(cfg, [=] { pure_barrier(out, iters); });
 }
-extern "C" int tsr_launch_barrier_loop(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_barrier_loop(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0]; int iters = *(const int*)args[1];
     return tsr::launch(cfg, [=] { barrier_loop(out, iters); });
 }
-extern "C" int tsr_launch_shuffle_loop(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_shuffle_loop(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0]; int iters = *(const int*)args[1];
     return tsr::launch(cfg, [=] { shuffle_loop(out, iters); });
 }

@@ -33,16 +33,17 @@ def _c_param(p: ParamInfo) -> str:
 
 
 def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
-    """One `extern "C" int tsr_launch_<kernel>(cfg, args)` per kernel, unpacking a void*[]."""
+    """One exported `tsr_launch_<kernel>(cfg, args)` per kernel, unpacking a void*[].  Its own
+    names all start with `tsr_`, which no user name in the emitted code does."""
     out = ['#include "kernel.cu"', ""]
     for k in kernels:
-        out.append(f'extern "C" int tsr_launch_{k.c_name}(const tsr_launch_config* cfg, void** args) {{')
+        out.append(f"TSR_EXPORT int tsr_launch_{k.c_name}(const tsr_launch_config* tsr_cfg, void** tsr_args) {{")
         names = []
         for i, p in enumerate(k.params):
             t = _c_param(p)
-            out.append(f"    {t} a{i} = *static_cast<{t}*>(args[{i}]);")
-            names.append(f"a{i}")
-        out.append(f'    return tsr::launch(cfg, [=] {{ {k.c_name}({", ".join(names)}); }}, "{k.name}");')
+            out.append(f"    {t} tsr_a{i} = *static_cast<{t}*>(tsr_args[{i}]);")
+            names.append(f"tsr_a{i}")
+        out.append(f'    return tsr::launch(tsr_cfg, [=] {{ ::{k.c_name}({", ".join(names)}); }}, "{k.name}");')
         out.append("}")
         out.append("")
     return "\n".join(out)
@@ -53,26 +54,9 @@ def library_key(cuda: str, wrapper: str) -> str:
     Tessera fingerprint (which covers the host prelude and this backend's own sources)."""
     from tessera.runtime.cache import cache_key
     from tessera.runtime.fingerprint import fingerprint
-    from tessera.runtime.host_build import BASE_FLAGS, find_cxx
+    from tessera.runtime.host_build import BASE_FLAGS, compiler_identity, find_cxx
 
-    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS),
-                     _compiler_identity(find_cxx()))
-
-
-_IDENTITY: dict[str, str] = {}
-
-
-def _compiler_identity(cxx: list[str]) -> str:
-    key = " ".join(cxx)
-    if key not in _IDENTITY:
-        import subprocess
-
-        try:
-            out = subprocess.run([*cxx, "--version"], capture_output=True, text=True, check=False).stdout
-        except OSError:
-            out = ""
-        _IDENTITY[key] = key + "\n" + out
-    return _IDENTITY[key]
+    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS), compiler_identity(find_cxx()))
 
 
 def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path]:
@@ -119,7 +103,7 @@ class CpuLibrary:
         self.lib = load_library(path)
 
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
-               num_threads: int | None = None) -> None:
+               num_threads: int | None = None, timeout: float | None = None) -> None:
         from tessera.runtime.host_launch import launch
 
         arrays = bound.arrays
@@ -136,7 +120,7 @@ class CpuLibrary:
                 args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
         try:
             launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, info.dynamic_smem, args,
-                   num_threads=num_threads or _default_threads())
+                   num_threads=num_threads or _default_threads(), timeout=timeout)
         except LaunchError as e:
             if str(e).startswith(info.name):
                 raise

@@ -1,14 +1,17 @@
-"""Build and run CPU-backend kernel libraries.
+"""Build CPU-backend kernel libraries.
 
-The CPU backend compiles the CUDA C that Tessera emits for NVRTC with the host
-prelude ``host/tessera_host.h`` force-included, together with a small C++
-wrapper per kernel that unpacks a ``void*[]`` of arguments and calls
-``tsr::launch``.  This module finds a C++ compiler, builds such a shared
-library atomically, loads it, and launches a wrapper symbol through ctypes.
+A kernel library has two translation units.  The kernel one is the CUDA C that Tessera emits
+for NVRTC (``kernel.cu``) with a small C++ wrapper per kernel (``wrapper.cpp``), compiled with
+the thin prelude ``host/tessera_host.h`` force-included, which declares only what emitted code
+uses and includes no system header.  The engine one (``host/engine.cpp``: fibers, scheduler,
+launches, signals) is compiled once per compiler and cached as an object file.  The two are
+linked with the kernel unit's stack bound (`tessera.runtime.host_frames`) into a shared library
+that exports only the ``tsr_launch_*`` entry points.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import os
 import shlex
@@ -20,22 +23,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.errors import CompileError, TesseraError
+from tessera.runtime.host_diagnostics import compile_failure
+from tessera.runtime.host_frames import frame_bytes, frames_asm
 
-# Flags every kernel library is built with.  -fno-strict-aliasing: emitted
-# CUDA C may type-pun through pointers (float4 loads, __half storage) as
-# nvcc/NVRTC allow.
-BASE_FLAGS: tuple[str, ...] = (
-    "-std=c++17",
-    "-O2",
-    "-fPIC",
-    "-shared",
-    "-pthread",
-    "-fno-strict-aliasing",
+# The kernel translation unit.  -fno-strict-aliasing: emitted CUDA C may type-pun through
+# pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
+# frame steps over the guard page below a fiber's stack.
+KERNEL_FLAGS: tuple[str, ...] = (
+    "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
     "-DTESSERA_HOST",
 )
+ENGINE_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-fvisibility=hidden", "-DTESSERA_HOST")
+LINK_FLAGS: tuple[str, ...] = ("-shared", "-pthread")
+# Every flag a kernel library is built with (part of its cache key).
+BASE_FLAGS: tuple[str, ...] = KERNEL_FLAGS + ENGINE_FLAGS + LINK_FLAGS
 
-# CUDA headers that emitted code may include; everything they declare that the
-# backend supports is in the prelude, so empty stand-ins satisfy the #include.
+# CUDA headers that emitted code may include; everything they declare that the backend
+# supports is in the prelude, so empty stand-ins satisfy the #include.
 STUB_HEADERS: tuple[str, ...] = (
     "cuda_fp16.h",
     "cuda_bf16.h",
@@ -65,44 +69,108 @@ def find_cxx() -> list[str]:
     )
 
 
-def host_header_path() -> Path:
-    """Path of the host prelude header shipped in the ``tessera.runtime`` package."""
-    res = importlib.resources.files("tessera.runtime").joinpath("host", "tessera_host.h")
-    path = Path(str(res))
-    if not path.is_file():
-        raise TesseraError(f"the CPU backend's prelude is missing: {path}")
+@functools.lru_cache(maxsize=8)
+def _identity(cxx: tuple[str, ...]) -> str:
+    try:
+        out = subprocess.run([*cxx, "--version"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        out = ""
+    return " ".join(cxx) + "\n" + out
+
+
+def compiler_identity(cxx: Sequence[str]) -> str:
+    """The command and its ``--version`` output: part of every cache key of built code."""
+    return _identity(tuple(cxx))
+
+
+def host_dir() -> Path:
+    """The folder of the prelude and the engine, shipped in the ``tessera.runtime`` package."""
+    path = Path(str(importlib.resources.files("tessera.runtime").joinpath("host")))
+    if not (path / "tessera_host.h").is_file() or not (path / "engine.cpp").is_file():
+        raise TesseraError(f"the CPU backend's prelude or engine is missing from {path}")
     return path
 
 
-def compile_command(cxx: Sequence[str], source: Path, output: Path, include_dir: Path,
-                    extra_flags: Sequence[str] = ()) -> list[str]:
-    """The full compiler command line for one kernel library."""
-    return [
-        *cxx,
-        *BASE_FLAGS,
-        "-I", str(include_dir),
-        "-include", str(host_header_path()),
-        *extra_flags,
-        "-o", str(output),
-        str(source),
-    ]
+def host_header_path() -> Path:
+    """Path of the prelude force-included into the kernel translation unit."""
+    return host_dir() / "tessera_host.h"
+
+
+def host_sources() -> list[Path]:
+    """Every file of the prelude and the engine (their text is part of the cache keys)."""
+    return sorted(p for p in host_dir().iterdir() if p.suffix in (".h", ".cpp"))
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise TesseraError(f"cannot run the C++ compiler {cmd[0]!r}: {exc}") from exc
+
+
+def _warn_output(proc: subprocess.CompletedProcess[str]) -> None:
+    output = (proc.stdout + proc.stderr).strip()
+    if output:
+        warnings.warn(f"host C++ compiler output:\n{output}", stacklevel=3)
+
+
+_ENGINES: dict[str, bytes] = {}
+
+
+def engine_object(cxx: Sequence[str]) -> bytes:
+    """The compiled engine for `cxx` (an object file's bytes): from the disk cache, else built once
+    (kept in memory for the process when the cache is off). Bytes, not a path: a cached entry's
+    path is only valid in this process (`cache.get_file`), the linker runs in another."""
+    from tessera.runtime.cache import DiskCache, cache_key
+
+    key = cache_key("cpu-engine", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
+                    *(p.name + "\n" + p.read_text() for p in host_sources()))
+    known = _ENGINES.get(key)
+    if known is not None:
+        return known
+    cache = DiskCache("cpu")
+    hit = cache.get_file(key, ".o")
+    if hit is not None:
+        data = hit.read_bytes()
+    else:
+        with tempfile.TemporaryDirectory(prefix="tessera-engine-") as tmp:
+            obj = Path(tmp) / "engine.o"
+            cmd = [*cxx, *ENGINE_FLAGS, "-I", str(host_dir()), "-c", str(host_dir() / "engine.cpp"), "-o", str(obj)]
+            proc = _run(cmd, Path(tmp))
+            if proc.returncode != 0:
+                raise TesseraError(f"the CPU backend's engine does not compile with {cxx[0]}:\n"
+                                   + (proc.stdout + proc.stderr).strip())
+            _warn_output(proc)
+            data = obj.read_bytes()
+            cache.put_file(key, ".o", obj)
+    _ENGINES[key] = data
+    return data
+
+
+def kernel_command(cxx: Sequence[str], source: Path, output: Path, include_dir: Path,
+                   extra_flags: Sequence[str] = ()) -> list[str]:
+    """The compiler command line for a kernel translation unit (writes ``<output stem>.su``)."""
+    return [*cxx, *KERNEL_FLAGS, "-fstack-usage", "-I", str(include_dir), "-include", str(host_header_path()),
+            *extra_flags, "-c", str(source), "-o", str(output)]
 
 
 def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, *,
                          extra_flags: Sequence[str] = ()) -> None:
     """Compile ``wrapper_source`` (which does ``#include "kernel.cu"``) into ``out_path``.
 
-    ``cuda_source`` is written next to the wrapper as ``kernel.cu``.  The library
-    appears at ``out_path`` atomically (built beside it, then ``os.replace``d), so a
-    concurrent reader never sees a half-written file.  Compiler warnings are passed
-    on as Python warnings; a failed compile raises ``CompileError`` with the
-    compiler's output.
+    ``cuda_source`` is written next to the wrapper as ``kernel.cu``.  The library appears at
+    ``out_path`` atomically (built beside it, then ``os.replace``d), so a concurrent reader
+    never sees a half-written file.  Compiler warnings are passed on as Python warnings; a
+    failed compile raises `CompileError`, located at the `.tsr` lines of the emitted code the
+    compiler rejected (see `tessera.runtime.host_diagnostics`).
     """
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
     with tempfile.TemporaryDirectory(prefix="tessera-host-") as tmp:
         tmpdir = Path(tmp)
+        engine = tmpdir / "engine.o"
+        engine.write_bytes(engine_object(cxx))
         stubs = tmpdir / "stubs"
         stubs.mkdir()
         for name in STUB_HEADERS:
@@ -110,23 +178,24 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
         (tmpdir / "kernel.cu").write_text(cuda_source)
         wrapper = tmpdir / "wrapper.cpp"
         wrapper.write_text(wrapper_source)
+        obj = tmpdir / "kernel.o"
+        proc = _run(kernel_command(cxx, wrapper, obj, stubs, extra_flags), tmpdir)
+        if proc.returncode != 0:
+            raise compile_failure(proc.stdout + proc.stderr, cuda_source)
+        _warn_output(proc)
+        frames = tmpdir / "frames.s"
+        frames.write_text(frames_asm(frame_bytes((tmpdir / "kernel.su").read_text())))
         # Same directory as the destination, so os.replace never crosses filesystems.
         fd, partial_name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".partial", dir=out_path.parent)
         os.close(fd)
         partial = Path(partial_name)
         try:
-            cmd = compile_command(cxx, wrapper, partial, stubs, extra_flags)
-            try:
-                proc = subprocess.run(cmd, cwd=tmpdir, capture_output=True, text=True, check=False)
-            except OSError as exc:
-                raise TesseraError(f"cannot run the C++ compiler {cxx[0]!r}: {exc}") from exc
-            output = (proc.stdout + proc.stderr).strip()
+            cmd = [*cxx, *LINK_FLAGS, str(obj), str(engine), str(frames), "-o", str(partial)]
+            proc = _run(cmd, tmpdir)
             if proc.returncode != 0:
-                raise CompileError(
-                    [], text=f"host C++ compilation failed ({shlex.join(cmd)}):\n{output}"
-                )
-            if output:
-                warnings.warn(f"host C++ compiler output:\n{output}", stacklevel=2)
+                raise CompileError([], text="linking the CPU kernel library failed:\n"
+                                   + (proc.stdout + proc.stderr).strip())
+            _warn_output(proc)
             os.replace(partial, out_path)
         finally:
             partial.unlink(missing_ok=True)

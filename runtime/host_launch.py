@@ -1,16 +1,42 @@
 """Loading and launching CPU-backend kernel libraries (the warm path: ctypes only, so that a
-launch from a warm cache imports nothing of the compiler or the build tools)."""
+launch from a warm cache imports nothing of the compiler or the build tools).
+
+The calling thread runs the launch (as worker 0) with the GIL released.  A launch from the
+main thread while Python's default SIGINT handler is in place is cancelled by Ctrl-C, and
+Python then raises KeyboardInterrupt as the call returns; `timeout=` cancels a launch that
+runs too long.  Either way the engine abandons every fiber (host/host_signals.h), so no
+worker outlives the call.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
+import math
 import os
+import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.errors import LaunchError, TesseraError
 
 ERROR_BUF_LEN = 2048
+WATCH_SIGINT = 1
+INTERRUPTED, TIMED_OUT = 3, 4
+
+
+@functools.cache
+def runtime_digest() -> str:
+    """A digest of the prelude's and the engine's sources.  A library built from other sources
+    has another ABI, so the front cache keys CPU variants on this (one read per process)."""
+    folder = Path(__file__).parent / "host"
+    h = hashlib.sha256()
+    for path in sorted(folder.iterdir()):
+        if path.suffix in (".h", ".cpp"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def load_library(path: Path | str) -> ctypes.CDLL:
@@ -22,7 +48,7 @@ def load_library(path: Path | str) -> ctypes.CDLL:
 
 
 class LaunchConfig(ctypes.Structure):
-    """Mirror of ``struct tsr_launch_config`` in tessera_host.h."""
+    """Mirror of ``struct tsr_launch_config`` in host/host_abi.h."""
 
     _fields_ = [
         ("grid", ctypes.c_uint * 3),
@@ -32,6 +58,8 @@ class LaunchConfig(ctypes.Structure):
         ("fiber_stack_bytes", ctypes.c_ulonglong),
         ("error_buf", ctypes.c_char_p),
         ("error_buf_len", ctypes.c_int),
+        ("flags", ctypes.c_int),
+        ("timeout_ms", ctypes.c_uint),
     ]
 
 
@@ -45,15 +73,30 @@ def _dim3(value: Dims, what: str) -> tuple[int, int, int]:
     return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
 
 
+def check_timeout(timeout: object) -> float | None:
+    """`timeout` as seconds (None: no limit); LaunchError unless a positive finite number."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise LaunchError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    if timeout * 1000 >= 2**32:
+        raise LaunchError(f"timeout must be less than {2**32 // 1000} seconds, not {timeout!r}")
+    return float(timeout)
+
+
 def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem: int,
            args: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array], *,
-           num_threads: int | None = None, fiber_stack_bytes: int = 0) -> None:
+           num_threads: int | None = None, fiber_stack_bytes: int = 0, timeout: float | None = None) -> None:
     """Call the wrapper ``symbol`` of ``lib``; raise `LaunchError` with its message on failure.
 
-    ``args`` are ctypes objects (``c_void_p`` for device pointers, ``c_int`` ...), passed
-    as a ``void*[]`` of their addresses.  ``num_threads`` None or 0 means one worker
-    thread per CPU.  The GIL is released while the kernel runs.
+    ``args`` are ctypes objects (``c_void_p`` for device pointers, ``c_int`` ...), passed as a
+    ``void*[]`` of their addresses.  ``num_threads`` None or 0 means one worker thread per CPU.
+    The GIL is released while the kernel runs.  ``timeout`` (seconds) cancels the launch and
+    raises `LaunchError` when it has not finished in time; Ctrl-C cancels it and raises
+    KeyboardInterrupt.
     """
+    limit = check_timeout(timeout)
     try:
         fn = getattr(lib, symbol)
     except AttributeError as exc:
@@ -69,8 +112,18 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     cfg.fiber_stack_bytes = int(fiber_stack_bytes)
     cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
     cfg.error_buf_len = ERROR_BUF_LEN
+    # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it.
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        cfg.flags = WATCH_SIGINT
+    cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
     argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
+    # When SIGINT cancelled the launch, Python raises KeyboardInterrupt as this call returns.
     status = fn(ctypes.byref(cfg), argv)
+    if status == INTERRUPTED:
+        raise KeyboardInterrupt  # only if Python's own handler has not raised it already
+    if status == TIMED_OUT:
+        raise LaunchError(f"the launch did not finish within the timeout of {limit:g} s and was cancelled")
     if status != 0:
         message = err.value.decode("utf-8", "replace") or f"kernel launch failed with status {status}"
         raise LaunchError(message)

@@ -125,6 +125,34 @@ def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | b
     return float(value)
 
 
+def _byte_range(value: Any) -> tuple[int, int]:
+    """[start, end) of a C-contiguous array's elements in memory (host or device addresses)."""
+    if isinstance(value, np.ndarray):
+        start = value.__array_interface__["data"][0]
+        return start, start + value.nbytes
+    from tessera.runtime.device_arrays import describe
+
+    d = describe(value)
+    return d.ptr, d.ptr + d.size * d.dtype.itemsize
+
+
+def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, Any]) -> None:
+    """The kernel declares its tensor parameters __restrict__: a mut array may not share memory
+    with any other array argument (the results would depend on the compiler's optimizations)."""
+    tensors = [p for p in params if p.kind == "tensor"]
+    ranges = {p.name: _byte_range(arrays[p.name]) for p in tensors}
+    for i, a in enumerate(tensors):
+        for b in tensors[i + 1:]:
+            if not (a.mut or b.mut):
+                continue
+            (a0, a1), (b0, b1) = ranges[a.name], ranges[b.name]
+            if a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1:
+                mut = a.name if a.mut else b.name
+                raise LaunchError(f"{info.name}(): parameters '{a.name}' and '{b.name}' overlap in memory and "
+                                  f"'{mut}' is mut; the kernel assumes its arrays do not alias (__restrict__): "
+                                  f"pass separate arrays, or compile with restrict=False")
+
+
 def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, device_ok: bool = False) -> Bound:
     """Check `args`/`kwargs` against `info`; raises LaunchError naming the parameter."""
     user = [p for p in info.params if p.kind != "shape"]
@@ -154,6 +182,8 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
         else:
             scalars[p.name] = _check_scalar(info, p, values[p.name])
+    if info.restrict:
+        _check_overlap(info, user, arrays)
     for name, extent in shapes.items():
         if name in scalars and scalars[name] != extent:
             raise LaunchError(f"{info.name}(): parameter '{name}' is {scalars[name]} but {origin[name]} is {extent}")

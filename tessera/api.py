@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any
 
-from tessera.errors import LaunchError, TesseraError
+from tessera.errors import CompileError, LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
 from tessera.options import check_arch, check_flag, check_text
 
@@ -45,10 +45,11 @@ class Module:
     """A loaded .tsr module: `mod.name` or `mod["name"]` is a kernel."""
 
     def __init__(self, source: bytes, path: str, backend: str, arch: str | None, debug: bool,
-                 check_bounds: bool) -> None:
+                 check_bounds: bool, restrict: bool = True) -> None:
         check_arch(arch)
         check_flag("debug", debug)
         check_flag("check_bounds", check_bounds)
+        check_flag("restrict", restrict)
         self.path = check_text("path=", path)
         self.backend, self.backend_reason = select_backend(backend)
         if arch is None and self.backend == "cuda":
@@ -58,6 +59,7 @@ class Module:
         self.arch = arch or "sm_90"
         self.debug = debug
         self.check_bounds = check_bounds
+        self.restrict = restrict
         self._source = source
         self._front: Any = None
         self._lock = threading.Lock()
@@ -129,12 +131,20 @@ class Kernel:
         bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
         return variant.library(), info, bound
 
-    def __call__(self, *args: Any, grid: Any = None, stream: Any = None, **kwargs: Any) -> None:
+    def __call__(self, *args: Any, grid: Any = None, stream: Any = None, timeout: float | None = None,
+                 **kwargs: Any) -> None:
+        """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time."""
+        from tessera.runtime.host_launch import check_timeout
+
+        limit = check_timeout(timeout)
         lib, info, bound = self._prepare(args, kwargs, grid)
         if self.module.backend == "cuda":
+            if limit is not None:
+                raise LaunchError(f"{self.name}(): timeout= is supported on the CPU backend only (a running GPU "
+                                  "kernel cannot be cancelled)")
             lib.launch(info, bound, stream=stream, check_bounds=self.module.check_bounds)
         else:
-            lib.launch(info, bound, check_bounds=self.module.check_bounds)
+            lib.launch(info, bound, check_bounds=self.module.check_bounds, timeout=limit)
 
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
@@ -215,8 +225,9 @@ class _Variant:
         from tessera.runtime.cache import DiskCache, cache_key
         from tessera.runtime.fingerprint import fingerprint
 
+        # The fingerprint covers the compiler and the CPU backend's runtime sources (runtime/host).
         key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
-                        str(mod.check_bounds), kernel or "", json.dumps(sorted(consts.items())))
+                        str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())))
         cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)
         if raw is not None:
@@ -244,7 +255,8 @@ class _Variant:
             if unknown:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
-                                 variants={kernel: consts} if kernel else None, skip_unbound=True)
+                                 variants={kernel: consts} if kernel else None, skip_unbound=True,
+                                 restrict=mod.restrict)
         lib_key, artifact = "", None
         if result.kernels and mod.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device
@@ -253,7 +265,12 @@ class _Variant:
         elif result.kernels:
             from tessera.runtime.cpu import build_library
 
-            lib_key, artifact = build_library(result.cuda, result.kernels)
+            try:
+                lib_key, artifact = build_library(result.cuda, result.kernels)
+            except CompileError as e:
+                if e.source is not None or not e.diagnostics:
+                    raise
+                raise CompileError(e.diagnostics, front.source) from None  # located at .tsr lines
         meta = {"kernels": kernels_to_json(result.kernels), "names": list(names), "consts": const_names,
                 "library": lib_key}
         if lib_key:
@@ -268,8 +285,10 @@ def _cuda_image(key: str) -> bytes | None:
 
 
 def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = None, debug: bool = False,
-         check_bounds: bool = False) -> Module:
-    """Load a .tsr file. Compile errors raise `tessera.CompileError` with the diagnostics."""
+         check_bounds: bool = False, restrict: bool = True) -> Module:
+    """Load a .tsr file. Compile errors raise `tessera.CompileError` with the diagnostics.
+    `restrict=False` compiles the tensor parameters without __restrict__, so that a launch may
+    pass overlapping arrays (by default that is a `LaunchError`)."""
     from tessera.limits import read_source
 
     if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
@@ -280,12 +299,12 @@ def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = N
         raise TesseraError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
     except ValueError:  # a NUL in the path
         raise TesseraError(f"cannot read {os.fspath(path)!r}: not a valid path") from None
-    return Module(data, os.fspath(path), backend, arch, debug, check_bounds)
+    return Module(data, os.fspath(path), backend, arch, debug, check_bounds, restrict)
 
 
 def compile(source: str, backend: str = "auto", *, arch: str | None = None, debug: bool = False,  # noqa: A001
-            check_bounds: bool = False, path: str = "<string>") -> Module:
+            check_bounds: bool = False, restrict: bool = True, path: str = "<string>") -> Module:
     """Compile .tsr source text (see `load`)."""
     # A lone surrogate is kept, to be reported where it is as text that is not valid UTF-8.
     return Module(check_text("source", source).encode("utf-8", "surrogatepass"), path, backend, arch, debug,
-                  check_bounds)
+                  check_bounds, restrict)

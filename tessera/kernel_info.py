@@ -27,6 +27,9 @@ class KernelInfo:
     dynamic_smem: int
     const_values: tuple[tuple[str, int | float | bool], ...]
     line: int
+    # Tensor parameters are declared __restrict__: the launch refuses overlapping arrays
+    # where one of them is mut (compile with restrict=False to allow aliasing).
+    restrict: bool = True
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -39,5 +42,6 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
         params = tuple(ParamInfo(p["name"], p["kind"], p["dtype"], tuple(p["dims"]), bool(p["mut"]))
                        for p in k["params"])
         out.append(KernelInfo(k["name"], k["c_name"], params, tuple(k["tile"]), int(k["dynamic_smem"]),
-                              tuple((str(n), v) for n, v in k["const_values"]), int(k["line"])))
+                              tuple((str(n), v) for n, v in k["const_values"]), int(k["line"]),
+                              bool(k.get("restrict", True))))
     return tuple(out)

@@ -167,8 +167,8 @@ def test_cuda_array_interface_and_dlpack_are_used_in_place() -> None:
 class FakeCudaArray:
     """Just enough of __cuda_array_interface__ to test the checks (no memory behind it)."""
 
-    def __init__(self, shape, typestr="<f4", strides=None, readonly=False):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (0x7000, readonly),
+    def __init__(self, shape, typestr="<f4", strides=None, readonly=False, ptr=0x7000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, readonly),
                                          "strides": strides, "version": 3}
 
 
@@ -178,9 +178,11 @@ def test_device_arrays_get_the_same_checks_as_numpy_arrays() -> None:
 
     info = KernelInfo("k", "k", (ParamInfo("x", "tensor", "f32", ("n",)), ParamInfo("y", "tensor", "f32", ("n",), True),
                                  ParamInfo("n", "shape", "i32")), (32,), 0, (), 1)
-    b = bind(info, (FakeCudaArray((10,)), FakeCudaArray((10,))), {}, 1, device_ok=True)
+    b = bind(info, (FakeCudaArray((10,)), FakeCudaArray((10,), ptr=0x8000)), {}, 1, device_ok=True)
     assert b.shapes == {"grid_groups": 1, "n": 10}
     assert cuda_backend.device_pointer(b.arrays["x"]) == 0x7000
+    with pytest.raises(tessera.LaunchError, match="parameters 'x' and 'y' overlap in memory"):
+        bind(info, (FakeCudaArray((10,)), FakeCudaArray((10,), ptr=0x7000 + 36)), {}, 1, device_ok=True)
     with pytest.raises(tessera.LaunchError, match="parameter 'x': expected dtype float32"):
         bind(info, (FakeCudaArray((10,), "<f8"), FakeCudaArray((10,))), {}, 1, device_ok=True)
     with pytest.raises(tessera.LaunchError, match="parameter 'y': shape symbol 'n' is 9"):

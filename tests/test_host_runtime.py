@@ -60,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(128) sum_reduce(const float* __rest
 """
 
 SUM_REDUCE_WRAPPER = r"""
-extern "C" int tsr_launch_sum_reduce(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_sum_reduce(const tsr_launch_config* cfg, void** args) {
     const float* x = *(const float* const*)args[0];
     float* out = *(float**)args[1];
     int n = *(const int*)args[2];
@@ -120,7 +120,7 @@ extern "C" __global__ void warp_ops(const int* __restrict__ x, int* __restrict__
 """
 
 WARP_WRAPPER = r"""
-extern "C" int tsr_launch_warp_ops(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_warp_ops(const tsr_launch_config* cfg, void** args) {
     const int* x = *(const int* const*)args[0];
     int* xs = *(int**)args[1]; int* ds = *(int**)args[2]; int* sc = *(int**)args[3];
     int* bc = *(int**)args[4]; unsigned int* bl = *(unsigned int**)args[5]; double* dd = *(double**)args[6];
@@ -172,7 +172,7 @@ extern "C" __global__ void partial(int* res) {
 """
 
 PARTIAL_WRAPPER = r"""
-extern "C" int tsr_launch_partial(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_partial(const tsr_launch_config* cfg, void** args) {
     int* res = *(int**)args[0];
     return tsr::launch(cfg, [=] { partial(res); });
 }
@@ -221,7 +221,7 @@ extern "C" __global__ void histogram(const int* __restrict__ x, unsigned int* __
 """
 
 ATOMICS_WRAPPER = r"""
-extern "C" int tsr_launch_histogram(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_histogram(const tsr_launch_config* cfg, void** args) {
     const int* x = *(const int* const*)args[0]; unsigned int* h = *(unsigned int**)args[1];
     int n = *(const int*)args[2]; int* mx = *(int**)args[3]; int* mn = *(int**)args[4];
     unsigned long long* tot = *(unsigned long long**)args[5]; unsigned int* tk = *(unsigned int**)args[6];
@@ -265,7 +265,7 @@ extern "C" __global__ void small_atomics(unsigned int* inc, unsigned int* dec, f
 """
 
 SMALL_ATOMICS_WRAPPER = r"""
-extern "C" int tsr_launch_small_atomics(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_small_atomics(const tsr_launch_config* cfg, void** args) {
     unsigned int* a = *(unsigned int**)args[0]; unsigned int* b = *(unsigned int**)args[1];
     float* c = *(float**)args[2]; double* d = *(double**)args[3]; int* e = *(int**)args[4]; int* f = *(int**)args[5];
     return tsr::launch(cfg, [=] { small_atomics(a, b, c, d, e, f); });
@@ -315,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul(const float* __restrict
 """
 
 MATMUL_WRAPPER = r"""
-extern "C" int tsr_launch_matmul(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_matmul(const tsr_launch_config* cfg, void** args) {
     const float* A = *(const float* const*)args[0]; const float* B = *(const float* const*)args[1];
     float* C = *(float**)args[2];
     int M = *(const int*)args[3]; int N = *(const int*)args[4]; int K = *(const int*)args[5];
@@ -347,7 +347,7 @@ extern "C" __global__ void index3d(unsigned int* out) {
 """
 
 INDEX_3D_WRAPPER = r"""
-extern "C" int tsr_launch_index3d(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_index3d(const tsr_launch_config* cfg, void** args) {
     unsigned int* out = *(unsigned int**)args[0];
     return tsr::launch(cfg, [=] { index3d(out); });
 }
@@ -405,7 +405,7 @@ extern "C" __global__ void half_conv(const unsigned short* __restrict__ hbits, f
 """
 
 HALF_WRAPPER = r"""
-extern "C" int tsr_launch_half_conv(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_half_conv(const tsr_launch_config* cfg, void** args) {
     const unsigned short* hb = *(const unsigned short* const*)args[0]; float* hf = *(float**)args[1];
     unsigned short* hback = *(unsigned short**)args[2]; const float* f = *(const float* const*)args[3];
     unsigned short* fh = *(unsigned short**)args[4]; unsigned short* fb = *(unsigned short**)args[5];
@@ -492,7 +492,7 @@ extern "C" __global__ void failing(int* out, int mode) {
 """
 
 FAIL_WRAPPER = r"""
-extern "C" int tsr_launch_failing(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_failing(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0]; int mode = *(const int*)args[1];
     return tsr::launch(cfg, [=] { failing(out, mode); }, "failing");
 }
@@ -546,11 +546,11 @@ extern "C" __global__ void divergent_barrier(int* out) {
 """
 
 DEADLOCK_WRAPPER = r"""
-extern "C" int tsr_launch_deadlock(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_deadlock(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0];
     return tsr::launch(cfg, [=] { deadlock(out); });
 }
-extern "C" int tsr_launch_divergent_barrier(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_divergent_barrier(const tsr_launch_config* cfg, void** args) {
     int* out = *(int**)args[0];
     return tsr::launch(cfg, [=] { divergent_barrier(out); });
 }
@@ -609,7 +609,7 @@ extern "C" __global__ void reverse_dynamic(const float* __restrict__ x, float* _
 """
 
 DYNAMIC_WRAPPER = r"""
-extern "C" int tsr_launch_reverse_dynamic(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_reverse_dynamic(const tsr_launch_config* cfg, void** args) {
     const float* x = *(const float* const*)args[0]; float* y = *(float**)args[1]; int n = *(const int*)args[2];
     return tsr::launch(cfg, [=] { reverse_dynamic(x, y, n); });
 }
@@ -636,7 +636,7 @@ extern "C" __global__ void hello(int tag) {
 """
 
 PRINTF_WRAPPER = r"""
-extern "C" int tsr_launch_hello(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_hello(const tsr_launch_config* cfg, void** args) {
     int tag = *(const int*)args[0];
     return tsr::launch(cfg, [=] { hello(tag); });
 }
@@ -671,9 +671,10 @@ def test_find_cxx_honours_and_reports_cxx(monkeypatch):
         host_build.find_cxx()
 
 
-def test_header_ships_with_the_package():
-    path = host_build.host_header_path()
-    assert path.name == "tessera_host.h" and "tsr_launch_config" in path.read_text()
+def test_prelude_and_engine_ship_with_the_package():
+    names = {p.name for p in host_build.host_sources()}
+    assert {"tessera_host.h", "host_abi.h", "engine.cpp"} <= names
+    assert "tsr_launch_config" in (host_build.host_dir() / "host_abi.h").read_text()
 
 
 def test_wrapper_may_launch_large_fiber_stacks(tmp_path):
@@ -688,7 +689,7 @@ def test_wrapper_may_launch_large_fiber_stacks(tmp_path):
         }
     """)
     wrapper = r"""
-        extern "C" int tsr_launch_big_stack(const tsr_launch_config* cfg, void** args) {
+        TSR_EXPORT int tsr_launch_big_stack(const tsr_launch_config* cfg, void** args) {
             float* out = *(float**)args[0];
             return tsr::launch(cfg, [=] { big_stack(out); });
         }
@@ -750,7 +751,7 @@ extern "C" __global__ void __launch_bounds__(64, 2) misc(int* __restrict__ ires,
 """
 
 MISC_WRAPPER = r"""
-extern "C" int tsr_launch_misc(const tsr_launch_config* cfg, void** args) {
+TSR_EXPORT int tsr_launch_misc(const tsr_launch_config* cfg, void** args) {
     int* ires = *(int**)args[0]; float* fres = *(float**)args[1]; volatile int* flag = *(volatile int**)args[2];
     return tsr::launch(cfg, [=] { misc(ires, fres, flag); });
 }

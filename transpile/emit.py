@@ -110,7 +110,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         layout = shared_layout(fn)
         dyn = layout.total_bytes if layout.dynamic else 0
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
-                                fn.loc.line))
+                                fn.loc.line, opts.restrict))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if layout.total_bytes:
             summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")

@@ -29,8 +29,29 @@ div ldiv rand srand exit abort atoi atof strlen strcpy strcmp
 """.split())
 
 
+# Names the CPU backend's kernel library declares at global scope (runtime/host: CUDA's vector
+# types and atomics, the `tsr` namespace, g++'s built-in `std`, the TESSERA_HOST macro) or links
+# against (the C library functions its engine calls: an extern "C" kernel or a table of that name
+# would capture the engine's calls).  NVRTC declares most of them too.  A user name must not bind
+# to any of them; tests/test_host_names.py checks this list against the prelude and the engine.
+_VECTOR_BASES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "longlong", "ulonglong",
+                 "float", "double")
+HOST_NAMES = frozenset(
+    [f"{pre}{base}{n}" for base in _VECTOR_BASES for n in range(1, 5) for pre in ("", "make_")]
+    + [f"atomic{op}{scope}" for op in ("Add", "Sub", "Exch", "Min", "Max", "And", "Or", "Xor", "CAS", "Inc", "Dec")
+       for scope in ("", "_block", "_system")]
+    + """
+tsr std TESSERA_HOST nv_bfloat16 clock clock64 umin umax llmin llmax ullmin ullmax snprintf vsnprintf fprintf
+fwrite fflush stdout stderr abort aligned_alloc calloc clock_gettime mmap mprotect munmap raise sched_yield
+sigaction sigaddset sigaltstack sigdelset sigemptyset sigfillset sigismember strnlen syscall sysconf
+pthread_attr_destroy pthread_attr_init pthread_attr_setstacksize pthread_cond_broadcast pthread_cond_destroy
+pthread_cond_init pthread_cond_timedwait pthread_create pthread_join pthread_kill pthread_mutex_destroy
+pthread_mutex_init pthread_mutex_lock pthread_mutex_unlock pthread_once pthread_self pthread_sigmask
+""".split())
+
+
 def is_safe_c_name(name: str) -> bool:
-    return not (name in CXX_KEYWORDS or "__" in name or (name.startswith("_") and name[1:2].isupper())
+    return not (name in CXX_KEYWORDS or name in HOST_NAMES or "__" in name or (name.startswith("_") and name[1:2].isupper())
                 or name.lower().startswith("tsr_") or name.startswith("_"))
 
 

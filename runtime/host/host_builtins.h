@@ -1,4 +1,5 @@
-// host_builtins.h -- part of the CPU backend's prelude: CUDA built-ins bound to the engine (threadIdx, barriers, shuffles, race detector).
+// host_builtins.h -- part of the CPU backend's prelude: CUDA built-ins bound to the engine
+// (threadIdx, barriers, shuffles, printf, the race detector's hooks).
 // Included only by tessera_host.h (in order); see there for the design.
 #pragma once
 
@@ -15,15 +16,15 @@ inline const dim3& cur_grid_dim() { return fiber_worker()->grid_dim; }
 
 template <class T>
 inline unsigned long long to_bits(T v) {
-  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of a type wider than 8 bytes");
+  static_assert(sizeof(T) <= 8 && __is_trivially_copyable(T), "shuffle of a type wider than 8 bytes");
   unsigned long long u = 0;
-  memcpy(&u, &v, sizeof(T));
+  __builtin_memcpy(&u, &v, sizeof(T));
   return u;
 }
 template <class T>
 inline T from_bits(unsigned long long u) {
   T v;
-  memcpy(&v, &u, sizeof(T));
+  __builtin_memcpy(&v, &u, sizeof(T));
   return v;
 }
 inline unsigned shfl_c(int width, bool up) {
@@ -37,130 +38,81 @@ inline unsigned shfl_c(int width, bool up) {
 #define blockDim (::tsr::detail::cur_block_dim())
 #define gridDim (::tsr::detail::cur_grid_dim())
 
-// Failure hook: records the first failure of the launch as
-//   "<kernel>[:<line>]: <message> (block (x, y, z), thread (x, y, z))"
-// stops the launch and makes it return a nonzero status.  Never returns.
-[[noreturn]] inline void tsr_host_fail(const char* kernel, int line, const char* message) {
-  tsr::detail::Worker* w = tsr::detail::t_worker;
-  if (!w || !w->cur) {
-    fprintf(stderr, "tessera: %s:%d: %s (outside a kernel launch)\n", kernel ? kernel : "?", line, message);
-    abort();
-  }
-  tsr::detail::fail_in_fiber(w, kernel, line, message);
+namespace tsr {
+namespace detail {
+// The running fiber's worker and tile are computed once per kernel activation (const calls).
+inline unsigned long long sync_threads(int pred) { return barrier_arrive(fiber_worker(), fiber_tile(), pred); }
+inline unsigned long long sync_warp(unsigned mask, unsigned char op, unsigned long long val, int b, unsigned c) {
+  return warp_op(fiber_worker(), fiber_tile(), mask, op, val, b, c);
 }
+// The lanes of the calling tile's warp that take part in an operation over `mask`.
+inline unsigned warp_need(unsigned mask) {
+  const Tile* t = fiber_tile();
+  return (mask | (1u << t->lane)) & fiber_worker()->warps[t->warp].live;
+}
+}  // namespace detail
+}  // namespace tsr
 
 [[noreturn]] inline void __trap() { tsr_host_fail(nullptr, 0, "__trap() called"); }
 [[noreturn]] inline void __brkpt() { tsr_host_fail(nullptr, 0, "__brkpt() called"); }
 // Lets the other tiles of the group run, so a spin-wait on a flag that
 // another tile of the same group sets can make progress.
-inline void __nanosleep(unsigned int) { tsr::detail::yield_current(); }
+inline void __nanosleep(unsigned int) { tsr::detail::yield_current(tsr::detail::fiber_worker()); }
+inline long long clock64() { return tsr::detail::clock_ns(); }
+inline long long clock() { return tsr::detail::clock_ns(); }
+#define printf tsr_rt_printf
 
-
-// --- Shared-memory race detector (check_bounds builds only) ---------------------
-// Code compiled with check_bounds passes every shared-memory element access
-// through tsr_race_read/tsr_race_write. Within one barrier interval of a group
-// (an epoch), an element touched by two different tiles, at least one of them
-// writing, is a data race; atomics do not go through here. The shadow keeps,
-// per byte address, the epoch, the last writer and one reader (or "many").
-namespace tsr { namespace detail {
-struct RaceShadow {
-  unsigned long long epoch;
-  int writer, wline;
-  int reader, rline;
-};
-using RaceMap = std::unordered_map<uintptr_t, RaceShadow>;
-
-[[noreturn]] inline void race_fail(Worker* w, int line_a, int tile_a, int line_b, int tile_b, bool write_a,
-                                   bool write_b) {
-  char msg[256];
-  snprintf(msg, sizeof msg,
-           "shared-memory data race: tile %d %s it at line %d and tile %d %s it at line %d with no tbarrier() between",
-           tile_a, write_a ? "writes" : "reads", line_a, tile_b, write_b ? "writes" : "reads", line_b);
-  (void)w;
-  tsr_host_fail(w->launch->kernel_name, line_b, msg);
-}
-
-inline void race_access(const void* p, bool write, int line) {
-  Worker* w = fiber_worker();
-  if (w->race == nullptr) {
-    w->race = new RaceMap();
-    w->race_free = [](void* m) { delete static_cast<RaceMap*>(m); };
-  }
-  RaceMap& map = *static_cast<RaceMap*>(w->race);
-  const int me = static_cast<int>(fiber_tile()->index);
-  RaceShadow& s = map[reinterpret_cast<uintptr_t>(p)];
-  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0};
-  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
-  if (write) {
-    if (s.reader == -2 || (s.reader >= 0 && s.reader != me)) {
-      race_fail(w, s.rline, s.reader == -2 ? -1 : s.reader, line, me, false, true);
-    }
-    s.writer = me;
-    s.wline = line;
-  } else if (s.reader == -1 || s.reader == me) {
-    s.reader = me;
-    s.rline = line;
-  } else {
-    s.reader = -2;  // several readers: only a later write can race
-    s.rline = line;
-  }
-}
-}}  // namespace tsr::detail
-
+// Shared-memory race detector (check_bounds builds only): code compiled with check_bounds
+// passes every shared-memory element access through these; see engine.cpp.
 template <class T> inline T* tsr_race_read(T* p, int line) { tsr::detail::race_access(p, false, line); return p; }
 template <class T> inline T* tsr_race_write(T* p, int line) { tsr::detail::race_access(p, true, line); return p; }
 
-inline void __syncthreads() { tsr::detail::barrier_arrive(0); }
-inline int __syncthreads_count(int pred) {
-  return static_cast<int>(tsr::detail::barrier_arrive(pred) & 0xffffffffu);
-}
+inline void __syncthreads() { tsr::detail::sync_threads(0); }
+inline int __syncthreads_count(int pred) { return static_cast<int>(tsr::detail::sync_threads(pred) & 0xffffffffu); }
 inline int __syncthreads_and(int pred) {
-  const unsigned long long r = tsr::detail::barrier_arrive(pred);
+  const unsigned long long r = tsr::detail::sync_threads(pred);
   return (r & 0xffffffffu) == (r >> 32);
 }
-inline int __syncthreads_or(int pred) { return (tsr::detail::barrier_arrive(pred) & 0xffffffffu) != 0; }
+inline int __syncthreads_or(int pred) { return (tsr::detail::sync_threads(pred) & 0xffffffffu) != 0; }
 
-inline void __syncwarp(unsigned int mask = 0xffffffffu) { tsr::detail::warp_op(mask, tsr::detail::kWarpSync, 0, 0, 0); }
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+  tsr::detail::sync_warp(mask, tsr::detail::kWarpSync, 0, 0, 0);
+}
 // The lanes of the warp that have not returned.  (On the GPU it is the lanes
 // converged at this point; here lanes run ahead to their next warp operation,
 // so lanes that have returned from the kernel are already gone.)
 inline unsigned int __activemask() {
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  return w->warps[tsr::detail::fiber_tile()->warp].live;
+  return tsr::detail::fiber_worker()->warps[tsr::detail::fiber_tile()->warp].live;
 }
 inline unsigned int __ballot_sync(unsigned int mask, int pred) {
-  return static_cast<unsigned int>(tsr::detail::warp_op(mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
+  return static_cast<unsigned int>(tsr::detail::sync_warp(mask, tsr::detail::kWarpVote, pred != 0, 0, 0));
 }
 inline int __any_sync(unsigned int mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned int mask, int pred) {
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
-  return __ballot_sync(mask, pred) == need;
+  return __ballot_sync(mask, pred) == tsr::detail::warp_need(mask);
 }
 inline int __uni_sync(unsigned int mask, int pred) {
   const unsigned b = __ballot_sync(mask, pred);
-  const tsr::detail::Worker* w = tsr::detail::fiber_worker();
-  const unsigned need = (mask | (1u << tsr::detail::fiber_tile()->lane)) & w->warps[tsr::detail::fiber_tile()->warp].live;
-  return b == 0 || b == need;
+  return b == 0 || b == tsr::detail::warp_need(mask);
 }
 
 template <class T>
 inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpIdx, to_bits(var), src_lane, shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
+  return from_bits<T>(sync_warp(mask, kWarpUp, to_bits(var), static_cast<int>(delta), shfl_c(width, true)));
 }
 template <class T>
 inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpDown, to_bits(var), static_cast<int>(delta), shfl_c(width, false)));
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = warpSize) {
   using namespace tsr::detail;
-  return from_bits<T>(warp_op(mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
+  return from_bits<T>(sync_warp(mask, kWarpXor, to_bits(var), lane_mask, shfl_c(width, false)));
 }

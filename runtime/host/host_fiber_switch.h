@@ -1,20 +1,17 @@
-// host_fiber_switch.h -- part of the CPU backend's prelude: the fiber context switch (x86-64 and aarch64, no system call).
-// Included only by tessera_host.h (in order); see there for the design.
+// host_fiber_switch.h -- part of the CPU backend's engine (included only by engine.cpp): the
+// fiber context switch (x86-64 and aarch64, no system call) and the redirection of a signal
+// context into a function on a fiber's stack.
 #pragma once
 
-// ===========================================================================
-// 6. Fiber context switch
-// ===========================================================================
 // tsr_ctx_switch_v1(save, to): push the callee-saved registers and the
 // floating-point control state on the current stack, store the stack pointer
 // in *save, load `to` as the stack pointer and pop the same frame from it.
 // No system call (ucontext's swapcontext calls sigprocmask on every switch).
 // A new fiber's stack holds a frame whose return address is the trampoline,
 // which calls entry(arg) with the two values planted in callee-saved registers.
-// The symbols are weak and hidden: one copy per library, however many
-// translation units include this header.
+// The symbols are weak and hidden: one copy per library.
 
-extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp);
+extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp) noexcept;
 extern "C" void tsr_fiber_trampoline_v1();
 
 #if defined(__x86_64__)
@@ -77,6 +74,21 @@ inline void* make_fiber_frame(unsigned char* top, void (*entry)(void*), void* ar
   sp[6] = nullptr;                                  // rbp
   sp[7] = reinterpret_cast<void*>(&tsr_fiber_trampoline_v1);
   return sp;  // after `ret` the trampoline runs with rsp == top - 16, 16-byte aligned
+}
+// Make the interrupted context `uc` resume as a call entry(arg, code) with the stack below
+// `top` (a signal handler's way out of a fiber that cannot go on).
+inline void redirect_context(void* uc, unsigned char* top, void (*entry)(void*, int), void* arg, int code) {
+  mcontext_t& m = static_cast<ucontext_t*>(uc)->uc_mcontext;
+  uintptr_t sp = (reinterpret_cast<uintptr_t>(top) - 64) & ~static_cast<uintptr_t>(15);
+  sp -= 8;  // as if a call had pushed a return address
+  *reinterpret_cast<void**>(sp) = nullptr;
+  m.gregs[REG_RSP] = static_cast<greg_t>(sp);
+  m.gregs[REG_RIP] = reinterpret_cast<greg_t>(entry);
+  m.gregs[REG_RDI] = reinterpret_cast<greg_t>(arg);
+  m.gregs[REG_RSI] = code;
+}
+inline uintptr_t context_sp(const void* uc) {
+  return static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]);
 }
 inline uint64_t current_fpstate() {
   uint32_t mxcsr;
@@ -153,6 +165,17 @@ inline void* make_fiber_frame(unsigned char* top, void (*entry)(void*), void* ar
   sp[11] = reinterpret_cast<void*>(&tsr_fiber_trampoline_v1);  // x30
   sp[20] = reinterpret_cast<void*>(fpstate);                // fpcr
   return sp;
+}
+inline void redirect_context(void* uc, unsigned char* top, void (*entry)(void*, int), void* arg, int code) {
+  mcontext_t& m = static_cast<ucontext_t*>(uc)->uc_mcontext;
+  m.sp = (reinterpret_cast<uintptr_t>(top) - 64) & ~static_cast<uintptr_t>(15);
+  m.pc = reinterpret_cast<uintptr_t>(entry);
+  m.regs[0] = reinterpret_cast<uintptr_t>(arg);
+  m.regs[1] = static_cast<uintptr_t>(code);
+  m.regs[30] = 0;  // lr: the entry never returns
+}
+inline uintptr_t context_sp(const void* uc) {
+  return static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.sp);
 }
 inline uint64_t current_fpstate() {
   uint64_t fpcr;

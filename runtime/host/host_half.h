@@ -15,10 +15,10 @@
 namespace tsr {
 namespace detail {
 
-inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-inline uint64_t f64_bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
-inline double bits_f64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+inline uint32_t f32_bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+inline float bits_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+inline uint64_t f64_bits(double d) { uint64_t u; __builtin_memcpy(&u, &d, 8); return u; }
+inline double bits_f64(uint64_t u) { double d; __builtin_memcpy(&d, &u, 8); return d; }
 
 inline uint16_t f32_to_f16_bits(float f) {
   const uint32_t x = f32_bits(f);
@@ -81,9 +81,9 @@ inline float bf16_bits_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t
 // of at most 22 bits (half, bfloat16) then gives the correctly rounded result.
 inline float f64_to_f32_odd(double d) {
   float f = static_cast<float>(d);
-  if (static_cast<double>(f) == d || std::isnan(d) || std::isinf(f)) return f;
+  if (static_cast<double>(f) == d || isnan(d) || isinf(f)) return f;
   uint32_t u = f32_bits(f);
-  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --u;  // truncate toward zero
+  if (fabs(static_cast<double>(f)) > fabs(d)) --u;  // truncate toward zero
   return bits_f32(u | 1u);
 }
 
@@ -95,7 +95,7 @@ inline double i64_to_f64_odd(long long v) {
   bool sticky = false;
   while (a >> 53) { sticky |= (a & 1u); a >>= 1; ++shift; }
   if (sticky) a |= 1u;
-  const double r = std::ldexp(static_cast<double>(a), shift);
+  const double r = ldexp(static_cast<double>(a), shift);
   return neg ? -r : r;
 }
 inline double u64_to_f64_odd(unsigned long long a) {
@@ -103,7 +103,7 @@ inline double u64_to_f64_odd(unsigned long long a) {
   bool sticky = false;
   while (a >> 53) { sticky |= (a & 1u); a >>= 1; ++shift; }
   if (sticky) a |= 1u;
-  return std::ldexp(static_cast<double>(a), shift);
+  return ldexp(static_cast<double>(a), shift);
 }
 
 }  // namespace detail
@@ -153,7 +153,7 @@ typedef __half half;
 typedef __nv_bfloat16 nv_bfloat16;
 
 static_assert(sizeof(__half) == 2 && sizeof(__nv_bfloat16) == 2, "16-bit storage");
-static_assert(std::is_trivial<__half>::value && std::is_trivial<__nv_bfloat16>::value, "trivial");
+static_assert(__is_trivial(__half) && __is_trivial(__nv_bfloat16), "trivial");
 
 // Conversions (cuda_fp16.h / cuda_bf16.h names).
 inline __half __float2half(float f) { return __half(f); }
@@ -189,22 +189,29 @@ namespace tsr {
 namespace detail {
 // Saturating float -> int conversions as the GPU's cvt.*i.s32.f32 do them:
 // NaN gives 0, out-of-range values clamp.
+// The range of an integer type (what std::numeric_limits gives, without <limits>).
+template <class I>
+struct int_range {
+  static constexpr bool is_signed = static_cast<I>(-1) < static_cast<I>(0);
+  static constexpr I max = is_signed ? static_cast<I>(~0ull >> (65 - 8 * sizeof(I))) : static_cast<I>(~0ull);
+  static constexpr I min = is_signed ? static_cast<I>(-max - 1) : static_cast<I>(0);
+};
 template <class I>
 inline I sat_cvt(double v) {
-  if (std::isnan(v)) return 0;
-  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
-  if (v <= lo) return std::numeric_limits<I>::min();
-  if (v >= hi) return std::numeric_limits<I>::max();
+  if (isnan(v)) return 0;
+  constexpr double lo = static_cast<double>(int_range<I>::min);
+  constexpr double hi = static_cast<double>(int_range<I>::max);
+  if (v <= lo) return int_range<I>::min;
+  if (v >= hi) return int_range<I>::max;
   return static_cast<I>(v);
 }
 }  // namespace detail
 }  // namespace tsr
 
-inline int __half2int_rz(__half h) { return tsr::detail::sat_cvt<int>(std::trunc(float(h))); }
-inline int __half2int_rn(__half h) { return tsr::detail::sat_cvt<int>(std::nearbyint(float(h))); }
-inline int __bfloat162int_rz(__nv_bfloat16 b) { return tsr::detail::sat_cvt<int>(std::trunc(float(b))); }
-inline int __bfloat162int_rn(__nv_bfloat16 b) { return tsr::detail::sat_cvt<int>(std::nearbyint(float(b))); }
+inline int __half2int_rz(__half h) { return tsr::detail::sat_cvt<int>(truncf(float(h))); }
+inline int __half2int_rn(__half h) { return tsr::detail::sat_cvt<int>(nearbyintf(float(h))); }
+inline int __bfloat162int_rz(__nv_bfloat16 b) { return tsr::detail::sat_cvt<int>(truncf(float(b))); }
+inline int __bfloat162int_rn(__nv_bfloat16 b) { return tsr::detail::sat_cvt<int>(nearbyintf(float(b))); }
 
 // Arithmetic: computed in float, rounded once (exact, see above).  Negation
 // and absolute value only touch the sign bit, as on the GPU.
@@ -248,7 +255,7 @@ inline int __bfloat162int_rn(__nv_bfloat16 b) { return tsr::detail::sat_cvt<int>
     double s = p + q;                                                                          \
     const double bb = s - p, err = (p - (s - bb)) + (q - bb); /* TwoSum: s + err == p + q */   \
     if (err != 0 && !(tsr::detail::f64_bits(s) & 1u))                                          \
-      s = std::nextafter(s, err > 0 ? INFINITY : -INFINITY);                                   \
+      s = nextafter(s, err > 0 ? __builtin_inf() : -__builtin_inf());                                   \
     return H(s);                                                                               \
   }
 #define __half_raw_INF 0x7c00u

@@ -5,9 +5,8 @@
 // ===========================================================================
 // 4. Math and integer intrinsics CUDA has and the host lacks
 // ===========================================================================
-// <math.h> already brings the C functions and the float/double overloads of
-// sqrt, exp, fabs, ... into the global namespace, as CUDA has them.  Fast
-// approximate intrinsics (__expf, __fdividef, ...) map to the accurate ones.
+// The C math functions are declared in host_libm.h.  Fast approximate intrinsics (__expf,
+// __fdividef, ...) map to the accurate ones.
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
@@ -40,13 +39,11 @@ inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __drcp_rn(double a) { return 1.0 / a; }
 inline double __dsqrt_rn(double a) { return sqrt(a); }
 inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
-#if !defined(__GLIBC__) || !(__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 41))
-// C23 names glibc 2.41 declares itself.
-inline float sinpif(float x) { return static_cast<float>(sin(M_PI * static_cast<double>(x))); }
-inline float cospif(float x) { return static_cast<float>(cos(M_PI * static_cast<double>(x))); }
-inline double sinpi(double x) { return sin(M_PI * x); }
-inline double cospi(double x) { return cos(M_PI * x); }
-#endif
+// In double, then rounded: sinpi(x) is not sin(pi * x) computed in float.
+inline double sinpi(double x) { return sin(3.141592653589793238 * x); }
+inline double cospi(double x) { return cos(3.141592653589793238 * x); }
+inline float sinpif(float x) { return static_cast<float>(sinpi(static_cast<double>(x))); }
+inline float cospif(float x) { return static_cast<float>(cospi(static_cast<double>(x))); }
 inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
 inline void sincospi(double x, double* s, double* c) { *s = sinpi(x); *c = cospi(x); }
 
@@ -83,12 +80,12 @@ inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { r
 inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 
 // Bit reinterpretation.
-inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
-inline unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
-inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-inline float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
-inline long long __double_as_longlong(double d) { long long i; memcpy(&i, &d, 8); return i; }
-inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+inline int __float_as_int(float f) { int i; __builtin_memcpy(&i, &f, 4); return i; }
+inline unsigned int __float_as_uint(float f) { unsigned int i; __builtin_memcpy(&i, &f, 4); return i; }
+inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
+inline long long __double_as_longlong(double d) { long long i; __builtin_memcpy(&i, &d, 8); return i; }
+inline double __longlong_as_double(long long i) { double d; __builtin_memcpy(&d, &i, 8); return d; }
 inline int __double2hiint(double d) { return static_cast<int>(tsr::detail::f64_bits(d) >> 32); }
 inline int __double2loint(double d) { return static_cast<int>(tsr::detail::f64_bits(d) & 0xffffffffu); }
 inline double __hiloint2double(int hi, int lo) {
@@ -99,22 +96,22 @@ inline double __hiloint2double(int hi, int lo) {
 // and NaN gives 0, as the GPU's cvt does.
 #define TSR_CVT(NAME, FROM, TO, ROUND) \
   inline TO NAME(FROM v) { return tsr::detail::sat_cvt<TO>(ROUND(static_cast<double>(v))); }
-TSR_CVT(__float2int_rn, float, int, std::nearbyint)
-TSR_CVT(__float2int_rz, float, int, std::trunc)
-TSR_CVT(__float2int_ru, float, int, std::ceil)
-TSR_CVT(__float2int_rd, float, int, std::floor)
-TSR_CVT(__float2uint_rn, float, unsigned int, std::nearbyint)
-TSR_CVT(__float2uint_rz, float, unsigned int, std::trunc)
-TSR_CVT(__float2uint_ru, float, unsigned int, std::ceil)
-TSR_CVT(__float2uint_rd, float, unsigned int, std::floor)
-TSR_CVT(__float2ll_rn, float, long long, std::nearbyint)
-TSR_CVT(__float2ll_rz, float, long long, std::trunc)
-TSR_CVT(__float2ull_rz, float, unsigned long long, std::trunc)
-TSR_CVT(__double2int_rn, double, int, std::nearbyint)
-TSR_CVT(__double2int_rz, double, int, std::trunc)
-TSR_CVT(__double2uint_rz, double, unsigned int, std::trunc)
-TSR_CVT(__double2ll_rn, double, long long, std::nearbyint)
-TSR_CVT(__double2ll_rz, double, long long, std::trunc)
+TSR_CVT(__float2int_rn, float, int, nearbyint)
+TSR_CVT(__float2int_rz, float, int, trunc)
+TSR_CVT(__float2int_ru, float, int, ceil)
+TSR_CVT(__float2int_rd, float, int, floor)
+TSR_CVT(__float2uint_rn, float, unsigned int, nearbyint)
+TSR_CVT(__float2uint_rz, float, unsigned int, trunc)
+TSR_CVT(__float2uint_ru, float, unsigned int, ceil)
+TSR_CVT(__float2uint_rd, float, unsigned int, floor)
+TSR_CVT(__float2ll_rn, float, long long, nearbyint)
+TSR_CVT(__float2ll_rz, float, long long, trunc)
+TSR_CVT(__float2ull_rz, float, unsigned long long, trunc)
+TSR_CVT(__double2int_rn, double, int, nearbyint)
+TSR_CVT(__double2int_rz, double, int, trunc)
+TSR_CVT(__double2uint_rz, double, unsigned int, trunc)
+TSR_CVT(__double2ll_rn, double, long long, nearbyint)
+TSR_CVT(__double2ll_rz, double, long long, trunc)
 #undef TSR_CVT
 inline float __int2float_rn(int v) { return static_cast<float>(v); }
 inline float __uint2float_rn(unsigned int v) { return static_cast<float>(v); }
@@ -200,14 +197,8 @@ template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // Asynchronous copies (cuda_pipeline_primitives.h) complete at once here.
 inline void __pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill = 0) {
-  memcpy(dst, src, size - zfill);
-  if (zfill) memset(static_cast<unsigned char*>(dst) + (size - zfill), 0, zfill);
+  __builtin_memcpy(dst, src, size - zfill);
+  if (zfill) __builtin_memset(static_cast<unsigned char*>(dst) + (size - zfill), 0, zfill);
 }
 inline void __pipeline_commit() {}
 inline void __pipeline_wait_prior(size_t) {}
-
-inline long long clock64() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
-  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}

@@ -1,160 +1,9 @@
-// host_scheduler.h -- part of the CPU backend's prelude: the per-group scheduler (ready queue,
-// barriers, warp-synchronous operations, tile lifetime, the worker loop).
-// Included only by tessera_host.h (in order), after host_engine.h.
+// host_scheduler.h -- part of the CPU backend's engine (included only by engine.cpp, after
+// host_engine.h and host_sync.h): tile lifetime and the worker loop.
 #pragma once
 
 namespace tsr {
 namespace detail {
-
-// --- Ready queue and switching ----------------------------------------------
-
-inline void push_ready(Worker* w, unsigned idx) {
-  unsigned pos = w->rhead + w->rcount;
-  if (pos >= w->ntiles) pos -= w->ntiles;
-  w->ready[pos] = idx;
-  ++w->rcount;
-}
-
-inline Tile* pop_ready(Worker* w) {
-  Tile* t = &w->tiles[w->ready[w->rhead]];
-  if (++w->rhead == w->ntiles) w->rhead = 0;
-  --w->rcount;
-  return t;
-}
-
-// The current tile `t` has set its state and cannot continue: run the next.
-inline void block_current(Worker* w, Tile* t) {
-  if (launch_failed(w->launch)) abandon_fiber(w, t);
-  if (w->rcount == 0) deadlock(w, t);
-  Tile* next = pop_ready(w);
-  w->cur = next;
-  tsr_ctx_switch_v1(&t->sp, next->sp);
-  // Resumed: whoever switched here set w->cur = t.
-}
-
-// --- Barrier ----------------------------------------------------------------
-// The result handed to each participant: (participants << 32) | count of
-// non-zero predicates, which __syncthreads_count/_and/_or decode.
-
-inline void barrier_release(Worker* w) {
-  const unsigned long long r = (static_cast<unsigned long long>(w->bar_arrived) << 32) | w->bar_pred;
-  for (unsigned i = 0; i < w->nwait; ++i) {
-    Tile* t = &w->tiles[w->bar_wait[i]];
-    t->result = r;
-    t->state = kTileReady;
-    push_ready(w, t->index);
-  }
-  w->nwait = 0;
-  w->bar_arrived = 0;
-  w->bar_pred = 0;
-  ++w->epoch;  // a new barrier interval: earlier shared accesses cannot race with later ones
-}
-
-inline unsigned long long barrier_arrive(int pred) {
-  Worker* w = fiber_worker();
-  Tile* t = fiber_tile();
-  w->bar_pred += (pred != 0);
-  if (++w->bar_arrived == w->live) {
-    const unsigned long long r = (static_cast<unsigned long long>(w->bar_arrived) << 32) | w->bar_pred;
-    barrier_release(w);
-    return r;
-  }
-  t->state = kTileBarrier;
-  w->bar_wait[w->nwait++] = t->index;
-  block_current(w, t);
-  return t->result;
-}
-
-// --- Warp-synchronous operations -----------------------------------------------
-// Each lane posts its operation and value in its Tile and waits until every
-// live lane named in the mask has arrived.  The lane that completes the set
-// computes every participant's result (so no second rendezvous is needed:
-// a lane can post a new value only after it has been released), then wakes
-// the others.  Shuffle source lanes follow PTX shfl.sync exactly.
-
-inline unsigned long long shuffle_result(const Tile* base, const Tile& t, unsigned need) {
-  const int lane = static_cast<int>(t.lane);
-  const int bval = t.b & 31;
-  const int seg = static_cast<int>((t.c >> 8) & 31u);
-  const int cval = static_cast<int>(t.c & 31u);
-  const int max_lane = (lane & seg) | (cval & ~seg);
-  const int min_lane = lane & seg;
-  int j = lane;
-  bool in_range = false;
-  switch (t.op) {
-    case kWarpUp: j = lane - bval; in_range = j >= max_lane; break;
-    case kWarpDown: j = lane + bval; in_range = j <= max_lane; break;
-    case kWarpXor: j = lane ^ bval; in_range = j <= max_lane; break;
-    case kWarpIdx: j = min_lane | (bval & ~seg); in_range = j <= max_lane; break;
-    default: break;
-  }
-  if (!in_range) j = lane;  // out of the segment: own value, as on the GPU
-  if (j != lane && ((need >> j) & 1u)) return base[j].val;
-  return t.val;  // a source lane that does not take part gives the own value
-}
-
-inline void warp_complete(Worker* w, unsigned wi, unsigned need, const Tile* self) {
-  Tile* base = &w->tiles[static_cast<size_t>(wi) * 32];
-  unsigned ballot = 0;
-  for (unsigned m = need; m; m &= m - 1) {
-    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-    if (base[l].op == kWarpVote && base[l].val) ballot |= 1u << l;
-  }
-  for (unsigned m = need; m; m &= m - 1) {
-    Tile& t = base[__builtin_ctz(m)];
-    t.result = t.op == kWarpVote ? ballot : (t.op == kWarpSync ? 0 : shuffle_result(base, t, need));
-  }
-  w->warps[wi].arrived &= ~need;
-  for (unsigned m = need; m; m &= m - 1) {
-    Tile& t = base[__builtin_ctz(m)];
-    if (&t != self) {
-      t.state = kTileReady;
-      push_ready(w, t.index);
-    }
-  }
-}
-
-// A lane returned: sets of waiting lanes that only lacked it may complete.
-inline void warp_recheck(Worker* w, unsigned wi) {
-  Warp& wp = w->warps[wi];
-  const Tile* base = &w->tiles[static_cast<size_t>(wi) * 32];
-  for (unsigned m = wp.arrived; m; m &= m - 1) {
-    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-    if (!((wp.arrived >> l) & 1u)) continue;  // completed meanwhile
-    const unsigned need = base[l].need & wp.live;
-    if ((wp.arrived & need) == need) warp_complete(w, wi, need, nullptr);
-  }
-}
-
-inline unsigned long long warp_op(unsigned mask, unsigned char op, unsigned long long val, int b, unsigned c) {
-  Worker* w = fiber_worker();
-  Tile* t = fiber_tile();
-  Warp& wp = w->warps[t->warp];
-  const unsigned bit = 1u << t->lane;
-  const unsigned need = (mask | bit) & wp.live;
-  t->op = op;
-  t->val = val;
-  t->b = b;
-  t->c = c;
-  t->need = need;
-  wp.arrived |= bit;
-  if ((wp.arrived & need) == need) {
-    warp_complete(w, t->warp, need, t);
-    return t->result;
-  }
-  t->state = kTileWarp;
-  block_current(w, t);
-  return t->result;
-}
-
-inline void yield_current() {
-  Worker* w = t_worker;
-  if (!w || w->rcount == 0) return;
-  Tile* t = w->cur;
-  t->state = kTileReady;
-  push_ready(w, t->index);
-  block_current(w, t);
-}
 
 // --- Tile lifetime ------------------------------------------------------------
 
@@ -166,7 +15,7 @@ inline void yield_current() {
   wp.live &= ~(1u << t->lane);
   if (wp.arrived) warp_recheck(w, t->warp);
   if (w->bar_arrived && w->bar_arrived == w->live) barrier_release(w);
-  if (launch_failed(w->launch)) abandon_fiber(w, t);
+  if (launch_failed(w)) abandon_fiber(w, t);
   if (w->rcount == 0) {
     if (w->live == 0) abandon_fiber(w, t);  // group finished: back to the worker
     deadlock(w, t);
@@ -180,11 +29,12 @@ inline void yield_current() {
 inline void fiber_main(void* arg) {
   Worker* w = static_cast<Worker*>(arg);
   try {
+    enter_kernel(w);
     w->launch->invoke(w->launch->body);
   } catch (...) {
     fail_in_fiber(w, nullptr, 0, "a C++ exception escaped the kernel");
   }
-  tile_exit(t_worker);
+  tile_exit(w);
 }
 
 // --- Worker -------------------------------------------------------------------
@@ -215,12 +65,16 @@ inline void start_group(Worker* w, unsigned long long g) {
 inline bool worker_init(Worker* w, Launch* L) {
   memset(static_cast<void*>(w), 0, sizeof *w);
   w->launch = L;
+  w->flags = &L->flags;
   const unsigned n = L->ntiles;
   w->ntiles = n;
   w->nwarps = (n + 31) / 32;
   w->block_dim = dim3(L->block[0], L->block[1], L->block[2]);
   w->grid_dim = dim3(L->grid[0], L->grid[1], L->grid[2]);
-  w->tiles = static_cast<Tile*>(calloc(static_cast<size_t>(w->nwarps) * 32, sizeof(Tile)));
+  // One cache line per tile (Tile is 64 bytes): a switch touches only the two tiles' lines.
+  const size_t tile_bytes = static_cast<size_t>(w->nwarps) * 32 * sizeof(Tile);
+  w->tiles = static_cast<Tile*>(aligned_alloc(64, tile_bytes));
+  if (w->tiles) memset(static_cast<void*>(w->tiles), 0, tile_bytes);
   w->warps = static_cast<Warp*>(calloc(w->nwarps, sizeof(Warp)));
   w->ready = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
   w->bar_wait = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
@@ -248,7 +102,7 @@ inline void worker_free(Worker* w) {
   free(w->bar_wait);
   free(w->dyn_smem);
   release_arena(w->arena);
-  if (w->race != nullptr) w->race_free(w->race);
+  race_free(w);
 }
 
 inline void worker_run(Launch* L) {
@@ -261,25 +115,21 @@ inline void worker_run(Launch* L) {
   w.fpstate = current_fpstate();
   Worker* saved = t_worker;
   t_worker = &w;
-  for (;;) {
-    if (launch_failed(L)) break;
-    const unsigned long long g = __atomic_fetch_add(&L->next_group, 1ull, __ATOMIC_RELAXED);
-    if (g >= L->ngroups) break;
-    start_group(&w, g);
-    w.cur = &w.tiles[0];
-    tsr_ctx_switch_v1(&w.main_sp, w.tiles[0].sp);
+  {
+    SignalScope signals(&w);  // the guard pages and cancellation need this worker's signal state
+    for (;;) {
+      if (launch_failed(w.launch)) break;
+      const unsigned long long g = __atomic_fetch_add(&L->next_group, 1ull, __ATOMIC_RELAXED);
+      if (g >= L->ngroups) break;
+      start_group(&w, g);
+      w.cur = &w.tiles[0];
+      tsr_ctx_switch_v1(&w.main_sp, w.tiles[0].sp);
+      w.cur = nullptr;
+    }
   }
   t_worker = saved;
   worker_free(&w);
 }
 
-inline void* worker_thread(void* arg) {
-  worker_run(static_cast<Launch*>(arg));
-  return nullptr;
-}
-
 }  // namespace detail
-
-inline unsigned char* dynamic_smem() { return detail::fiber_worker()->dyn_smem; }
-
 }  // namespace tsr

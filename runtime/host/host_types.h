@@ -1,6 +1,21 @@
-// host_types.h -- part of the CPU backend's prelude: built-in vector types, uint3 and dim3.
-// Included only by tessera_host.h (in order); see there for the design.
+// host_types.h -- part of the CPU backend's prelude: fixed-width integers, built-in vector
+// types, uint3 and dim3.  Included by tessera_host.h (the kernel translation unit) and by
+// engine.cpp; it uses no system header, and its typedefs spell the same types as the C
+// library's, so both translation units agree.
 #pragma once
+
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef __INTPTR_TYPE__ intptr_t;
+typedef __UINTPTR_TYPE__ uintptr_t;
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
 
 // ===========================================================================
 // 2. Built-in vector types, uint3 and dim3

@@ -1,31 +1,36 @@
-// tessera_host.h -- the CPU backend's prelude.
+// tessera_host.h -- the CPU backend's prelude for the kernel translation unit.
 //
-// The CPU backend compiles the very CUDA C text that Tessera emits for NVRTC,
-// with this header force-included:
+// The CPU backend compiles the very CUDA C text that Tessera emits for NVRTC, with this
+// header force-included (see tessera.runtime.host_build):
 //
-//   c++ -std=c++17 -O2 -fPIC -shared -pthread -DTESSERA_HOST
-//       -include tessera_host.h wrapper.cpp
+//   c++ -std=c++17 -O2 -fPIC -fvisibility=hidden -DTESSERA_HOST -include tessera_host.h
+//       -c wrapper.cpp                      (wrapper.cpp does #include "kernel.cu")
+//   c++ -shared wrapper.o engine.o frames.s (engine.o: engine.cpp, built once and cached)
 //
-// It emulates the subset of CUDA that emitted code uses and runs kernels with
-// GPU semantics: each thread block ("group") runs all of its threads ("tiles")
-// as user-space fibers on one OS thread, so `__shared__` is `thread_local`,
-// `__syncthreads()` and warp-synchronous operations are scheduling points, and
-// groups run in parallel on several OS threads, so atomics are real atomics.
+// It emulates the subset of CUDA that emitted code uses and runs kernels with GPU semantics:
+// each thread block ("group") runs all of its threads ("tiles") as user-space fibers on one
+// OS thread, so `__shared__` is `thread_local`, `__syncthreads()` and warp-synchronous
+// operations are scheduling points, and groups run in parallel on several OS threads, so
+// atomics are real atomics.  The fibers, the scheduler, launches and signal handling live in
+// engine.cpp.
+//
+// This translation unit includes no system header: nothing of the C or C++ library (EOF,
+// M_PI, stdout, errno, time(), index(), std::...) is in scope of the emitted code, so no user
+// name can collide with it.  The names this prelude does declare are CUDA's own, or start
+// with `tsr`, or contain `__`; the compiler renames user names that would clash with them
+// (tessera/transpile/names.py).  The kernel functions have hidden visibility: only the
+// tsr_launch_* entry points leave the library.
 //
 // Sections:
-//    1. Includes and qualifier macros
-//    2. Built-in vector types, uint3 and dim3
-//    3. __half and __nv_bfloat16 (bit-exact round-to-nearest-even)
-//    4. Math and integer intrinsics CUDA has and the host lacks
-//    5. Atomics and memory fences
-//    6. Fiber context switch (x86-64 and aarch64 assembly, no system call)
-//    7. Execution engine: launch state, stacks, the per-group scheduler
-//    8. CUDA built-ins bound to the engine (threadIdx, barriers, shuffles, ...)
-//    9. Launch entry point: tsr_launch_config and tsr::launch
-//
-// Everything here is `inline` (one header, compiled into each kernel .so) and
-// has hidden visibility, so two kernel libraries loaded into one process never
-// share or interpose each other's runtime.
+//    1. Qualifier macros
+//    2. Fixed-width integers, built-in vector types, uint3 and dim3   (host_types.h)
+//    3. __half and __nv_bfloat16 (bit-exact round-to-nearest-even)     (host_half.h)
+//    4. The C math library and CUDA's math and integer intrinsics     (host_libm.h, host_math.h)
+//    5. Atomics and memory fences                                      (host_atomics.h)
+//    6. The engine's interface                                          (host_abi.h)
+//    7. The scheduler's hot path: barriers, warp operations            (host_sync.h)
+//    8. CUDA built-ins bound to the engine (threadIdx, barriers, ...)  (host_builtins.h)
+//    9. tsr::launch                                                     (host_launch.h)
 
 #pragma once
 
@@ -34,35 +39,15 @@
 #else
 
 // ===========================================================================
-// 1. Includes and qualifier macros
+// 1. Qualifier macros
 // ===========================================================================
-// All system headers come first: the qualifier macros below (`__noinline__`
-// in particular) must not leak into them.
-
-#include <math.h>
-#include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <cmath>
-#include <limits>
-#include <new>
-#include <type_traits>
-#include <unordered_map>
-#include <utility>
-
-#pragma GCC visibility push(hidden)
 
 #define __global__
 #define __device__
 #define __host__
-#define __forceinline__ inline __attribute__((always_inline))
+// A hint only: GCC refuses always_inline on a recursive function, which NVRTC accepts (.tsr
+// device functions may recurse); -O2 inlines the small helpers anyway.
+#define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __grid_constant__
@@ -81,20 +66,18 @@
 //     extern __shared__ __align__(16) unsigned char name[]
 // and here gives `name` as an `unsigned char*` to the group's buffer of the
 // launch's dynamic_smem_bytes (aligned to 128 bytes).
-#define TSR_DYNAMIC_SMEM(name) unsigned char* const name = ::tsr::dynamic_smem()
+#define TSR_DYNAMIC_SMEM(name) unsigned char* const name = ::tsr::detail::fiber_worker()->dyn_smem
 
 static constexpr int warpSize = 32;
 
 #include "host_types.h"
+#include "host_libm.h"
 #include "host_half.h"
 #include "host_math.h"
 #include "host_atomics.h"
-#include "host_fiber_switch.h"
-#include "host_engine.h"
-#include "host_scheduler.h"
+#include "host_abi.h"
+#include "host_sync.h"
 #include "host_builtins.h"
 #include "host_launch.h"
-
-#pragma GCC visibility pop
 
 #endif  // TESSERA_HOST

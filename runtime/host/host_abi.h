@@ -1,0 +1,140 @@
+// host_abi.h -- the interface between a kernel library's two translation units: the kernel
+// (wrapper.cpp with kernel.cu, compiled with the thin prelude tessera_host.h) and the engine
+// (engine.cpp: fibers, scheduler, launches, signals; compiled once per compiler and linked
+// into every kernel library).  Included by both; it uses no system header.
+//
+// Everything here has hidden visibility: calls between the two translation units are direct
+// calls inside one library, and two kernel libraries loaded into one process never share or
+// interpose each other's engine.  Only the tsr_launch_* entry points are exported.
+#pragma once
+
+#define TSR_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern "C" {
+// The launch request a wrapper `tsr_launch_<kernel>(cfg, args)` receives.
+struct tsr_launch_config {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned long long dynamic_smem_bytes;
+  int num_threads;                      // <= 0: one worker per online CPU
+  unsigned long long fiber_stack_bytes;  // a lower bound on each tile's stack; 0: from the frames
+  char* error_buf;                      // the failure message, NUL-terminated
+  int error_buf_len;
+  int flags;                            // kWatchSigint: Ctrl-C cancels the launch
+  unsigned timeout_ms;                  // > 0: cancel the launch after this long
+};
+}
+
+// Status of a launch entry point: 0 success; 1 the kernel failed (tsr_host_fail, __trap,
+// deadlock, stack overflow, out of memory); 2 invalid launch configuration; 3 cancelled by
+// SIGINT (kWatchSigint); 4 cancelled after timeout_ms.  The caller's thread is worker 0.
+namespace tsr {
+enum : int { kLaunchOk = 0, kLaunchFailed = 1, kLaunchInvalid = 2, kLaunchInterrupted = 3, kLaunchTimedOut = 4 };
+enum : int { kWatchSigint = 1 };  // tsr_launch_config::flags
+}  // namespace tsr
+
+#pragma GCC visibility push(hidden)
+
+namespace tsr {
+namespace detail {
+
+enum : unsigned char { kTileReady, kTileBarrier, kTileWarp, kTileDone };
+enum : unsigned char { kWarpSync, kWarpIdx, kWarpUp, kWarpDown, kWarpXor, kWarpVote };
+
+struct alignas(64) Tile {
+  void* sp;              // saved stack pointer while switched out
+  uint3 tid;             // threadIdx
+  unsigned index;        // linear id: x + y*bx + z*bx*by
+  unsigned lane, warp;
+  unsigned char state;
+  unsigned char op;      // pending warp-synchronous operation
+  unsigned need;         // lanes taking part in it
+  int b;                 // its lane / delta / xor mask
+  unsigned c;            // its PTX clamp/segment operand
+  unsigned long long val, result;
+};
+
+static_assert(sizeof(Tile) == 64, "a tile is one cache line");
+
+struct Warp {
+  unsigned live;         // lanes that exist and have not returned
+  unsigned arrived;      // lanes waiting in a warp-synchronous operation
+};
+
+struct Launch;
+struct StackArena;
+
+// The part of a launch's state that the inline scheduler (host_sync.h) reads.
+struct LaunchFlags {
+  int failed;     // atomic: the launch has failed; fibers stop at their next scheduling point
+  int cancelled;  // atomic: 0, or why it was cancelled (host_signals.h)
+};
+
+struct Worker {
+  Launch* launch;
+  LaunchFlags* flags;         // &launch->flags
+  Tile* cur;                  // the running tile
+  Tile* tiles;
+  Warp* warps;
+  unsigned* ready;            // FIFO ring of tile indices
+  unsigned* bar_wait;         // tiles waiting at the barrier, in arrival order
+  unsigned ntiles, nwarps;
+  unsigned rhead, rcount;
+  unsigned live;              // tiles that have not returned
+  unsigned bar_arrived, bar_pred, nwait;
+  uint3 block_idx;
+  dim3 block_dim, grid_dim;
+  void* main_sp;              // the worker's own context
+  unsigned char* dyn_smem;
+  StackArena* arena;
+  uint64_t fpstate;
+  unsigned long long epoch;   // barrier intervals since the worker started (race detector)
+  void* race;                 // shadow of shared memory for the race detector, or null
+  // 1 while a fiber runs kernel code, 0 in the engine (and between groups): a cancelled
+  // launch may abandon a fiber asynchronously only in kernel code, which holds no lock.
+  volatile unsigned char in_kernel;
+};
+
+// A fiber never migrates between OS threads and the tile it runs never changes, so for code
+// running in a fiber these are constant: `const` lets the compiler compute them once per
+// kernel activation.  Only code that runs inside a fiber may call them.
+__attribute__((const)) Worker* fiber_worker() noexcept;
+__attribute__((const)) Tile* fiber_tile() noexcept;
+
+[[noreturn]] void deadlock(Worker* w, Tile* t);
+void race_access(const void* p, bool write, int line);
+long long clock_ns();
+int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body);
+
+inline bool launch_failed(const Worker* w) { return __atomic_load_n(&w->flags->failed, __ATOMIC_RELAXED) != 0; }
+
+}  // namespace detail
+}  // namespace tsr
+
+// tsr_ctx_switch_v1(save, to): save the current context on its stack, store the stack
+// pointer in *save, and resume the context saved at `to` (host_fiber_switch.h).
+extern "C" void tsr_ctx_switch_v1(void** save_sp, void* to_sp) noexcept;
+
+namespace tsr {
+namespace detail {
+// Leave the current fiber for good: back to the worker, which sees the flag.
+[[noreturn]] inline void abandon_fiber(Worker* w, Tile* t) {
+  w->in_kernel = 0;
+  tsr_ctx_switch_v1(&t->sp, w->main_sp);
+  __builtin_unreachable();
+}
+}  // namespace detail
+}  // namespace tsr
+
+// Records the first failure of the launch as
+//   "<kernel>[:<line>]: <message> (block (x, y, z), thread (x, y, z))"
+// stops the launch and makes it return a nonzero status.  Never returns.
+[[noreturn]] void tsr_host_fail(const char* kernel, int line, const char* message);
+// The kernel's printf: formats without taking a lock, then writes to stdout.
+extern "C" int tsr_rt_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+#pragma GCC visibility pop
+
+// The C library's snprintf (used by the device header), declared as <stdio.h> does.
+extern "C" int snprintf(char* buf, size_t size, const char* format, ...) noexcept
+    __attribute__((format(printf, 3, 4)));
