@@ -7,16 +7,16 @@ import sys
 def _main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["run"]:
-        from tessera.runner import main
+        from tessera import runner
 
-        sys.exit(main(argv[1:]))
+        sys.exit(runner.main(argv[1:]))
     if argv[:1] == ["cache"]:
-        from tessera.cache_cli import main
+        from tessera import cache_cli
 
-        sys.exit(main(argv[1:]))
-    from tessera.cli import main
+        sys.exit(cache_cli.main(argv[1:]))
+    from tessera import cli
 
-    main(argv)
+    cli.main(argv)
 
 
 _main()

@@ -8,21 +8,27 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tessera.api import Kernel, Module
+
+Arrays = dict[str, np.ndarray]  # by parameter name
 
 
 @dataclass(frozen=True)
 class Case:
-    make: Callable[[np.random.Generator], dict]          # inputs by parameter name
-    launch: Callable[[object, dict], None]               # runs the kernel on the inputs
-    expect: Callable[[dict], dict]                       # expected arrays by parameter name
+    make: Callable[[np.random.Generator], Arrays]        # the inputs
+    launch: Callable[[Kernel, Arrays], None]             # runs the kernel on the inputs
+    expect: Callable[[Arrays], Arrays]                   # the expected arrays
     rtol: float = 1e-5
     atol: float = 1e-5
 
 
 def _sum_reduce() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         return {"x": rng.standard_normal(1 << 18).astype(np.float32), "out": np.zeros(8, np.float32)}
     # As in the seed, every group sums the whole input into its own element of out.
     return Case(make, lambda k, a: k(a["x"], a["out"]),
@@ -30,14 +36,14 @@ def _sum_reduce() -> Case:
 
 
 def _warp_reduce() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         return {"x": rng.standard_normal(100_003).astype(np.float32), "out": np.zeros(1, np.float32)}
     return Case(make, lambda k, a: k(a["x"], a["out"], grid=16),
                 lambda a: {"out": np.array([a["x"].astype(np.float64).sum()], np.float32)}, rtol=1e-4, atol=1e-2)
 
 
 def _transpose() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         A = rng.standard_normal((100, 70)).astype(np.float32)
         return {"A": A, "B": np.zeros((70, 100), np.float32)}
     return Case(make, lambda k, a: k(a["A"], a["B"], grid=((70 + 31) // 32, (100 + 31) // 32)),
@@ -45,7 +51,7 @@ def _transpose() -> Case:
 
 
 def _matmul() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         return {"A": rng.standard_normal((130, 70)).astype(np.float32),
                 "B": rng.standard_normal((70, 90)).astype(np.float32), "C": np.zeros((130, 90), np.float32)}
     return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=((90 + 63) // 64, (130 + 63) // 64)),
@@ -53,11 +59,11 @@ def _matmul() -> Case:
 
 
 def _softmax() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         x = (rng.standard_normal((37, 300)) * 3).astype(np.float16)
         return {"x": x, "y": np.zeros_like(x)}
 
-    def expect(a):
+    def expect(a: Arrays) -> Arrays:
         x = a["x"].astype(np.float32)
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float16)}
@@ -65,7 +71,7 @@ def _softmax() -> Case:
 
 
 def _histogram() -> Case:
-    def make(rng):
+    def make(rng: np.random.Generator) -> Arrays:
         return {"data": rng.integers(0, 256, 50_000, dtype=np.uint8), "hist": np.zeros(256, np.uint32)}
     return Case(make, lambda k, a: k(a["data"], a["hist"], grid=12),
                 lambda a: {"hist": np.bincount(a["data"], minlength=256).astype(np.uint32)}, rtol=0, atol=0)
@@ -76,13 +82,13 @@ CASES: dict[str, Callable[[], Case]] = {"sum_reduce": _sum_reduce, "warp_reduce"
                                         "histogram": _histogram}
 
 
-def check_kernel(mod, name: str, seed: int = 0) -> tuple[bool, str]:
+def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:
     """Run one kernel's case; (ok, message)."""
     case = CASES[name]()
     args = case.make(np.random.default_rng(seed))
     want = case.expect({k: v.copy() for k, v in args.items()})
     t0 = time.perf_counter()
-    case.launch(getattr(mod, name), args)
+    case.launch(mod[name], args)
     ms = (time.perf_counter() - t0) * 1e3
     for param, expected in want.items():
         got = args[param]

@@ -214,6 +214,8 @@ CATALOG: list[Case] = [
     # ---- tprint / tassert strings
     Case("tprint-percent-s", kern('tprint("name %s\\n", 1)'), 3, 12, "unsupported conversion '%s'"),
     Case("tprint-length-modifier", kern('tprint("%lld\\n", m)'), 3, 12, "drop the length modifier in '%lld'"),
+    Case("tprint-length-modifier-empty-precision", kern('tprint("%.ld", m)'), 3, 12,
+         "drop the length modifier in '%.ld'"),
     Case("tprint-stray-percent", kern('tprint("50%! %d", m)'), 3, 12, "tprint format has a stray '%'"),
     Case("tprint-too-few-arguments", kern('tprint("%d %d", m)'), 3, 12, "more conversions than arguments"),
     Case("tprint-wrong-kind", kern('tprint("%d", x[0])'), 3, 18, "'%d' needs an integer argument, got f32"),

@@ -5,7 +5,6 @@ from the builtin table)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator, Mapping
 
 from tessera import nodes as N
@@ -17,11 +16,17 @@ from tessera.transpile.builtins import BUILTINS, Coop
 _SKIP = frozenset([N.TensorType, N.ArrayType, N.ViewType, N.KernelConfig, N.StrType, N.VoidType, Loc, ScalarType])
 
 
-@functools.cache
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _child_fields(cls: type) -> tuple[str, ...]:
-    if cls in _SKIP or not dataclasses.is_dataclass(cls):
-        return ()
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty", "ref"))
+    # Memoized by hand: functools.cache's signature makes mypy reject classes as arguments (mypy#11470).
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = () if cls in _SKIP or not dataclasses.is_dataclass(cls) else \
+            tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty", "ref"))
+        _CHILD_FIELDS[cls] = fields
+    return fields
 
 
 def tree_children(n: object) -> list[object]:

@@ -5,16 +5,27 @@ element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from tessera import nodes as N
 from tessera.dtypes import F32, SCALARS, ScalarType
+from tessera.errors import Loc
 from tessera.transpile.check_calls import CallChecker
 from tessera.transpile.check_expr import Sym
 
 
 class ArrayDeclChecker(CallChecker):
+    # The state of the function being checked (typecheck.FunctionChecker).
+    fn: N.FuncDef
+    block: tuple[int, ...]
+    locals: dict[str, Sym]
+    bare_alloc: Sym | None
+    bare_elem: ScalarType | None
+    check_new_name: Callable[[str, Loc], bool]
+
     def type_bare_alloc(self, elem: ScalarType) -> None:
         sym = self.bare_alloc
+        assert sym is not None  # called for a store to the bare allocation
         budget = sym.extra["budget"]
         sym.ty = N.ArrayType(elem, (budget // elem.size,), "shared")
         sym.extra["typed"] = True
@@ -29,6 +40,7 @@ class ArrayDeclChecker(CallChecker):
             and self.lookup("tregs") is None
         if not (is_bare or is_shaped or is_regs):
             return None
+        assert isinstance(s.target, N.Name), s.target  # s_Assign's assignments to a name
         name = s.target.id
         if not self.check_new_name(name, s.target.loc) or self.lookup(name) is not None:
             if self.lookup(name) is not None:
@@ -57,6 +69,7 @@ class ArrayDeclChecker(CallChecker):
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), sym.ty)
             return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=sym.ty, ref="shared"),
                                        value=call, declares=True)
+        assert isinstance(v, N.Call), v  # a shaped allocation or tregs(...)
         kind = "tshared.alloc" if is_shaped else "tregs"
         nargs = len(v.args)
         if nargs != (1 if is_shaped else 2):
@@ -72,7 +85,7 @@ class ArrayDeclChecker(CallChecker):
                             "dimensions, such as f32[64, 32]")
             return s
         elem = SCALARS[spec.base.id]
-        shape = []
+        shape: list[int] = []
         for d in spec.indices:
             n = self.const_int(d, f"a dimension of {kind}()", 1)
             if n is None:
@@ -96,8 +109,8 @@ class ArrayDeclChecker(CallChecker):
             return s
         init = self.assignable(init, elem, v.args[1].loc, "a register array element")
         total = 1
-        for d in shape:
-            total *= d
+        for extent in shape:
+            total *= extent
         if total > 4096:
             self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
             return s

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from tessera import nodes as N
 from tessera.dtypes import F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
+from tessera.transpile.check_expr import Sym, scalar_type
 from tessera.transpile.check_memory import MemoryChecker
 
 _FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
-_FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]+[a-zA-Z]?")
+# Matches wherever _FMT_SPEC takes a length modifier for the conversion ("%.ld" included).
+_FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d*|\*))?[hlLqjzt]+[a-zA-Z]?")
 
 
 class CallChecker(MemoryChecker):
@@ -65,8 +67,9 @@ class CallChecker(MemoryChecker):
     # ---- helpers
     def _numeric(self, a: N.Expr, name: str) -> N.Expr:
         t = self.scalar_expr(a, f"argument of {name}()")
-        if t.ty is not None and not t.ty.is_numeric:
-            self.sink.error(a.loc, f"{name}() needs a numeric argument, not {t.ty}")
+        ty = scalar_type(t)
+        if ty is not None and not ty.is_numeric:
+            self.sink.error(a.loc, f"{name}() needs a numeric argument, not {ty}")
             return dataclasses.replace(t, ty=None)
         return t
 
@@ -88,9 +91,10 @@ class CallChecker(MemoryChecker):
         if not self._arity(e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
-        if a.ty is None:
+        ty = scalar_type(a)
+        if ty is None:
             return e
-        if not a.ty.is_float:
+        if not ty.is_float:
             a = self.coerce(a, F32)
         return self._typed(e, name, (a,), a.ty)
 
@@ -102,16 +106,17 @@ class CallChecker(MemoryChecker):
 
     def _promote_all(self, e: N.Call, name: str, need_float: bool) -> tuple[list[N.Expr], ScalarType | None]:
         args = [self._numeric(a, name) for a in e.args]
-        if any(a.ty is None for a in args):
+        types = [t for t in map(scalar_type, args) if t is not None]
+        if len(types) < len(args):
             return args, None
-        strong = [a.ty for a in args if not self.is_weak(a)]
-        ty = strong[0] if strong else args[0].ty
+        strong = [t for a, t in zip(args, types) if not self.is_weak(a)]
+        ty = strong[0] if strong else types[0]
         for t in strong[1:]:
             ty = promote(ty, t)
-        for a in args:
+        for a, t in zip(args, types):
             # A literal the others' type cannot hold (2.5 next to an i32) widens it, as with operators.
-            if (not strong and a is not args[0]) or (self.is_weak(a) and not literal_adopts(a.ty, ty)):
-                ty = promote(ty, a.ty)
+            if (not strong and a is not args[0]) or (self.is_weak(a) and not literal_adopts(t, ty)):
+                ty = promote(ty, t)
         if need_float and not ty.is_float:
             ty = F32
         if ty.kind == "bool":
@@ -170,7 +175,9 @@ class CallChecker(MemoryChecker):
                 self.sink.error(fmt.loc, "tprint format: '*' widths are not supported")
                 return e
             if conv in "hlLqjzt":
-                spec = _FMT_LENGTH.match(text, m.start()).group(0)
+                length_spec = _FMT_LENGTH.match(text, m.start())
+                assert length_spec is not None, text  # it matches wherever _FMT_SPEC found a length
+                spec = length_spec.group(0)
                 self.sink.error(fmt.loc, f"tprint format: drop the length modifier in '{spec}'; the argument's "
                                 "type decides it (write %d for any integer, %f for any float)")
                 return e
@@ -182,17 +189,18 @@ class CallChecker(MemoryChecker):
                 return e
             a = args[k]
             k += 1
-            if a.ty is None:
+            aty = scalar_type(a)
+            if aty is None:
                 continue
             want_float = conv in "fFeEgG"
-            if want_float != a.ty.is_float:
+            if want_float != aty.is_float:
                 kind = "a float" if want_float else "an integer"
-                self.sink.error(a.loc, f"tprint format '%{conv}' needs {kind} argument, got {a.ty}")
+                self.sink.error(a.loc, f"tprint format '%{conv}' needs {kind} argument, got {aty}")
                 continue
-            if conv == "c" and a.ty.bits == 64:
-                self.sink.error(a.loc, f"tprint format '%c' needs an integer of at most 32 bits, got {a.ty}")
+            if conv == "c" and aty.bits == 64:
+                self.sink.error(a.loc, f"tprint format '%c' needs an integer of at most 32 bits, got {aty}")
                 continue
-            length = "ll" if (not want_float and a.ty.bits == 64) else ""
+            length = "ll" if (not want_float and aty.bits == 64) else ""
             out.append(f"%{flags}{width or ''}{'.' + prec if prec is not None else ''}{length}{conv}")
         out.append(text[pos:])
         if "%" in text[pos:]:
@@ -240,8 +248,9 @@ class CallChecker(MemoryChecker):
             return e
         a = self.scalar_expr(e.args[0], f"argument of {name}()")
         lane = self.scalar_expr(e.args[1], f"lane argument of {name}()")
-        if lane.ty is not None and not lane.ty.is_int:
-            self.sink.error(lane.loc, f"the lane argument of {name}() must be an integer, not {lane.ty}")
+        lane_ty = scalar_type(lane)
+        if lane_ty is not None and not lane_ty.is_int:
+            self.sink.error(lane.loc, f"the lane argument of {name}() must be an integer, not {lane_ty}")
             return e
         self._warp_check(e, name)
         if a.ty is None or lane.ty is None:
@@ -266,7 +275,7 @@ class CallChecker(MemoryChecker):
         return self._typed(e, name, (a,), a.ty)
 
     # ---- device functions
-    def call_device(self, e: N.Call, sym) -> N.Expr:
+    def call_device(self, e: N.Call, sym: Sym) -> N.Expr:
         fn: N.FuncDef = sym.extra["def"]
         if e.kwargs:
             self.sink.error(e.kwargs[0].loc, "device functions take positional arguments only")

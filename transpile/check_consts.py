@@ -9,13 +9,13 @@ Each of these would otherwise reach the C compiler as an error or a warning, far
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from tessera import nodes as N
 from tessera.dtypes import ScalarType, int_range
-from tessera.errors import DiagnosticSink
+from tessera.errors import DiagnosticSink, Loc
 from tessera.transpile.callgraph import tree_children
 from tessera.transpile.consts import Value
 
@@ -45,7 +45,7 @@ def value_range_error(v: Value, ty: ScalarType) -> str | None:
     return None
 
 
-def _children(node: object):
+def _children(node: object) -> Iterator[object]:
     yield from tree_children(node)
 
 
@@ -64,7 +64,7 @@ class ConstRangeChecker:
         v = self.const(e)
         return v if isinstance(v, int) else None  # bool is an int here: False divides by zero too
 
-    def divisor(self, op: str, right: N.Expr, loc) -> bool:
+    def divisor(self, op: str, right: N.Expr, loc: Loc) -> bool:
         if op in ("/", "//", "%") and getattr(right, "ty", None) is not None:
             v = self.const(right)
             if v is not None and v == 0:
@@ -72,7 +72,7 @@ class ConstRangeChecker:
                 return True
         return False
 
-    def shift(self, op: str, right: N.Expr, ty: ScalarType | None, loc) -> bool:
+    def shift(self, op: str, right: N.Expr, ty: ScalarType | None, loc: Loc) -> bool:
         if op in ("<<", ">>") and ty is not None and ty.is_int and getattr(right, "ty", None) is not None:
             v = self._int_const(right)
             bits = max(ty.bits, 32)  # C shifts narrower types as int

@@ -158,7 +158,12 @@ class _Walker:
             r2, x2 = self.block(s.orelse, inner)
             return r1.join(r2), x1.join(x2)
         if isinstance(s, (N.While, N.For)):
-            parts = (s.cond,) if isinstance(s, N.While) else s.iter.args
+            parts: tuple[N.Expr, ...]
+            if isinstance(s, N.While):
+                parts = (s.cond,)
+            else:
+                assert isinstance(s.iter, N.Call), s.iter  # typecheck accepts only range(...) loops
+                parts = s.iter.args
             t = NONE
             for p in parts:
                 self.calls(p, ctl)

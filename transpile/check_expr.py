@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from tessera import nodes as N
 from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
@@ -29,11 +30,17 @@ class Sym:
     value: Value | None = None
     weak: bool = False
     block: tuple[int, ...] = ()
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def is_scalar(t: object) -> bool:
+def is_scalar(t: object) -> TypeGuard[ScalarType]:
     return isinstance(t, ScalarType)
+
+
+def scalar_type(e: N.Expr) -> ScalarType | None:
+    """The type of an operand checked by `ExprChecker.scalar_expr`: a scalar, or None after an error."""
+    assert e.ty is None or isinstance(e.ty, ScalarType), e.ty
+    return e.ty
 
 
 def convertible(src: ScalarType, dst: ScalarType) -> bool:
@@ -48,14 +55,10 @@ def convertible(src: ScalarType, dst: ScalarType) -> bool:
 
 def retype(e: N.Expr, ty: ScalarType) -> N.Expr:
     """Give a weak (literal-only) expression the type `ty`."""
-    if isinstance(e, (N.Unary, N.BinOp)):
-        kids = {}
-        if isinstance(e, N.Unary):
-            kids["operand"] = retype(e.operand, ty)
-        else:
-            kids["left"] = retype(e.left, ty)
-            kids["right"] = retype(e.right, ty)
-        return dataclasses.replace(e, ty=ty, **kids)
+    if isinstance(e, N.Unary):
+        return dataclasses.replace(e, ty=ty, operand=retype(e.operand, ty))
+    if isinstance(e, N.BinOp):
+        return dataclasses.replace(e, ty=ty, left=retype(e.left, ty), right=retype(e.right, ty))
     if isinstance(e, (N.IntLit, N.FloatLit, N.Name)):
         return dataclasses.replace(e, ty=ty)
     return e
@@ -101,7 +104,7 @@ class ExprChecker:
             loc = nc.loc or e.loc
             name = _name_at(e, loc)
             sym = self.lookup(name.id) if name is not None else None
-            if sym is not None and sym.ref in _RUNTIME_WHAT:
+            if name is not None and sym is not None and sym.ref in _RUNTIME_WHAT:
                 why = f" ('{name.id}' is {_RUNTIME_WHAT[sym.ref]})"
                 if sym.ref == "param" and isinstance(sym.ty, ScalarType):
                     why = f" ('{name.id}' is a parameter passed at launch; declare it '{name.id}: const {sym.ty}' " \
@@ -204,7 +207,7 @@ class ExprChecker:
 
     def x_Unary(self, e: N.Unary) -> N.Expr:
         x = self.scalar_expr(e.operand)
-        t = x.ty
+        t = scalar_type(x)
         if t is None:
             return dataclasses.replace(e, operand=x)
         if e.op == "not":
@@ -220,7 +223,7 @@ class ExprChecker:
         return dataclasses.replace(e, operand=x, ty=t)
 
     def binary_type(self, op: str, a: N.Expr, b: N.Expr, loc: Loc) -> tuple[N.Expr, N.Expr, ScalarType | None]:
-        ta, tb = a.ty, b.ty
+        ta, tb = scalar_type(a), scalar_type(b)
         if ta is None or tb is None:
             return a, b, None
         wa, wb = self.is_weak(a), self.is_weak(b)
@@ -288,7 +291,7 @@ class ExprChecker:
         """Record an implicit conversion of a checked scalar to `ty` (weak literals are retyped)."""
         if e.ty == ty or e.ty is None:
             return e
-        if self.is_weak(e) and literal_adopts(e.ty, ty):
+        if self.is_weak(e) and isinstance(e.ty, ScalarType) and literal_adopts(e.ty, ty):
             return retype(e, ty)
         return N.Call(e.loc, N.Name(e.loc, ty.name, ref="cast"), (e,), (), ty)
 
@@ -324,14 +327,15 @@ class ExprChecker:
             self.sink.error(e.loc, "a slice (view) is only allowed as an argument of tcopy or tcopy_async")
             return dataclasses.replace(e, base=base)
         if len(e.indices) != rank:
-            self.sink.error(e.loc, f"'{_base_name(base)}' has {rank} dimension{'s' if rank != 1 else ''} "
+            self.sink.error(e.loc, f"'{base_name(base)}' has {rank} dimension{'s' if rank != 1 else ''} "
                             f"but is indexed with {len(e.indices)}")
             return dataclasses.replace(e, base=base)
-        idx = []
+        idx: list[N.Expr] = []
         for i in e.indices:
             t = self.scalar_expr(i, "index")
-            if t.ty is not None and not t.ty.is_int:
-                self.sink.error(i.loc, f"index must be an integer, not {t.ty}")
+            it = scalar_type(t)
+            if it is not None and not it.is_int:
+                self.sink.error(i.loc, f"index must be an integer, not {it}")
             idx.append(t)
         return dataclasses.replace(e, base=base, indices=tuple(idx), ty=elem)
 
@@ -380,7 +384,7 @@ def _name_at(e: object, loc: Loc | None) -> N.Name | None:
     return None
 
 
-def _base_name(e: N.Expr) -> str:
+def base_name(e: N.Expr) -> str:
     return e.id if isinstance(e, N.Name) else "expression"
 
 

@@ -4,11 +4,12 @@ plus the call helpers (arity, scope, typed result) that every builtin checker sh
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from tessera import nodes as N
 from tessera.dtypes import I32, ScalarType
 from tessera.transpile.builtins import SCOPES
-from tessera.transpile.check_expr import ExprChecker, type_name
+from tessera.transpile.check_expr import ExprChecker, base_name, scalar_type, type_name
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -30,7 +31,8 @@ def same_expr(a: object, b: object) -> bool:
 
 
 class MemoryChecker(ExprChecker):
-    def _typed(self, e: N.Call, name: str, args, ty, kwargs=()) -> N.Call:
+    def _typed(self, e: N.Call, name: str, args: Iterable[N.Expr], ty: N.Type | None,
+               kwargs: Iterable[N.Keyword] = ()) -> N.Call:
         return N.Call(e.loc, N.Name(e.func.loc, name, ref="builtin"), tuple(args), tuple(kwargs), ty)
 
     def _arity(self, e: N.Call, name: str, lo: int, hi: int | None = None, kw: tuple[str, ...] = ()) -> bool:
@@ -66,9 +68,11 @@ class MemoryChecker(ExprChecker):
                             "a shared array, such as out[i]")
             return ref
         t = self.expr(ref)
-        base_ty = t.base.ty if isinstance(t, N.Index) else None
+        if not isinstance(t, N.Index):
+            return t
+        base_ty = t.base.ty
         if isinstance(base_ty, N.TensorType) and not base_ty.mut:
-            self.sink.error(ref.loc, f"'{t.base.id}' is not mut; declare it 'mut' to update it atomically")
+            self.sink.error(ref.loc, f"'{base_name(t.base)}' is not mut; declare it 'mut' to update it atomically")
             return dataclasses.replace(t, ty=None)
         if isinstance(base_ty, N.ArrayType) and base_ty.space != "shared":
             self.sink.error(ref.loc, f"atomics need a tensor or shared array, not a {type_name(base_ty)}")
@@ -84,7 +88,9 @@ class MemoryChecker(ExprChecker):
         vals = [self.scalar_expr(v, f"value of {name}()") for v in e.args[1:1 + nval]]
         if ref.ty is None or scope is None or any(v.ty is None for v in vals):
             return e
-        elem: ScalarType = ref.ty
+        # A typed target is an element of a tensor or shared array (atomic_target).
+        assert isinstance(ref, N.Index) and isinstance(ref.ty, ScalarType), ref
+        elem = ref.ty
         ok_types = {"i32", "u32", "i64", "u64", "f32", "f64"}
         if name in ("atomic_add", "atomic_sub", "atomic_exch"):
             ok_types |= {"f16", "bf16"}
@@ -95,7 +101,7 @@ class MemoryChecker(ExprChecker):
             return e
         if isinstance(ref.base.ty, N.ArrayType):
             scope = "group"
-        vals = [self.assignable(v, elem, v.loc, f"an element of '{ref.base.id}'") for v in vals]
+        vals = [self.assignable(v, elem, v.loc, f"an element of '{base_name(ref.base)}'") for v in vals]
         return self._typed(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
 
     def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
@@ -106,12 +112,11 @@ class MemoryChecker(ExprChecker):
         if dst is None or src is None:
             return e
         dt, st = dst.ty, src.ty
-        dspace = "global" if isinstance(dt.base, N.TensorType) else "shared"
-        sspace = "global" if isinstance(st.base, N.TensorType) else "shared"
-        if dspace == "global" and sspace == "global":
+        assert isinstance(dt, N.ViewType) and isinstance(st, N.ViewType), (dt, st)  # what view() gives
+        if isinstance(dt.base, N.TensorType) and isinstance(st.base, N.TensorType):
             self.sink.error(e.loc, "tcopy() copies global<->shared or shared->shared, not global->global")
             return e
-        if dspace == "global" and not dt.base.mut:
+        if isinstance(dt.base, N.TensorType) and not dt.base.mut:
             self.sink.error(e.args[0].loc, f"'{_root(dst)}' is not mut; declare it 'mut' to store to it")
             return e
         if dt.base.elem != st.base.elem:
@@ -127,7 +132,7 @@ class MemoryChecker(ExprChecker):
             return e
         return self._typed(e, name, (dst, src), N.VOID)
 
-    def view(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
+    def view(self, e: N.Expr, name: str, what: str) -> N.Index | None:
         if isinstance(e, N.Name):
             t = self.expr(e)
             if t.ty is None:
@@ -143,6 +148,7 @@ class MemoryChecker(ExprChecker):
         bt = base.ty
         if bt is None:
             return None
+        dims: tuple[N.Expr, ...]
         if isinstance(bt, N.TensorType):
             dims = bt.dims
         elif isinstance(bt, N.ArrayType) and bt.space == "shared":
@@ -151,7 +157,7 @@ class MemoryChecker(ExprChecker):
             self.sink.error(e.loc, f"the {what} of {name}() must be a view of a tensor or a shared array")
             return None
         if len(e.indices) != len(dims):
-            self.sink.error(e.loc, f"'{base.id}' has {len(dims)} dimensions but is indexed with {len(e.indices)}")
+            self.sink.error(e.loc, f"'{base_name(base)}' has {len(dims)} dimensions but is indexed with {len(e.indices)}")
             return None
         idx: list[N.Expr] = []
         extents: list[int] = []
@@ -166,8 +172,9 @@ class MemoryChecker(ExprChecker):
                 idx.append(N.Slice(i.loc, self.coerce(lo, I32), hi, I32))
             else:
                 t = self.scalar_expr(i, "index")
-                if t.ty is not None and not t.ty.is_int:
-                    self.sink.error(i.loc, f"index must be an integer, not {t.ty}")
+                it = scalar_type(t)
+                if it is not None and not it.is_int:
+                    self.sink.error(i.loc, f"index must be an integer, not {it}")
                     return None
                 idx.append(self.coerce(t, I32))
         if not extents:

@@ -49,11 +49,14 @@ def check_decorators(fn: N.FuncDef, sink: DiagnosticSink) -> str | None:
 
 def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N.KernelConfig | None:
     deco = next(d for d in fn.decorators if d.name == "kernel")
-    tile = None
-    shared = vectorize = bounds = None
+    tile: tuple[int, ...] | None = None
+    shared: int | None = None
+    vectorize: int | None = None
+    bounds: int | None = None
     seen: set[str] = set()
     ok = True
     for c in deco.clauses:
+        assert isinstance(c.func, N.Name), c.func  # build_ir makes a clause a call of its name
         name = c.func.id
         if name not in CLAUSES:
             sink.error(c.loc, f"unknown kernel clause '{name}'; expected one of {', '.join(CLAUSES)}")
@@ -78,8 +81,8 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
                 sink.error(c.loc, f"a group shape has 1 to 3 dimensions, not {len(items)}")
                 ok = False
                 continue
-            dims = [checker.const_int(i, "a tile dimension", 1, 1024) for i in items]
-            if any(d is None for d in dims):
+            dims = [d for d in (checker.const_int(i, "a tile dimension", 1, 1024) for i in items) if d is not None]
+            if len(dims) < len(items):
                 ok = False
                 continue
             total = 1

@@ -44,8 +44,8 @@ class ModuleChecker:
                 items.append(item)
             elif isinstance(item, N.TableDef):
                 if item.shape:
-                    ty = N.ArrayType(SCALARS[item.elem], item.shape, "const")
-                    self.declare(item.name, item.loc, Sym(item.name, "table", ty, item.loc))
+                    table_ty = N.ArrayType(SCALARS[item.elem], item.shape, "const")
+                    self.declare(item.name, item.loc, Sym(item.name, "table", table_ty, item.loc))
                 items.append(item)
         for item in self.module.items:
             if isinstance(item, N.FuncDef):

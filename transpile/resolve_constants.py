@@ -78,9 +78,9 @@ class _Resolver:
             value = None
         value = override(self.sink, self.defines, c.name, c.loc, value, "constant")
         if value is not None:
-            why = value_range_error(value, type_of_value(value))
-            if why:
-                self.sink.error(c.loc, f"module constant '{c.name}': {why}")
+            range_error = value_range_error(value, type_of_value(value))
+            if range_error:
+                self.sink.error(c.loc, f"module constant '{c.name}': {range_error}")
             if c.name not in self.env:
                 self.env[c.name] = value
         return dataclasses.replace(c, folded=value)
@@ -105,25 +105,25 @@ class _Resolver:
                 return t
             shape.append(v)
         total = 1
-        for d in shape:
-            total *= d
+        for extent in shape:
+            total *= extent
         if total != len(t.values):
             shown = total if total < 2**64 else "more than 2**64"  # many huge dimensions: too long to print
             self.sink.error(t.loc, f"table '{t.name}' has {shown} elements but {len(t.values)} values are given")
             return t
         folded = []
-        for v in t.values:
+        for item in t.values:
             try:
-                x = evaluate(v, self.env)
+                x = evaluate(item, self.env)
             except NotConstant:
-                self.sink.error(v.loc, "a table value must be a compile-time constant")
+                self.sink.error(item.loc, "a table value must be a compile-time constant")
                 return t
             if elem.is_int and isinstance(x, float):
-                self.sink.error(v.loc, f"table '{t.name}' of {elem} cannot hold the float {x!r}")
+                self.sink.error(item.loc, f"table '{t.name}' of {elem} cannot hold the float {x!r}")
                 return t
             why = value_range_error(x, elem)
             if why:
-                self.sink.error(v.loc, f"table '{t.name}' of {elem}: {why}")
+                self.sink.error(item.loc, f"table '{t.name}' of {elem}: {why}")
                 return t
             folded.append(convert(x, elem))
         self.const_bytes += total * elem.c_compute_size

@@ -19,7 +19,7 @@ from tessera.dtypes import SCALARS, ScalarType
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.check_arrays import ArrayDeclChecker
 from tessera.transpile.check_consts import ConstRangeChecker
-from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, is_scalar, type_name
+from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, base_name, is_scalar, scalar_type, type_name
 
 
 class FunctionChecker(ArrayDeclChecker):
@@ -135,11 +135,12 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(it.loc, f"{kind}() takes 1 to 3 arguments, got {len(it.args)}")
             return s
         args = [self.scalar_expr(a, f"argument of {kind}()") for a in it.args]
-        if any(a.ty is None for a in args):
+        types = [t for t in map(scalar_type, args) if t is not None]
+        if len(types) < len(args):
             return s
-        for a in args:
-            if not a.ty.is_int:
-                self.sink.error(a.loc, f"{kind}() needs integer arguments, not {a.ty}")
+        for a, t in zip(args, types):
+            if not t.is_int:
+                self.sink.error(a.loc, f"{kind}() needs integer arguments, not {t}")
                 return s
         if kind == "static_range":
             vals = [self.const_int(a, "a static_range bound") for a in it.args]
@@ -151,7 +152,7 @@ class FunctionChecker(ArrayDeclChecker):
         elif len(args) == 3 and self.is_weak(args[2]) and self.const_value(args[2], "step") == 0:
             self.sink.error(it.args[2].loc, "range() step must not be zero")
             return s
-        strong = [a.ty for a in args if not self.is_weak(a)]
+        strong = [t for a, t in zip(args, types) if not self.is_weak(a)]
         var_ty = strong[0] if strong else SCALARS["i32"]
         for t in strong[1:]:
             if t.bits > var_ty.bits:
@@ -196,9 +197,9 @@ class FunctionChecker(ArrayDeclChecker):
             return s
         target = self.store_target(s.target)
         value = self.scalar_expr(s.value)
-        if target.ty is None or value.ty is None:
+        tt = scalar_type(target)
+        if tt is None or value.ty is None:
             return s
-        tt: ScalarType = target.ty
         _, value, res = self.binary_type(s.op, target, value, s.loc)
         if res is None:
             return s
@@ -224,13 +225,13 @@ class FunctionChecker(ArrayDeclChecker):
             x = self.expr(t)
             if not isinstance(x, N.Index) or x.ty is None:
                 return x
-            bt = x.base.ty
+            bt, base = x.base.ty, base_name(x.base)
             if isinstance(bt, N.TensorType) and not bt.mut:
-                self.sink.error(t.loc, f"cannot store to '{x.base.id}': it is not mut; declare the parameter "
-                                f"as '{x.base.id}: mut {bt.elem}[...]'")
+                self.sink.error(t.loc, f"cannot store to '{base}': it is not mut; declare the parameter "
+                                f"as '{base}: mut {bt.elem}[...]'")
                 return dataclasses.replace(x, ty=None)
             if isinstance(bt, N.ArrayType) and bt.space == "const":
-                self.sink.error(t.loc, f"cannot store to the constant table '{x.base.id}'")
+                self.sink.error(t.loc, f"cannot store to the constant table '{base}'")
                 return dataclasses.replace(x, ty=None)
             return x
         self.sink.error(t.loc, "cannot assign to this expression")
@@ -256,14 +257,18 @@ class FunctionChecker(ArrayDeclChecker):
                 self.sink.error(s.loc, "only a name can have a type annotation")
             target = self.store_target(s.target)
             value = self.scalar_expr(s.value, "stored value")
-            if target.ty is None or value.ty is None:
+            tt, vt = scalar_type(target), scalar_type(value)
+            if tt is None or vt is None:
                 return s
-            if isinstance(target, N.Index) and isinstance(target.base.ty, N.ArrayType) \
+            assert isinstance(target, N.Index), target  # a typed store target other than a name
+            if isinstance(target.base.ty, N.ArrayType) \
                     and target.base.ty.space == "shared" and self.bare_alloc is not None \
-                    and target.base.id == self.bare_alloc.name and not self.bare_alloc.extra.get("typed"):
-                self.type_bare_alloc(value.ty)
+                    and base_name(target.base) == self.bare_alloc.name and not self.bare_alloc.extra.get("typed"):
+                self.type_bare_alloc(vt)
                 target = self.expr(s.target)
-            value = self.assignable(value, target.ty, s.loc, f"an element of '{target.base.id}'")
+                tt = scalar_type(target)
+                assert isinstance(target, N.Index) and tt is not None, target  # now of the element type
+            value = self.assignable(value, tt, s.loc, f"an element of '{base_name(target.base)}'")
             return dataclasses.replace(s, target=target, value=value)
         name = s.target.id
         special = self.special_value(s)
@@ -278,7 +283,7 @@ class FunctionChecker(ArrayDeclChecker):
             if s.annotation:
                 self.sink.error(s.annotation_loc or s.loc, f"'{name}' is already declared as {existing.ty}",
                                 Note("declared here", existing.loc))
-            if existing.ty is None or value.ty is None:
+            if not isinstance(existing.ty, ScalarType) or value.ty is None:  # a local is a scalar or untyped
                 return s
             value = self.assignable(value, existing.ty, s.loc, f"'{name}'")
             return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=existing.ty, ref="local"),
@@ -331,6 +336,7 @@ def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.Func
     second = FunctionChecker(sink, module_syms, fn)
     second.params.update(params)
     second.later_funcs = first.later_funcs
+    assert isinstance(first.bare_alloc.ty, N.ArrayType)
     second.bare_elem = first.bare_alloc.ty.elem
     return second.run()
 
