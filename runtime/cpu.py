@@ -7,6 +7,7 @@ import ctypes
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ _C_SCALAR = {"bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", 
              "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int", "u64": "unsigned long long",
              "f16": "float", "bf16": "float", "f32": "float", "f64": "double"}
 _C_STORAGE = dict(_C_SCALAR, f16="__half", bf16="__nv_bfloat16")
-_CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+_CTYPES: dict[str, Any] = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
            "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
            "u64": ctypes.c_uint64, "f16": ctypes.c_float, "bf16": ctypes.c_float, "f32": ctypes.c_float,
            "f64": ctypes.c_double}

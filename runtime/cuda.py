@@ -18,7 +18,7 @@ from tessera.errors import LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo
 from tessera.runtime.launch_args import Bound
 
-_SCALAR_CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+_SCALAR_CTYPES: dict[str, Any] = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
                   "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
                   "u64": ctypes.c_uint64, "f16": ctypes.c_float, "bf16": ctypes.c_float, "f32": ctypes.c_float,
                   "f64": ctypes.c_double}
@@ -27,7 +27,7 @@ STATIC_SMEM_LIMIT = 48 * 1024
 
 def pack_params(info: KernelInfo, bound: Bound, pointers: dict[str, int]) -> list[ctypes._SimpleCData]:
     """One ctypes value per C parameter of the kernel, in order (device pointers as u64)."""
-    out: list[ctypes._SimpleCData] = []
+    out: list[Any] = []  # ctypes scalars
     for p in info.params:
         if p.kind == "tensor":
             out.append(ctypes.c_uint64(pointers[p.name]))
@@ -205,7 +205,7 @@ class CudaLibrary:
 def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:
     """The `void*[]` of addresses cuLaunchKernel takes (the values must outlive the launch)."""
     argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
-    argv._keep = params  # keep the values alive as long as the array
+    argv._keep = params  # type: ignore[attr-defined]  # the values live as long as the array
     return argv
 
 

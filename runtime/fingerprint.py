@@ -92,14 +92,14 @@ def fingerprint_of(packages: list[tuple[str, str | None]]) -> str:
         entries += [(f"{name}/{rel.replace(os.sep, '/')}", os.path.join(top, rel)) for rel in rels]
     h = hashlib.sha256(b"tessera-fingerprint\0")
     for label, path in sorted(entries, key=lambda e: e[0]):
-        data = b"\0missing"
+        data: bytes = b"\0missing"
         if path is not None:
             try:
                 data = _read(path)
             except OSError as e:
                 data = f"\0unreadable: {type(e).__name__}".encode()
-        name = label.encode("utf-8", "surrogateescape")
-        h.update(len(name).to_bytes(8, "big") + name + len(data).to_bytes(8, "big") + data)
+        encoded = label.encode("utf-8", "surrogateescape")
+        h.update(len(encoded).to_bytes(8, "big") + encoded + len(data).to_bytes(8, "big") + data)
     return h.hexdigest()
 
 

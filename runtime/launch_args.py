@@ -52,11 +52,11 @@ def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
     dims = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid) if isinstance(grid, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
         raise LaunchError(f"{kernel}(): grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
-    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
-    for d, limit in zip(dims, MAX_GRID):
+    full = [int(d) for d in dims] + [1] * (3 - len(dims))
+    for d, limit in zip(full, MAX_GRID):
         if not 1 <= d <= limit:
             raise LaunchError(f"{kernel}(): grid dimension {d} is out of range (1..{limit})")
-    return dims
+    return full[0], full[1], full[2]
 
 
 def _check_array(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str],

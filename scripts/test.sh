@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Install Tessera with its test dependencies and run the test suite.
+# Install Tessera with its test dependencies and run the test suite, with coverage of every
+# package (tessera, tessera.transpile, tessera.runtime; see [tool.coverage] in pyproject.toml).
 # pytest's exit 5 ("no tests ran") is turned into a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e ".[test]" || exit 1
-python -m pytest -q "$@"
+python -m pytest -q --cov "$@"
 code=$?
 if [ "$code" -eq 5 ]; then
     echo "error: no tests ran" >&2

@@ -193,7 +193,7 @@ class _Variant:
         self.library_key = library_key
         self._cuda = cuda
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
-        self._lib = None
+        self._lib: Any = None  # CpuLibrary or CudaLibrary, once loaded
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -257,16 +257,19 @@ class _Variant:
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                  variants={kernel: consts} if kernel else None, skip_unbound=True,
                                  restrict=mod.restrict)
-        lib_key, artifact = "", None
+        lib_key = ""
+        artifact: Any = None  # the image (CUDA) or the library's path (CPU)
         if result.kernels and mod.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device
 
-            lib_key, artifact = compile_for_device(result.cuda, mod.arch)
+            lib_key, image = compile_for_device(result.cuda, mod.arch)
+            artifact = image
         elif result.kernels:
             from tessera.runtime.cpu import build_library
 
             try:
-                lib_key, artifact = build_library(result.cuda, result.kernels)
+                lib_key, path = build_library(result.cuda, result.kernels)
+                artifact = path
             except CompileError as e:
                 if e.source is not None or not e.diagnostics:
                     raise

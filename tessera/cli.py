@@ -109,7 +109,7 @@ def run(argv: list[str]) -> int:
                                 only_kernel=args.kernel)
         kernels = result.kernels
         if args.kernel is not None and not kernels:
-            names = ", ".join(k.name for k in result.module.kernels) or "none"  # type: ignore[union-attr]
+            names = ", ".join(k.name for k in result.module.kernels) or "none"
             print(f"tesserac: error: no kernel named {args.kernel!r} (kernels: {names})", file=sys.stderr)
             return EXIT_ERROR
         base = os.path.splitext(args.input)[0]

@@ -168,7 +168,8 @@ def _expected(exp: set[str]) -> str:
 
 def _syntax_error(err: UnexpectedInput, src: SourceFile) -> Diagnostic:
     if isinstance(err, UnexpectedCharacters):
-        ch = src.text[err.pos_in_stream] if err.pos_in_stream < len(src.text) else "?"
+        pos = err.pos_in_stream or 0
+        ch = src.text[pos] if pos < len(src.text) else "?"
         if ch == "\t":
             msg = "unexpected tab"
         elif ch.isprintable():
@@ -187,10 +188,10 @@ def _syntax_error(err: UnexpectedInput, src: SourceFile) -> Diagnostic:
             expected = set(err.expected)
         opened = _unclosed_bracket(tok, src)
         if opened is not None:
-            return Diagnostic(f"'{opened}' was never closed", Loc(opened.line, opened.column))
+            return Diagnostic(f"'{opened}' was never closed", Loc(opened.line or 1, opened.column or 1))
         kw = _keyword_before(tok)
         if kw is not None:
-            return Diagnostic(f"unexpected keyword '{kw}'", Loc(kw.line, kw.column))
+            return Diagnostic(f"unexpected keyword '{kw}'", Loc(kw.line or 1, kw.column or 1))
         if tok.type == "_INDENT":
             return Diagnostic("unexpected indent", Loc(line, col))
         if expected == {"_INDENT"}:

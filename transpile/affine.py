@@ -44,7 +44,7 @@ def _decompose(e: L.Expr, ty: ScalarType) -> tuple[dict[L.Expr, _Coeff], int]:
             return {}, e.value
         return {e: (1, None)}, 0
     if isinstance(e, L.Affine):
-        return {a: (c.value, c.name) for a, c in e.terms}, int(e.offset.value)
+        return {a: (int(c.value), c.name) for a, c in e.terms}, int(e.offset.value)
     if isinstance(e, L.Unary) and e.op == "-":
         terms, off = _decompose(e.x, ty)
         return {a: _scale(c, -1) for a, c in terms.items()}, -off

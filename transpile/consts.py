@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType
+from tessera.errors import Loc
 from tessera.limits import MAX_CONST_BITS, MAX_INT_DIGITS
 
 Value = int | float | bool
@@ -36,7 +37,7 @@ def _tmod(a: int, b: int) -> int:
     return a - _tdiv(a, b) * b
 
 
-def _arith(op: str, a: Value, b: Value, loc) -> Value:
+def _arith(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
     if op in ("//", "%", "/") and b == 0:
         raise NotConstant(loc, "division by zero in a constant expression")
     try:
@@ -45,8 +46,16 @@ def _arith(op: str, a: Value, b: Value, loc) -> Value:
         raise NotConstant(loc, OVERFLOW_FLOAT) from None
 
 
-def _arith_raw(op: str, a: Value, b: Value, loc) -> Value:
-    both_int = isinstance(a, int) and isinstance(b, int)
+def _arith_raw(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
+    if isinstance(a, int) and isinstance(b, int):
+        return _int_arith(op, a, b, loc)
+    if op in ("&", "|", "^", "<<", ">>"):
+        raise NotConstant(loc, f"'{op}' needs integer operands")
+    return _float_arith(op, float(a), float(b), loc)
+
+
+def _int_arith(op: str, a: int, b: int, loc: Loc | None) -> Value:
+    """Integer arithmetic as in C: `//` and `%` truncate toward zero (bools count as 0 and 1)."""
     if op == "+":
         return a + b
     if op == "-":
@@ -54,17 +63,11 @@ def _arith_raw(op: str, a: Value, b: Value, loc) -> Value:
     if op == "*":
         return a * b
     if op == "/":
-        if both_int:
-            raise NotConstant(loc, "integer '/'")
-        return a / b
+        raise NotConstant(loc, "integer '/'")
     if op == "//":
-        if both_int:
-            return _tdiv(a, b)
-        return float(math.floor(_checked(a / b, loc)))  # floor(a / b) as in the C, a float
+        return _tdiv(a, b)
     if op == "%":
-        return _tmod(a, b) if both_int else math.fmod(a, b)
-    if not both_int:
-        raise NotConstant(loc, f"'{op}' needs integer operands")
+        return _tmod(a, b)
     if op == "&":
         return a & b
     if op == "|":
@@ -78,11 +81,27 @@ def _arith_raw(op: str, a: Value, b: Value, loc) -> Value:
     raise NotConstant(loc)
 
 
+def _float_arith(op: str, a: float, b: float, loc: Loc | None) -> Value:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b
+    if op == "//":
+        return float(math.floor(_checked(a / b, loc)))  # floor(a / b) as in the C, a float
+    if op == "%":
+        return math.fmod(a, b)
+    raise NotConstant(loc)
+
+
 OVERFLOW_INT = f"constant expression overflows: its value needs more than {MAX_CONST_BITS} bits"
 OVERFLOW_FLOAT = "constant expression overflows the float range"
 
 
-def _checked(v: Value, loc) -> Value:
+def _checked(v: Value, loc: Loc | None) -> Value:
     """`v`, unless it is an int of 2**MAX_CONST_BITS or more or a float that is not finite:
     bounding every step keeps evaluation cheap (repeated squaring cannot build huge numbers) and
     keeps infinities and NaN out of the C text."""
@@ -192,8 +211,8 @@ def parse_define_value(text: str) -> Value:
             raise ValueError("does not fit in 64 bits")
         return v
     if _FLOAT_RE.fullmatch(t):
-        v = float(t.replace("_", ""))
-        if not math.isfinite(v):
+        f = float(t.replace("_", ""))
+        if not math.isfinite(f):
             raise ValueError("is out of the float range")
-        return v
+        return f
     raise ValueError("is not an integer, float, True or False")

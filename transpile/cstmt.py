@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tessera.dtypes import ScalarType, c_literal, round_to
+from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import COND, CPrinter, c_string, nonzero_literal, store_fn, var_name
@@ -235,10 +235,13 @@ class BodyPrinter:
         text, _ = self.pr.p(e)
         if isinstance(e, L.Atomic) and text.startswith("(long long)atomic"):
             text = text[len("(long long)"):]
-        if isinstance(e, L.Atomic) or (isinstance(e, L.Call) and e.dtype is None):
+        if isinstance(e, L.Atomic):
             self.emit(text + ";", s.loc)
         else:
             self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
+
+    def s_Invoke(self, s: L.Invoke) -> None:
+        self.emit(f"{self.pr.p_Call(L.Call(s.func, s.args, I32))[0]};", s.loc)
 
     def s_Copy(self, s: L.Copy) -> None:
         ext = tuple(x for x in s.dst.extents if x is not None)

@@ -16,7 +16,7 @@ from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import Context, CPrinter
 from tessera.transpile.cstmt import Options, dims_suffix, print_body
-from tessera.transpile.lir_visit import all_exprs
+from tessera.transpile.lir_visit import all_exprs, statements
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
 
@@ -80,7 +80,8 @@ def finite(c: L.NamedConst) -> bool:
 
 
 def _recursive(fn: L.Function) -> bool:
-    return any(isinstance(e, L.Call) and e.func == fn.name for e in all_exprs(fn.body))
+    return any(isinstance(e, L.Call) and e.func == fn.name for e in all_exprs(fn.body)) or any(
+        isinstance(s, L.Invoke) and s.func == fn.name for s in statements(fn.body))
 
 
 def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:

@@ -137,11 +137,11 @@ class Atomic:
 
 @dataclass(frozen=True)
 class Call:
-    """A call of a device function."""
+    """A call of a device function that returns a value (see `Invoke` for the others)."""
 
     func: str
     args: tuple[Expr, ...]
-    dtype: ScalarType | None
+    dtype: ScalarType
 
 
 Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \
@@ -309,6 +309,15 @@ class Eval:
 
 
 @dataclass(frozen=True)
+class Invoke:
+    """A call of a device function that returns nothing."""
+
+    loc: Loc
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
 class Print:
     loc: Loc
     fmt: str
@@ -323,7 +332,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | Break | Continue | Return | Barrier | Fence | Copy \
-    | Eval | Print | Assert
+    | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ def expr(e: L.Expr) -> str:
         args = ", ".join(expr(a) for a in e.args)
         return f"{e.op}({e.buf}[{', '.join(expr(i) for i in e.index)}], {args}, scope={e.scope}):{e.dtype}"
     assert isinstance(e, L.Call)
-    return f"call {e.func}({', '.join(expr(a) for a in e.args)}):{e.dtype or 'void'}"
+    return f"call {e.func}({', '.join(expr(a) for a in e.args)}):{e.dtype}"
 
 
 def _coeff(c: L.Const) -> str:
@@ -93,6 +93,8 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}copy {_view(s.dst)} <- {_view(s.src)}{ln}")
         elif isinstance(s, L.Eval):
             out.append(f"{pad}{expr(s.expr)}{ln}")
+        elif isinstance(s, L.Invoke):
+            out.append(f"{pad}call {s.func}({', '.join(expr(a) for a in s.args)}){ln}")
         elif isinstance(s, L.Print):
             out.append(f"{pad}print {s.fmt!r}{''.join(', ' + expr(a) for a in s.args)}{ln}")
         elif isinstance(s, L.Assert):

@@ -5,8 +5,8 @@ Passes and analyses use these instead of writing their own walk per node type.""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from tessera.transpile import lir as L
 
@@ -19,9 +19,16 @@ def is_expr(x: object) -> bool:
     return isinstance(x, _EXPR_TYPES)
 
 
-@functools.cache
-def _fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "dtype"))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(node: Any) -> tuple[str, ...]:
+    """The names of a node's fields other than its location and type (cached per class)."""
+    cls = type(node)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "dtype"))
+    return names
 
 
 def children(e: L.Expr) -> tuple[L.Expr, ...]:
@@ -32,7 +39,7 @@ def children(e: L.Expr) -> tuple[L.Expr, ...]:
             out += (atom, c)
         return (*out, e.offset)
     kids: list[L.Expr] = []
-    for name in _fields(type(e)):
+    for name in _fields(e):
         v = getattr(e, name)
         if is_expr(v):
             kids.append(v)
@@ -54,7 +61,7 @@ def stmt_exprs(s: L.Stmt) -> tuple[L.Expr, ...]:
     """The expressions a statement evaluates itself (not those of its nested bodies), including
     the starts of a copy's views, the target of an assignment and the variable of a loop."""
     out: list[L.Expr] = []
-    for name in _fields(type(s)):
+    for name in _fields(s):
         if name in _BODY_FIELDS:
             continue
         v = getattr(s, name)
@@ -95,20 +102,20 @@ def map_expr(e: L.Expr, fn: Callable[[L.Expr], L.Expr]) -> L.Expr:
         terms = tuple((map_expr(a, fn), map_expr(c, fn)) for a, c in e.terms)
         new: L.Expr = dataclasses.replace(e, terms=terms, offset=map_expr(e.offset, fn))  # type: ignore[arg-type]
         return fn(new)
-    changes: dict[str, object] = {}
-    for name in _fields(type(e)):
+    changes: dict[str, Any] = {}
+    for name in _fields(e):
         v = getattr(e, name)
         if is_expr(v):
             changes[name] = map_expr(v, fn)
         elif isinstance(v, tuple) and any(is_expr(x) for x in v):
             changes[name] = tuple(map_expr(x, fn) if is_expr(x) else x for x in v)
-    return fn(dataclasses.replace(e, **changes) if changes else e)
+    return fn(_rebuilt(e, changes))
 
 
 def map_stmt_exprs(s: L.Stmt, fn: Callable[[L.Expr], L.Expr]) -> L.Stmt:
     """`s` with `map_expr(., fn)` applied to the expressions it evaluates itself (bodies untouched)."""
-    changes: dict[str, object] = {}
-    for name in _fields(type(s)):
+    changes: dict[str, Any] = {}
+    for name in _fields(s):
         if name in _BODY_FIELDS:
             continue
         v = getattr(s, name)
@@ -118,7 +125,12 @@ def map_stmt_exprs(s: L.Stmt, fn: Callable[[L.Expr], L.Expr]) -> L.Stmt:
             changes[name] = dataclasses.replace(v, starts=tuple(map_expr(x, fn) for x in v.starts))
         elif isinstance(v, tuple) and any(is_expr(x) for x in v):
             changes[name] = tuple(map_expr(x, fn) if is_expr(x) else x for x in v)
-    return dataclasses.replace(s, **changes) if changes else s
+    return _rebuilt(s, changes)
+
+
+def _rebuilt(node: Any, changes: dict[str, Any]) -> Any:
+    """`node` with `changes` (the same node when there are none)."""
+    return dataclasses.replace(node, **changes) if changes else node
 
 
 def map_body(body: tuple[L.Stmt, ...], fn: Callable[[L.Stmt], L.Stmt | tuple[L.Stmt, ...]]) -> tuple[L.Stmt, ...]:

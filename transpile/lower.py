@@ -117,7 +117,8 @@ class _Function:
             assert isinstance(ty, ScalarType)
             return L.Cast(args[0], ty)
         if e.func.ref == "func":
-            return L.Call(name, args, ty if isinstance(ty, ScalarType) else None)
+            assert isinstance(ty, ScalarType), "a call of a function without a value is a statement"
+            return L.Call(name, args, ty)
         node = BUILTINS[name].node
         assert isinstance(ty, ScalarType), e
         if node == "intrinsic":
@@ -229,7 +230,7 @@ class _Function:
         update is written out as `x[i] = x[i] op v`)."""
         kept: list[L.Expr] = []
         for k, i in enumerate(index):
-            if any(isinstance(x, (L.Atomic, L.Call)) for x in walk(i)):
+            if any(isinstance(x, (L.Atomic, L.Call)) for x in walk(i)):  # side effects
                 tmp = L.Var(self.temp(f"%index{k}"), i.dtype)
                 out.append(L.Decl(loc, tmp, i, const=True))
                 i = tmp
@@ -240,6 +241,8 @@ class _Function:
         e = s.expr
         assert isinstance(e, N.Call) and isinstance(e.func, N.Name)
         node = BUILTINS[e.func.id].node if e.func.ref == "builtin" else "call"
+        if node == "call" and not isinstance(e.ty, ScalarType):
+            return L.Invoke(s.loc, e.func.id, tuple(self.expr(a) for a in e.args))
         if node == "barrier":
             return L.Barrier(s.loc)
         if node == "fence":

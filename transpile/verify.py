@@ -175,6 +175,10 @@ class _LirVerifier:
             self.fail("assigned value of another type", s)
         if isinstance(s, L.Return) and s.value is not None and s.value.dtype != self.fn.ret:
             self.fail("returned value of another type", s)
+        if isinstance(s, L.Invoke):
+            f = self.module.function(s.func)
+            if f is None or len(f.params) != len(s.args):
+                self.fail("call of an unknown function or with the wrong number of arguments", s)
         if isinstance(s, L.Copy):
             ext = [tuple(x for x in v.extents if x is not None) for v in (s.dst, s.src)]
             if ext[0] != ext[1]:
