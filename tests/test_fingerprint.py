@@ -136,19 +136,19 @@ def _libraries_with(cache: Path, marker: bytes) -> list[Path]:
 
 
 def test_a_changed_compiler_is_seen_through_a_warm_cache(tmp_path: Path) -> None:
-    """A changed template, then a changed host prelude: each is compiled in, never served stale."""
+    """A changed template, host prelude, then printer rule: each is compiled in, never served stale."""
     pkg = _copy_installed_package(tmp_path / "site")
     sample = tmp_path / "k.tsr"
     sample.write_text(KERNEL)
     cache = tmp_path / "cache"
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"), TESSERA_CACHE_DIR=str(cache))
 
-    def run() -> dict:
+    def run(total: float = 80.0) -> dict:
         proc = subprocess.run([sys.executable, "-c", RUN, str(sample)], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert out["sum"] == 80.0 and all(f.startswith(str(pkg)) for f in out["from"]), out
+        assert out["sum"] == total and all(f.startswith(str(pkg)) for f in out["from"]), out
         return out
 
     assert run()["compiled"]
@@ -168,3 +168,12 @@ def test_a_changed_compiler_is_seen_through_a_warm_cache(tmp_path: Path) -> None
     prelude = mark(pkg / "runtime" / "host" / "tessera_host.h", "prelude")
     assert run()["compiled"]
     assert len(_libraries_with(cache, prelude)) == 1
+
+    # A printer rule: float literals printed twice their value. The next run prints the new C.
+    printer = pkg / "transpile" / "cprinter.py"
+    rule = "        text = c_literal(e.value, e.dtype)\n"
+    assert rule in printer.read_text()
+    printer.write_text(printer.read_text().replace(
+        rule, "        text = c_literal(e.value * 2 if isinstance(e.value, float) else e.value, e.dtype)\n"))
+    assert run(160.0)["compiled"]
+    assert not run(160.0)["compiled"]
