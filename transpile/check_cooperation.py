@@ -9,8 +9,9 @@ the old value of an atomic, ...) and per warp when it differs only between warps
 reductions); the builtin table says which builtin gives what, and which must be called by the
 whole group or by whole warps. Taints flow through locals, register arrays, returns of device
 functions (a tile index behind a call still varies) and control flow: an assignment under a varying
-condition varies, and after a `return`, `break` or `continue` under a varying condition the rest of
-the block (and, for loops, every later iteration) runs only for some tiles.
+condition varies, and after a `break` or `continue` under a varying condition the rest of the loop
+body (and every later iteration) runs only for some tiles. A `return` under a varying condition is
+allowed: a tile that has returned takes no part in later barriers (docs/language.md, section 8.1).
 
 Inside a device function a value may also depend on a parameter. Then the function's result varies
 as the argument does, and a cooperative operation under a condition on a parameter makes the
@@ -143,9 +144,9 @@ class _Walker:
         ret = exits = NONE
         where = ctl.where
         for s in stmts:
-            c = _Ctl(ctl.taint.join(ret).join(exits), where)
+            c = _Ctl(ctl.taint.join(exits), where)
             r, x = self.stmt(s, c)
-            if r.join(x) != NONE and where is None:
+            if x != NONE and where is None:
                 where = s.loc
             ret, exits = ret.join(r), exits.join(x)
         return ret, exits
@@ -173,8 +174,8 @@ class _Walker:
                 self.set(s.var, inner.taint.join(t))
             r, x = self.block(s.body, inner)
             old = self.escapes.get(id(s), NONE)
-            if old.join(r).join(x) != old:
-                self.escapes[id(s)] = old.join(r).join(x)
+            if old.join(x) != old:
+                self.escapes[id(s)] = old.join(x)
                 self.changed = True
             return r, NONE
         if isinstance(s, N.Return):
