@@ -160,6 +160,11 @@ class DiagnosticSink:
         else:
             self.suppressed += 1
 
+    @property
+    def full(self) -> bool:
+        """No more errors will be shown (later ones are only counted)."""
+        return len(self.items) >= MAX_ERRORS
+
     def merge(self, other: DiagnosticSink) -> None:
         """Take over what `other` collected (a scratch sink whose run turned out to be the real one)."""
         for d in other.items:

@@ -147,6 +147,9 @@ class ExprChecker:
             self.sink.error(loc, f"'{name}' is defined later in the file (line {where.line}); a function can "
                             "call only the device functions defined above it", Note("defined here", where))
             return
+        if self.sink.full:  # not shown: skip the costly search for a suggestion
+            self.sink.error(loc, f"undefined name '{name}'")
+            return
         known = set(BUILTIN_NAMES) | set(self.module_syms)
         for scope in self.scopes:
             known |= set(scope)
