@@ -9,6 +9,7 @@ with the reason, never an exception from Python's arithmetic.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Mapping
 
@@ -46,6 +47,10 @@ def _arith(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
         raise NotConstant(loc, OVERFLOW_FLOAT) from None
 
 
+_COMMON = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+_BITS = {"&": operator.and_, "|": operator.or_, "^": operator.xor}
+
+
 def _arith_raw(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
     if isinstance(a, int) and isinstance(b, int):
         return _int_arith(op, a, b, loc)
@@ -56,24 +61,14 @@ def _arith_raw(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
 
 def _int_arith(op: str, a: int, b: int, loc: Loc | None) -> Value:
     """Integer arithmetic as in C: `//` and `%` truncate toward zero (bools count as 0 and 1)."""
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
+    if op in _COMMON:
+        return _COMMON[op](a, b)
     if op == "/":
         raise NotConstant(loc, "integer '/'")
-    if op == "//":
-        return _tdiv(a, b)
-    if op == "%":
-        return _tmod(a, b)
-    if op == "&":
-        return a & b
-    if op == "|":
-        return a | b
-    if op == "^":
-        return a ^ b
+    if op in ("//", "%"):
+        return _tdiv(a, b) if op == "//" else _tmod(a, b)
+    if op in _BITS:
+        return _BITS[op](a, b)
     if op in ("<<", ">>"):
         if b < 0 or b >= 64:
             raise NotConstant(loc, "shift count out of range")
@@ -82,12 +77,8 @@ def _int_arith(op: str, a: int, b: int, loc: Loc | None) -> Value:
 
 
 def _float_arith(op: str, a: float, b: float, loc: Loc | None) -> Value:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
+    if op in _COMMON:
+        return _COMMON[op](a, b)
     if op == "/":
         return a / b
     if op == "//":
