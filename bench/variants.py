@@ -9,7 +9,8 @@ BM, BN in {16, 32, 64, 128} of `samples/matmul.tsr`:
 * **16 variants** -- `tessera.compiler.front_end` once (parse, module constants), then
   `compile_variant` per variant (specialize, kernel headers, typecheck, checks, lowering, emission).
 
-Both are timed best-of-`--repeat` after a warm-up; the ratio is printed with the goal (< 0.4x).
+Both are timed best-of-`--repeat` after a warm-up, the garbage collector paused while timing;
+the ratio is printed with the goal (< 0.4x).
 
     python bench/variants.py [--repeat N] [FILE.tsr]
 """
@@ -17,6 +18,7 @@ Both are timed best-of-`--repeat` after a warm-up; the ratio is printed with the
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import time
@@ -27,12 +29,19 @@ BLOCKS = (16, 32, 64, 128)
 
 
 def best_of(fn, repeat: int) -> float:
+    """Best wall time of `repeat` calls after a warm-up, with the garbage collector paused while
+    timing (as `timeit` does: a collection landing in one run is noise, not a cost of either side)."""
     fn()
     best = float("inf")
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        gc.enable()
     return best
 
 

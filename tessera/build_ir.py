@@ -1,11 +1,11 @@
-"""Building the IR: the Lark transformer from parse trees to `tessera.nodes`, with the
-source location of every node (1-based line and column from Lark's positions)."""
+"""Building the IR: the Lark transformer that the parser calls as it reduces, making the nodes of
+`tessera.nodes` with the source location of every node (1-based line and column of a token)."""
 
 from __future__ import annotations
 
 import math
 
-from lark import Token, Transformer, Tree, v_args
+from lark import Token, Transformer
 
 from tessera import nodes as N
 from tessera.errors import Loc
@@ -36,16 +36,10 @@ def _climb(seg: list, i: int, min_prec: int = 1) -> tuple[N.Expr, int]:
     return left, i
 
 
-def _loc(x: Tree | Token | N.Loc) -> Loc:
+def _loc(x: Token | Loc) -> Loc:
     if isinstance(x, Token):
         return Loc(x.line or 1, x.column or 1)
-    if isinstance(x, Tree):
-        return Loc(getattr(x.meta, "line", 1), getattr(x.meta, "column", 1))
     return x
-
-
-def _iloc(meta) -> Loc:
-    return Loc(getattr(meta, "line", 1), getattr(meta, "column", 1))
 
 
 def _parse_int(text: str, loc: Loc) -> int:
@@ -57,134 +51,151 @@ def _parse_int(text: str, loc: Loc) -> int:
     return int(digits, 16 if hexadecimal else 10)
 
 
-@v_args(meta=True)
-class Build(Transformer):
-    """Parse tree to IR nodes. Positions come from Lark's `meta` (1-based line and column)."""
+def _start(x: object) -> Loc:
+    """Where a node's source text starts: its leftmost token (an operator's node is located at
+    the operator, its text starts at its left operand)."""
+    while True:
+        if isinstance(x, N.BinOp | N.BoolOp):
+            x = x.left
+        elif isinstance(x, N.Compare):
+            x = x.operands[0]
+        elif isinstance(x, N.Ternary):
+            x = x.then
+        elif isinstance(x, N.Index | N.Attr):
+            x = x.base
+        elif isinstance(x, N.Call):
+            x = x.func
+        else:
+            return _loc(x) if isinstance(x, Token) else x.loc  # type: ignore[attr-defined]
 
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
+
+class Build(Transformer):
+    """Parse tree to IR nodes, called by the parser as it reduces (no parse tree is built). Every
+    node is located at a token (1-based line and column): the keywords and brackets that start a
+    construct are named terminals in the grammar for that. No state: one instance serves every
+    parse on every thread."""
 
     # -- module
-    def start(self, meta, items):
-        return N.Module(self.path, tuple(i for i in items if i is not None))
+    def start(self, items):
+        return N.Module("", tuple(i for i in items if i is not None))  # the caller sets the path
 
-    def const_def(self, meta, c):
-        return N.ConstDef(_iloc(meta), str(c[0]), c[1])
+    def const_def(self, c):
+        kw, name, value = c
+        return N.ConstDef(_loc(kw), str(name), value)
 
-    def table_def(self, meta, c):
-        name, elem, dims, values = c
-        return N.TableDef(_iloc(meta), str(name), str(elem), _loc(elem), tuple(dims), values.items)
+    def table_def(self, c):
+        kw, name, elem, dims, values = c
+        return N.TableDef(_loc(kw), str(name), str(elem), _loc(elem), tuple(dims), values.items)
 
-    def funcdef(self, meta, c):
+    def funcdef(self, c):
         *decos, name, params, ret, suite = c
         return N.FuncDef(_loc(name), str(name), tuple(params or ()), str(ret) if ret else None,
                          _loc(ret) if ret else None, suite, tuple(decos))
 
-    def decorator(self, meta, c):
-        name, args, *clauses = c
+    def decorator(self, c):
+        at, name, args, *clauses = c
         pos = tuple(a for a in (args or ()) if not isinstance(a, N.Keyword)) if args is not None else None
         kws = tuple(a for a in (args or ()) if isinstance(a, N.Keyword))
-        return N.Decorator(_iloc(meta), str(name), pos, kws, tuple(clauses))
+        return N.Decorator(_loc(at), str(name), pos, kws, tuple(clauses))
 
-    def deco_args(self, meta, c):
+    def deco_args(self, c):
         return tuple(c[0] or ())
 
-    def clause_index(self, meta, c):
+    def clause_index(self, c):
         name, items = c
-        return N.Call(_loc(name), N.Name(_loc(name), str(name)), (N.TupleLit(_iloc(meta), tuple(items)),))
+        return N.Call(_loc(name), N.Name(_loc(name), str(name)), (N.TupleLit(_loc(name), tuple(items)),))
 
-    def clause_call(self, meta, c):
+    def clause_call(self, c):
         name, args = c
         return self._call(_loc(name), N.Name(_loc(name), str(name)), args)
 
-    def params(self, meta, c):
+    def params(self, c):
         return tuple(p for p in c if p is not None)
 
-    def param(self, meta, c):
+    def param(self, c):
         name, qual, tname, dims, default = c
         return N.Param(_loc(name), str(name), qual or "", str(tname), _loc(tname),
                        tuple(dims) if dims is not None else None, default)
 
-    def dims(self, meta, c):
+    def dims(self, c):
         return c[0]
 
-    def qual_mut(self, meta, c):
+    def qual_mut(self, c):
         return "mut"
 
-    def qual_const(self, meta, c):
+    def qual_const(self, c):
         return "const"
 
     # -- statements
-    def suite(self, meta, c):
+    def suite(self, c):
         out: list[N.Stmt] = []
         for s in c:
             out.extend(s if isinstance(s, tuple) else (s,))
         return tuple(out)
 
-    def simple_stmt(self, meta, c):
+    def simple_stmt(self, c):
         return c[0]
 
-    def assign(self, meta, c):
-        return N.Assign(_iloc(meta), c[0], c[1])
+    def assign(self, c):
+        return N.Assign(_start(c[0]), c[0], c[1])
 
-    def ann_assign(self, meta, c):
+    def ann_assign(self, c):
         name, tname, value = c
-        return N.Assign(_iloc(meta), N.Name(_loc(name), str(name)), value, str(tname), _loc(tname))
+        return N.Assign(_loc(name), N.Name(_loc(name), str(name)), value, str(tname), _loc(tname))
 
-    def aug_assign(self, meta, c):
+    def aug_assign(self, c):
         target, op, value = c
         return N.AugAssign(_loc(op), target, str(op)[:-1], value)
 
-    def expr_stmt(self, meta, c):
-        return N.ExprStmt(_iloc(meta), c[0])
+    def expr_stmt(self, c):
+        return N.ExprStmt(_start(c[0]), c[0])
 
-    def pass_stmt(self, meta, c):
-        return N.Pass(_iloc(meta))
+    def pass_stmt(self, c):
+        return N.Pass(_loc(c[0]))
 
-    def break_stmt(self, meta, c):
-        return N.Break(_iloc(meta))
+    def break_stmt(self, c):
+        return N.Break(_loc(c[0]))
 
-    def continue_stmt(self, meta, c):
-        return N.Continue(_iloc(meta))
+    def continue_stmt(self, c):
+        return N.Continue(_loc(c[0]))
 
-    def return_stmt(self, meta, c):
-        return N.Return(_iloc(meta), c[0])
+    def return_stmt(self, c):
+        return N.Return(_loc(c[0]), c[1])
 
-    def if_stmt(self, meta, c):
-        cond, then, *rest = c
+    def if_stmt(self, c):
+        kw, cond, then, *rest = c
         orelse: tuple = rest[-1] if rest and rest[-1] is not None else ()
         for el in reversed([r for r in rest[:-1]]):
             orelse = (N.If(el[0], el[1], el[2], orelse),)
-        return N.If(_iloc(meta), cond, then, orelse)
+        return N.If(_loc(kw), cond, then, orelse)
 
-    def elif_clause(self, meta, c):
-        return (_iloc(meta), c[0], c[1])
+    def elif_clause(self, c):
+        return (_loc(c[0]), c[1], c[2])
 
-    def else_clause(self, meta, c):
+    def else_clause(self, c):
         return c[0]
 
-    def while_stmt(self, meta, c):
-        return N.While(_iloc(meta), c[0], c[1])
+    def while_stmt(self, c):
+        return N.While(_loc(c[0]), c[1], c[2])
 
-    def for_stmt(self, meta, c):
-        var, it, body = c
-        return N.For(_iloc(meta), str(var), it, body)
+    def for_stmt(self, c):
+        kw, var, it, body = c
+        return N.For(_loc(kw), str(var), it, body)
 
     # -- expressions
-    def ternary(self, meta, c):
-        return N.Ternary(_iloc(meta), c[1], c[0], c[2])
+    def ternary(self, c):
+        return N.Ternary(_start(c[0]), c[1], c[0], c[2])
 
-    def or_op(self, meta, c):
-        return N.BoolOp(_iloc(meta), "or", c[0], c[1])
+    def or_op(self, c):
+        return N.BoolOp(_start(c[0]), "or", c[0], c[1])
 
-    def and_op(self, meta, c):
-        return N.BoolOp(_iloc(meta), "and", c[0], c[1])
+    def and_op(self, c):
+        return N.BoolOp(_start(c[0]), "and", c[0], c[1])
 
-    def not_op(self, meta, c):
-        return N.Unary(_iloc(meta), "not", c[0])
+    def not_op(self, c):
+        return N.Unary(_loc(c[0]), "not", c[1])
 
-    def chain(self, meta, c):
+    def chain(self, c):
         """`a op b op c ...` with Python's precedence; comparisons split the chain into operands
         of one Compare (a chained comparison is reported by the checker)."""
         operands: list = [[c[0]]]
@@ -200,7 +211,7 @@ class Build(Transformer):
             return parts[0]
         return N.Compare(_loc(comparisons[0]), tuple(str(t) for t in comparisons), parts)
 
-    def unary(self, meta, c):
+    def unary(self, c):
         # `-2147483648` is one literal, the i32 minimum (as `-(2**31)` would not be: 2**31 is an i64).
         if str(c[0]) == "-" and isinstance(c[1], N.IntLit) and c[1].value > 0:
             return N.IntLit(_loc(c[0]), -c[1].value)
@@ -212,11 +223,11 @@ class Build(Transformer):
         kws = tuple(a for a in args if isinstance(a, N.Keyword))
         return N.Call(loc, func, pos, kws)
 
-    def call(self, meta, c):
+    def call(self, c):
         func, args = c
-        return self._call(getattr(func, "loc", _iloc(meta)), func, args)
+        return self._call(func.loc, func, args)
 
-    def arglist(self, meta, c):
+    def arglist(self, c):
         seen_kw = False
         for a in c:
             if isinstance(a, N.Keyword):
@@ -225,60 +236,62 @@ class Build(Transformer):
                 raise LexError(a.loc, "positional argument follows keyword argument")
         return tuple(c)
 
-    def kwarg(self, meta, c):
+    def kwarg(self, c):
         return N.Keyword(_loc(c[0]), str(c[0]), c[1])
 
-    def index(self, meta, c):
+    def index(self, c):
         base, subs = c
         return N.Index(base.loc, base, tuple(subs))
 
-    def subscripts(self, meta, c):
+    def subscripts(self, c):
         return tuple(s for s in c if s is not None)
 
-    def slice(self, meta, c):
-        return N.Slice(_iloc(meta), c[0], c[1])
+    def slice(self, c):
+        lo, colon, hi = c
+        return N.Slice(_start(lo) if lo is not None else _loc(colon), lo, hi)
 
-    def attr(self, meta, c):
+    def attr(self, c):
         return N.Attr(c[0].loc, c[0], str(c[1]))
 
-    def name(self, meta, c):
+    def name(self, c):
         return N.Name(_loc(c[0]), str(c[0]))
 
-    def int_lit(self, meta, c):
+    def int_lit(self, c):
         return N.IntLit(_loc(c[0]), _parse_int(str(c[0]), _loc(c[0])))
 
-    def size_lit(self, meta, c):
+    def size_lit(self, c):
         text = str(c[0])
         unit = 1024 if text.endswith("KiB") else 1024 * 1024
         return N.IntLit(_loc(c[0]), _parse_int(text[:-3].rstrip("_"), _loc(c[0])) * unit)
 
-    def float_lit(self, meta, c):
+    def float_lit(self, c):
         value = float(str(c[0]).replace("_", ""))
         if math.isinf(value):  # no constant expression may start from an infinity
             raise LexError(_loc(c[0]), "float literal is too large")
         return N.FloatLit(_loc(c[0]), value)
 
-    def str_lit(self, meta, c):
+    def str_lit(self, c):
         raw = str(c[0])[1:-1]
         loc = _loc(c[0])
         if len(raw) > MAX_STRING_CHARS:
             raise LexError(loc, f"string literal is too long: {len(raw)} characters (the limit is {MAX_STRING_CHARS})")
         return N.StrLit(loc, _unescape(raw, loc))
 
-    def true_lit(self, meta, c):
-        return N.BoolLit(_iloc(meta), True)
+    def true_lit(self, c):
+        return N.BoolLit(_loc(c[0]), True)
 
-    def false_lit(self, meta, c):
-        return N.BoolLit(_iloc(meta), False)
+    def false_lit(self, c):
+        return N.BoolLit(_loc(c[0]), False)
 
-    def tuple_lit(self, meta, c):
-        first, rest = c
-        return N.TupleLit(_iloc(meta), (first, *(rest or ())))
+    def tuple_lit(self, c):
+        lpar, first, rest = c
+        return N.TupleLit(_loc(lpar), (first, *(rest or ())))
 
-    def list_lit(self, meta, c):
-        return N.ListLit(_iloc(meta), tuple(c[0] or ()))
+    def list_lit(self, c):
+        lsqb, items = c
+        return N.ListLit(_loc(lsqb), tuple(items or ()))
 
-    def expr_list(self, meta, c):
+    def expr_list(self, c):
         return tuple(x for x in c if x is not None)
 
 

@@ -12,7 +12,9 @@ then turns the typed tree into the lowered IR of `tessera.transpile.lir`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tessera.dtypes import ScalarType
 from tessera.errors import Loc
@@ -358,3 +360,23 @@ class Module:
     @property
     def kernels(self) -> tuple[FuncDef, ...]:
         return tuple(i for i in self.items if isinstance(i, FuncDef) and i.kind == "kernel")
+
+
+_N = TypeVar("_N")
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def replace(node: _N, **changes: object) -> _N:
+    """`dataclasses.replace` for the IR's frozen nodes, about three times faster (the type checker
+    and the passes copy thousands of nodes per compile): the nodes have no `__post_init__` and
+    no fields outside `__init__`, so copying the instance dictionary is the same as rebuilding."""
+    cls = type(node)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    if not names.issuperset(changes):
+        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - names)[0]!r}")
+    new = object.__new__(cls)
+    new.__dict__.update(node.__dict__)
+    new.__dict__.update(changes)
+    return new

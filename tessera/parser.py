@@ -7,6 +7,7 @@ into located diagnostics; `build_ir` turns the tree into nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
@@ -14,8 +15,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.indenter import Indenter
 
 from tessera import nodes as N
@@ -131,8 +132,9 @@ def _join_newlines(stream: Iterator[Token]) -> Iterator[Token]:
 @functools.lru_cache(maxsize=1)
 def _parser() -> Lark:
     grammar = importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", postlex=TsrIndenter(), propagate_positions=True,
-                maybe_placeholders=True, cache=False)
+    # The tree builder runs as the parser reduces: no parse tree is built and then walked.
+    return Lark(grammar, parser="lalr", postlex=TsrIndenter(), maybe_placeholders=True, cache=False,
+                transformer=Build())
 
 
 _TOKEN_WORDS = {
@@ -286,9 +288,10 @@ def decode_source(data: bytes, path: str) -> SourceFile:
     return src
 
 
-def _keyword_names(tree: Tree) -> list[Diagnostic]:
-    """Keywords the contextual lexer took as names where only a name fits (`def = 3`)."""
-    found = tree.scan_values(lambda v: isinstance(v, Token) and v.type == "NAME" and str(v) in KEYWORDS)
+def _keyword_names() -> list[Diagnostic]:
+    """Keywords the contextual lexer took as names where only a name fits (`def = 3`): every token
+    of a successful parse is in the program, so those the post-lexer saw are the ones."""
+    found = getattr(_parser().options.postlex, "keyword_names", None) or []
     return [Diagnostic(f"'{t}' is a keyword and cannot be used as a name", Loc(t.line or 1, t.column or 1))
             for t in sorted(found, key=lambda t: (t.line or 0, t.column or 0))]
 
@@ -297,21 +300,16 @@ def parse(src: SourceFile) -> N.Module:
     _check_size(src)
     text = src.text if src.text.endswith("\n") else src.text + "\n"
     try:
-        tree = _parser().parse(text)
-        bad = _keyword_names(tree)
+        module = _parser().parse(text)
+        bad = _keyword_names()
         if bad:
             raise CompileError(bad, src)
-        return Build(src.path).transform(tree)
+        assert isinstance(module, N.Module)
+        return dataclasses.replace(module, path=src.path)
     except LexError as e:
         raise CompileError([Diagnostic(e.message, e.loc)], src) from None
     except UnexpectedInput as e:
         raise CompileError([_syntax_error(e, src)], src) from None
-    except VisitError as e:
-        if isinstance(e.orig_exc, LexError):
-            raise CompileError([Diagnostic(e.orig_exc.message, e.orig_exc.loc)], src) from None
-        if isinstance(e.orig_exc, RecursionError):
-            raise CompileError([too_deep(src)], src) from None
-        raise
 
 
 def too_deep(src: SourceFile) -> Diagnostic:

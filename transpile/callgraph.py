@@ -8,23 +8,22 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 
 from tessera import nodes as N
-from tessera.dtypes import ScalarType
-from tessera.errors import Loc
 from tessera.transpile.builtins import BUILTINS, Coop
 
-# Dataclasses that are types or configuration, not parts of the tree.
-_SKIP = frozenset([N.TensorType, N.ArrayType, N.ViewType, N.KernelConfig, N.StrType, N.VoidType, Loc, ScalarType])
+# The node types a field may hold, as its annotation spells them: such fields are the tree's edges.
+_NODE_WORDS = ("Expr", "Stmt", "Keyword", "Call", "Param", "Decorator", "Item")
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    # Memoized by hand: functools.cache's signature makes mypy reject classes as arguments (mypy#11470).
+def _child_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(field name, holds a tuple) for each field of `cls` that holds nodes of the tree, read from
+    the annotations once per class. Memoized by hand: functools.cache's signature makes mypy reject
+    classes as arguments (mypy#11470)."""
     fields = _CHILD_FIELDS.get(cls)
     if fields is None:
-        fields = () if cls in _SKIP or not dataclasses.is_dataclass(cls) else \
-            tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "ty", "var_ty", "ref"))
+        fields = () if not dataclasses.is_dataclass(cls) else tuple(
+            (f.name, str(f.type).startswith("tuple[")) for f in dataclasses.fields(cls)
+            if f.name not in ("loc", "ty", "var_ty") and any(w in str(f.type) for w in _NODE_WORDS))
         _CHILD_FIELDS[cls] = fields
     return fields
 
@@ -32,11 +31,13 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 def tree_children(n: object) -> list[object]:
     """The statements and expressions directly below a node of the syntax tree."""
     kids: list[object] = []
-    for name in _child_fields(type(n)):
+    for name, many in _child_fields(type(n)):
         v = getattr(n, name)
-        if isinstance(v, tuple):
-            kids.extend(x for x in v if _child_fields(type(x)))
-        elif _child_fields(type(v)):
+        if v is None:
+            continue
+        if many:
+            kids.extend(v)
+        else:
             kids.append(v)
     return kids
 

@@ -4,7 +4,6 @@ element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from tessera import nodes as N
@@ -67,7 +66,7 @@ class ArrayDeclChecker(CallChecker):
             self.bare_alloc = sym
             self.locals[name] = sym
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), sym.ty)
-            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=sym.ty, ref="shared"),
+            return N.replace(s, target=N.replace(s.target, ty=sym.ty, ref="shared"),
                                        value=call, declares=True)
         assert isinstance(v, N.Call), v  # a shaped allocation or tregs(...)
         kind = "tshared.alloc" if is_shaped else "tregs"
@@ -102,7 +101,7 @@ class ArrayDeclChecker(CallChecker):
             sym = Sym(name, "shared", ty, s.loc, block=self.block)
             self.locals[name] = sym
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), ty)
-            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="shared"),
+            return N.replace(s, target=N.replace(s.target, ty=ty, ref="shared"),
                                        value=call, declares=True)
         init = self.scalar_expr(v.args[1], "initial value of tregs()")
         if init.ty is None:
@@ -117,5 +116,5 @@ class ArrayDeclChecker(CallChecker):
         ty = N.ArrayType(elem, tuple(shape), "regs")
         self.locals[name] = Sym(name, "regs", ty, s.loc, block=self.block)
         call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,), (), ty)
-        return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="regs"),
+        return N.replace(s, target=N.replace(s.target, ty=ty, ref="regs"),
                                    value=call, declares=True)

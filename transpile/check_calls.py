@@ -7,7 +7,6 @@ with `ref="builtin"` (`"cast"` for casts, `"func"` for device functions).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 
@@ -70,7 +69,7 @@ class CallChecker(MemoryChecker):
         ty = scalar_type(t)
         if ty is not None and not ty.is_numeric:
             self.sink.error(a.loc, f"{name}() needs a numeric argument, not {ty}")
-            return dataclasses.replace(t, ty=None)
+            return N.replace(t, ty=None)
         return t
 
     # ---- index builtins
@@ -217,7 +216,7 @@ class CallChecker(MemoryChecker):
             return e
         c = self.scalar_expr(e.args[0], "condition of tassert()")
         msg = e.args[1] if len(e.args) == 2 else N.StrLit(e.loc, "assertion failed")
-        return self._typed(e, name, (c, dataclasses.replace(msg, ty=N.STR)), N.VOID)
+        return self._typed(e, name, (c, N.replace(msg, ty=N.STR)), N.VOID)
 
     def rule_not_yet(self, e: N.Call, name: str) -> N.Expr:
         self.sink.error(e.loc, f"{name} is not supported yet (asynchronous copies come with the pipeline issue)")

@@ -9,7 +9,7 @@ Each of these would otherwise reach the C compiler as an error or a warning, far
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -45,8 +45,9 @@ def value_range_error(v: Value, ty: ScalarType) -> str | None:
     return None
 
 
-def _children(node: object) -> Iterator[object]:
-    yield from tree_children(node)
+# Calls that a constant expression may contain (evaluate() folds them; group_tile_count() is the
+# kernel's constant group size).
+_CONST_CALLS = frozenset(["min", "max", "abs", "group_tile_count"])
 
 
 class ConstRangeChecker:
@@ -54,7 +55,33 @@ class ConstRangeChecker:
 
     def __init__(self, sink: DiagnosticSink, const: Callable[[N.Expr], Value | None]) -> None:
         self.sink = sink
-        self.const = const
+        self._const = const
+        self._shaped: dict[int, bool] = {}
+
+    def const(self, e: N.Expr) -> Value | None:
+        """`e`'s compile-time value; evaluated only where the tree can be a constant at all."""
+        return self._const(e) if self.const_shaped(e) else None
+
+    def const_shaped(self, e: object) -> bool:
+        """Whether `e` is made only of literals, named constants and operators on them (a quick,
+        remembered check, so that only such trees are ever evaluated)."""
+        key = id(e)
+        known = self._shaped.get(key)
+        if known is not None:
+            return known
+        if isinstance(e, (N.IntLit, N.FloatLit, N.BoolLit)):
+            ok = True
+        elif isinstance(e, N.Name):
+            ok = e.ref in ("const", "builtin")
+        elif isinstance(e, N.Call):
+            ok = isinstance(e.func, N.Name) and (e.func.ref == "cast" or e.func.id in _CONST_CALLS) \
+                and all(self.const_shaped(a) for a in e.args)
+        elif isinstance(e, (N.Unary, N.BinOp, N.Compare, N.BoolOp, N.Ternary)):
+            ok = all(self.const_shaped(c) for c in tree_children(e))
+        else:
+            ok = False
+        self._shaped[key] = ok
+        return ok
 
     def run(self, body: tuple[N.Stmt, ...]) -> None:
         for s in body:
@@ -84,20 +111,42 @@ class ConstRangeChecker:
 
     def visit(self, node: object) -> bool:
         """Check `node` and what it contains; True when something was reported (no cascades)."""
-        if isinstance(node, N.AugAssign):
+        kind = type(node)
+        if kind is N.IntLit or kind is N.FloatLit or kind is N.Name:
+            return self.leaf(node)
+        if kind is N.BoolLit or kind is N.StrLit:
+            return False
+        if kind is N.AugAssign:
+            assert isinstance(node, N.AugAssign)
             ty = getattr(node.target, "ty", None)
             if self.divisor(node.op, node.value, node.loc) or \
                     self.shift(node.op, node.value, ty if isinstance(ty, ScalarType) else None, node.loc):
                 return True
-        if isinstance(node, N.BinOp) and isinstance(node.ty, ScalarType) and (
-                self.divisor(node.op, node.right, node.loc) or self.shift(node.op, node.right, node.ty, node.loc)):
+        elif kind is N.BinOp:
+            assert isinstance(node, N.BinOp)
+            if isinstance(node.ty, ScalarType) and (self.divisor(node.op, node.right, node.loc)
+                                                    or self.shift(node.op, node.right, node.ty, node.loc)):
+                return True
+        elif kind is N.Unary:
+            assert isinstance(node, N.Unary)
+            if node.op == "-" and isinstance(node.operand, N.IntLit) and isinstance(node.ty, ScalarType) \
+                    and node.ty.is_int:
+                why = value_range_error(-node.operand.value, node.ty)
+                if why:
+                    self.sink.error(node.loc, f"integer literal {why}")
+                return bool(why)
+        reported = False
+        for c in tree_children(node):
+            reported = self.visit(c) or reported
+        if reported:
             return True
-        if isinstance(node, N.Unary) and node.op == "-" and isinstance(node.operand, N.IntLit) \
-                and isinstance(node.ty, ScalarType) and node.ty.is_int:
-            why = value_range_error(-node.operand.value, node.ty)
-            if why:
-                self.sink.error(node.loc, f"integer literal {why}")
-            return bool(why)
+        if kind is N.BinOp:
+            assert isinstance(node, N.BinOp)
+            return self.overflow(node)
+        return False
+
+    def leaf(self, node: object) -> bool:
+        """A literal, or a named constant, that does not fit the type it is used as."""
         if isinstance(node, N.IntLit) and isinstance(node.ty, ScalarType):
             why = value_range_error(node.value, node.ty)
             if why:
@@ -114,13 +163,13 @@ class ConstRangeChecker:
             if why:
                 self.sink.error(node.loc, f"the constant '{node.id}' is used as {node.ty}, but {why}")
             return bool(why)
-        reported = False
-        for c in _children(node):
-            reported = self.visit(c) or reported
-        if reported:
-            return True
-        if isinstance(node, N.BinOp) and node.op in ("+", "-", "*", "//", "%") and isinstance(node.ty, ScalarType) \
-                and node.ty.kind == "int":
+        return False
+
+    def overflow(self, node: N.BinOp) -> bool:
+        """A constant operation whose value its type cannot hold."""
+        if not isinstance(node.ty, ScalarType):
+            return False
+        if node.op in ("+", "-", "*", "//", "%") and node.ty.kind == "int":
             v = self._int_const(node)
             if v is not None:
                 lo, hi = int_range(node.ty)
@@ -128,11 +177,10 @@ class ConstRangeChecker:
                     self.sink.error(node.loc, f"constant expression overflows {node.ty} (its value is {v}); "
                                     "convert an operand to a wider type, such as i64(...)")
                     return True
-        if isinstance(node, N.BinOp) and node.op in ("+", "-", "*", "/") and isinstance(node.ty, ScalarType) \
-                and node.ty.is_float and node.ty.bits <= 32:
-            v = self.const(node)
-            if isinstance(v, float) and math.isfinite(v) and abs(v) > F32_MAX:
-                self.sink.error(node.loc, f"constant expression overflows f32 (its value is {v!r}); "
+        if node.op in ("+", "-", "*", "/") and node.ty.is_float and node.ty.bits <= 32:
+            fv = self.const(node)
+            if isinstance(fv, float) and math.isfinite(fv) and abs(fv) > F32_MAX:
+                self.sink.error(node.loc, f"constant expression overflows f32 (its value is {fv!r}); "
                                 "convert an operand to f64")
                 return True
         return False

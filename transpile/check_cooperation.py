@@ -90,7 +90,7 @@ class _Walker:
         self.var: dict[str, Taint] = {}
         self.escapes: dict[int, Taint] = {}   # per loop (id of the node): taint of its early exits
         self.changed = False
-        self.report = False
+        self.found: list[tuple[Loc, str, Note]] = []  # what this round would report
         self.result = NONE
         self.requires: dict[int, tuple[int, str, Loc]] = {}
 
@@ -102,42 +102,63 @@ class _Walker:
             self.var[name] = new
             self.changed = True
 
-    def expr(self, e: object) -> Taint:
+    def expr(self, e: object, ctl: _Ctl) -> Taint:
+        """The taint of `e`; on the way, every cooperative call in it is checked against the
+        control it runs under (`ctl`; deeper in the arms of `x if c else y` and the right side of
+        `and`/`or`, which run only for some tiles)."""
         if isinstance(e, N.Name):
             if e.id in self.params and e.ref == "param":
                 return Taint(UNIFORM, ((self.params[e.id], LANE),))
             return self.var.get(e.id, NONE)
+        if isinstance(e, N.Ternary):
+            c = self.expr(e.cond, ctl)
+            inner = ctl.deeper(c, e.cond.loc)
+            return c.join(self.expr(e.then, inner)).join(self.expr(e.orelse, inner))
+        if isinstance(e, N.BoolOp):
+            a = self.expr(e.left, ctl)
+            return a.join(self.expr(e.right, ctl.deeper(a, e.left.loc)))
         if isinstance(e, N.Call) and isinstance(e.func, N.Name):
-            args = NONE
-            for a in e.args:
-                args = args.join(self.expr(a))
-            if e.func.ref == "func":
-                return self.call_result(e, self.facts.get(e.func.id, FunctionFacts()))
-            b = BUILTINS.get(e.func.id) if e.func.ref == "builtin" else None
-            if b is not None and b.coop == Coop.GROUP:
-                return NONE  # the same in every tile of the group
-            if b is not None and b.coop == Coop.WARP and b.result == WARP:
-                return args.cap(WARP)  # a warp reduction is the same in every lane
-            return args.join(Taint(b.result)) if b is not None else args
+            return self.call(e, ctl)
         if isinstance(e, N.Index):
             t = NONE
             for i in e.indices:
-                t = t.join(self.expr(i))
+                t = t.join(self.expr(i, ctl))
             base = e.base
             if isinstance(base, N.Name) and isinstance(base.ty, N.ArrayType) and base.ty.space == "regs":
                 t = t.join(self.var.get(base.id, NONE))
             return t
         t = NONE
-        for c in _operands(e):
-            t = t.join(self.expr(c))
+        for operand in _operands(e):
+            t = t.join(self.expr(operand, ctl))
         return t
 
-    def call_result(self, e: N.Call, facts: FunctionFacts) -> Taint:
-        t = Taint(facts.result.level)
-        for p, cap in facts.result.params:
-            if p < len(e.args):
-                t = t.join(self.expr(e.args[p]).cap(cap))
-        return t
+    def call(self, e: N.Call, ctl: _Ctl) -> Taint:
+        assert isinstance(e.func, N.Name)
+        name = e.func.id
+        args = [self.expr(a, ctl) for a in e.args]
+        for k in e.kwargs:
+            self.expr(k.value, ctl)
+        if e.func.ref == "func":
+            facts = self.facts.get(name, FunctionFacts())
+            self.need(name, facts.coop, e, ctl)
+            self.arguments(e, facts, args)
+            t = Taint(facts.result.level)
+            for p, cap in facts.result.params:
+                if p < len(args):
+                    t = t.join(args[p].cap(cap))
+            return t
+        joined = NONE
+        for a in args:
+            joined = joined.join(a)
+        b = BUILTINS.get(name) if e.func.ref == "builtin" else None
+        if b is None:
+            return joined
+        self.need(name, b.coop, e, ctl)
+        if b.coop == Coop.GROUP:
+            return NONE  # the same in every tile of the group
+        if b.coop == Coop.WARP and b.result == WARP:
+            return joined.cap(WARP)  # a warp reduction is the same in every lane
+        return joined.join(Taint(b.result))
 
     # ---- statements; each returns the taints of its escapes (return, break/continue)
     def block(self, stmts: tuple[N.Stmt, ...], ctl: _Ctl) -> tuple[Taint, Taint]:
@@ -153,8 +174,7 @@ class _Walker:
 
     def stmt(self, s: N.Stmt, ctl: _Ctl) -> tuple[Taint, Taint]:
         if isinstance(s, N.If):
-            self.calls(s.cond, ctl)
-            inner = ctl.deeper(self.expr(s.cond), s.cond.loc)
+            inner = ctl.deeper(self.expr(s.cond, ctl), s.cond.loc)
             r1, x1 = self.block(s.then, inner)
             r2, x2 = self.block(s.orelse, inner)
             return r1.join(r2), x1.join(x2)
@@ -167,8 +187,7 @@ class _Walker:
                 parts = s.iter.args
             t = NONE
             for p in parts:
-                self.calls(p, ctl)
-                t = t.join(self.expr(p))
+                t = t.join(self.expr(p, ctl))
             inner = ctl.deeper(t.join(self.escapes.get(id(s), NONE)), s.loc)
             if isinstance(s, N.For):
                 self.set(s.var, inner.taint.join(t))
@@ -180,53 +199,25 @@ class _Walker:
             return r, NONE
         if isinstance(s, N.Return):
             if s.value is not None:
-                self.calls(s.value, ctl)
-                self.result = self.result.join(self.expr(s.value)).join(ctl.taint)
+                self.result = self.result.join(self.expr(s.value, ctl)).join(ctl.taint)
             return ctl.taint, NONE
         if isinstance(s, (N.Break, N.Continue)):
             return NONE, ctl.taint
         if isinstance(s, (N.Assign, N.AugAssign)):
-            self.calls(s.value, ctl)
-            self.calls(s.target, ctl)
-            value = self.expr(s.value).join(ctl.taint)
+            value = self.expr(s.value, ctl).join(ctl.taint)
             if isinstance(s.target, N.Name):
                 self.set(s.target.id, value)
-            elif isinstance(s.target, N.Index) and isinstance(s.target.base, N.Name) \
-                    and isinstance(s.target.base.ty, N.ArrayType) and s.target.base.ty.space == "regs":
-                for i in s.target.indices:
-                    value = value.join(self.expr(i))
-                self.set(s.target.base.id, value)
+            else:
+                where = self.expr(s.target, ctl)  # the indices (and their calls)
+                base = s.target.base if isinstance(s.target, N.Index) else None
+                if isinstance(base, N.Name) and isinstance(base.ty, N.ArrayType) and base.ty.space == "regs":
+                    self.set(base.id, value.join(where))
             return NONE, NONE
         if isinstance(s, N.ExprStmt):
-            self.calls(s.expr, ctl)
+            self.expr(s.expr, ctl)
         return NONE, NONE
 
     # ---- cooperative calls
-    def calls(self, e: object, ctl: _Ctl) -> None:
-        # The arms of `x if c else y` and the right side of `and`/`or` run only for some tiles.
-        if isinstance(e, N.Ternary):
-            self.calls(e.cond, ctl)
-            inner = ctl.deeper(self.expr(e.cond), e.cond.loc)
-            self.calls(e.then, inner)
-            self.calls(e.orelse, inner)
-            return
-        if isinstance(e, N.BoolOp):
-            self.calls(e.left, ctl)
-            self.calls(e.right, ctl.deeper(self.expr(e.left), e.left.loc))
-            return
-        if isinstance(e, N.Call) and isinstance(e.func, N.Name) and e.func.ref in ("builtin", "func"):
-            name = e.func.id
-            if e.func.ref == "func":
-                facts = self.facts.get(name, FunctionFacts())
-                self.need(name, facts.coop, e, ctl)
-                self.arguments(e, facts)
-            else:
-                b = BUILTINS.get(name)
-                if b is not None:
-                    self.need(name, b.coop, e, ctl)
-        for c in _operands(e):
-            self.calls(c, ctl)
-
     def need(self, name: str, coop: Coop, e: N.Call, ctl: _Ctl) -> None:
         """`name` needs the whole group (or whole warps) here: check the control it is under."""
         if coop == Coop.NONE:
@@ -235,43 +226,44 @@ class _Walker:
         for p, cap in ctl.taint.params:
             if cap > allowed and (p not in self.requires or self.requires[p][0] > allowed):
                 self.requires[p] = (allowed, name, ctl.where or e.loc)
-        if not self.report or ctl.taint.level <= allowed:
+        if ctl.taint.level <= allowed:
             return
         if coop == Coop.GROUP:
-            self.sink.error(e.loc, f"{name}() must be reached by every tile of the group, but it is under "
-                            "control flow that depends on the tile index",
-                            Note("the tile-dependent condition or loop is here", ctl.where))
+            self.found.append((e.loc, f"{name}() must be reached by every tile of the group, but it is under "
+                               "control flow that depends on the tile index",
+                               Note("the tile-dependent condition or loop is here", ctl.where)))
         else:
-            self.sink.error(e.loc, f"{name}() must be reached by all 32 lanes of the warp, but it is under "
-                            "control flow that depends on the lane",
-                            Note("the lane-dependent condition or loop is here", ctl.where))
+            self.found.append((e.loc, f"{name}() must be reached by all 32 lanes of the warp, but it is under "
+                               "control flow that depends on the lane",
+                               Note("the lane-dependent condition or loop is here", ctl.where)))
 
-    def arguments(self, e: N.Call, facts: FunctionFacts) -> None:
+    def arguments(self, e: N.Call, facts: FunctionFacts, taints: list[Taint]) -> None:
         """Arguments that a device function needs uniform (it synchronizes under a condition on them)."""
         callee = e.func.id if isinstance(e.func, N.Name) else "?"
         for p, (allowed, op, where) in facts.requires.items():
             if p >= len(e.args):
                 continue
-            t = self.expr(e.args[p])
+            t = taints[p]
             for q, cap in t.params:
                 if cap > allowed and (q not in self.requires or self.requires[q][0] > allowed):
                     self.requires[q] = (allowed, f"{callee}() calling {op}", e.args[p].loc)
-            if self.report and t.level > allowed:
+            if t.level > allowed:
                 whose = "the tile index" if allowed == UNIFORM else "the lane"
-                self.sink.error(e.args[p].loc, f"this argument of {callee}() depends on {whose}, but {callee}() "
-                                f"calls {op}() under control flow that depends on it",
-                                Note(f"the condition in {callee}() is here", where))
+                self.found.append((e.args[p].loc, f"this argument of {callee}() depends on {whose}, but "
+                                   f"{callee}() calls {op}() under control flow that depends on it",
+                                   Note(f"the condition in {callee}() is here", where)))
 
     def run(self) -> FunctionFacts:
+        """Walk until no taint changes: the last walk saw the final taints, its findings stand."""
         for _ in range(100):
             self.changed = False
             self.result = NONE
+            self.found = []
             self.block(self.fn.body, _Ctl(NONE, None))
             if not self.changed:
                 break
-        self.report = True
-        self.result = NONE
-        self.block(self.fn.body, _Ctl(NONE, None))
+        for loc, message, note in self.found:
+            self.sink.error(loc, message, note)
         return FunctionFacts(result=self.result, requires=self.requires)
 
 

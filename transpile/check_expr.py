@@ -56,11 +56,11 @@ def convertible(src: ScalarType, dst: ScalarType) -> bool:
 def retype(e: N.Expr, ty: ScalarType) -> N.Expr:
     """Give a weak (literal-only) expression the type `ty`."""
     if isinstance(e, N.Unary):
-        return dataclasses.replace(e, ty=ty, operand=retype(e.operand, ty))
+        return N.replace(e, ty=ty, operand=retype(e.operand, ty))
     if isinstance(e, N.BinOp):
-        return dataclasses.replace(e, ty=ty, left=retype(e.left, ty), right=retype(e.right, ty))
+        return N.replace(e, ty=ty, left=retype(e.left, ty), right=retype(e.right, ty))
     if isinstance(e, (N.IntLit, N.FloatLit, N.Name)):
-        return dataclasses.replace(e, ty=ty)
+        return N.replace(e, ty=ty)
     return e
 
 
@@ -89,14 +89,26 @@ class ExprChecker:
             return self.is_weak(e.left) and self.is_weak(e.right)
         return False
 
-    def const_value(self, e: N.Expr, what: str) -> Value | None:
-        env = {}
-        for scope in (self.module_syms, *self.scopes):
+    def const_env(self) -> dict[str, Value]:
+        """The values of the constants in scope: the module's and the parameters' (locals are never
+        constants, nor can they hide one); rebuilt only when one of those two scopes has grown."""
+        params = self.scopes[0] if self.scopes else {}
+        key = (len(self.module_syms), len(params))
+        cached = getattr(self, "_const_env", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        env: dict[str, Value] = {}
+        for scope in (self.module_syms, params):
             for k, s in scope.items():
                 if s.ref == "const" and s.value is not None:
                     env[k] = s.value
                 else:
                     env.pop(k, None)
+        self._const_env = (key, env)
+        return env
+
+    def const_value(self, e: N.Expr, what: str) -> Value | None:
+        env = self.const_env()
         try:
             return evaluate(e, env)
         except NotConstant as nc:
@@ -120,11 +132,10 @@ class ExprChecker:
                 n *= d
             if e.func.id == "group_tile_count":
                 return n
-        sink, self.sink = self.sink, DiagnosticSink(self.sink.source)
         try:
-            return self.const_value(e, "")
-        finally:
-            self.sink = sink
+            return evaluate(e, self.const_env())
+        except NotConstant:
+            return None
 
     def const_int(self, e: N.Expr, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
         v = self.const_value(e, what)
@@ -169,7 +180,7 @@ class ExprChecker:
         t = self.expr(e)
         if t.ty is not None and not is_scalar(t.ty):
             self.sink.error(e.loc, f"{what} must be a scalar value, not {type_name(t.ty)}")
-            return dataclasses.replace(t, ty=None) if hasattr(t, "ty") else t
+            return N.replace(t, ty=None) if hasattr(t, "ty") else t
         return t
 
     def x_IntLit(self, e: N.IntLit) -> N.Expr:
@@ -177,15 +188,15 @@ class ExprChecker:
             self.sink.error(e.loc, f"integer literal {e.value} does not fit in 64 bits")
             return e
         ty = I32 if -(2**31) <= e.value < 2**31 else SCALARS["i64"] if e.value < 2**63 else SCALARS["u64"]
-        return dataclasses.replace(e, ty=ty)
+        return N.replace(e, ty=ty)
 
     def x_FloatLit(self, e: N.FloatLit) -> N.Expr:
         if e.value in (float("inf"), float("-inf")):
             self.sink.error(e.loc, "float literal is too large")
-        return dataclasses.replace(e, ty=F32)
+        return N.replace(e, ty=F32)
 
     def x_BoolLit(self, e: N.BoolLit) -> N.Expr:
-        return dataclasses.replace(e, ty=BOOL)
+        return N.replace(e, ty=BOOL)
 
     def x_StrLit(self, e: N.StrLit) -> N.Expr:
         self.sink.error(e.loc, "a string is only allowed as an argument that asks for one (tprint, tassert, scope=)")
@@ -195,9 +206,9 @@ class ExprChecker:
         s = self.lookup(e.id)
         if s is None:
             if e.id == "grid_groups":
-                return dataclasses.replace(e, ty=I32, ref="builtin")
+                return N.replace(e, ty=I32, ref="builtin")
             if e.id == "WARP_SIZE":
-                return dataclasses.replace(e, ty=I32, ref="builtin")
+                return N.replace(e, ty=I32, ref="builtin")
             if e.id in BUILTIN_NAMES:
                 self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
                 return e
@@ -206,24 +217,24 @@ class ExprChecker:
         if s.ref == "func":
             self.sink.error(e.loc, f"'{e.id}' is a device function; call it")
             return e
-        return dataclasses.replace(e, ty=s.ty, ref=s.ref)
+        return N.replace(e, ty=s.ty, ref=s.ref)
 
     def x_Unary(self, e: N.Unary) -> N.Expr:
         x = self.scalar_expr(e.operand)
         t = scalar_type(x)
         if t is None:
-            return dataclasses.replace(e, operand=x)
+            return N.replace(e, operand=x)
         if e.op == "not":
-            return dataclasses.replace(e, operand=x, ty=BOOL)
+            return N.replace(e, operand=x, ty=BOOL)
         if e.op == "~" and not t.is_int:
             self.sink.error(e.loc, f"'~' needs an integer operand, not {t}")
-            return dataclasses.replace(e, operand=x)
+            return N.replace(e, operand=x)
         if t.kind == "bool":
             if e.op == "~":
                 self.sink.error(e.loc, "'~' needs an integer operand, not bool")
-                return dataclasses.replace(e, operand=x)
+                return N.replace(e, operand=x)
             x, t = self.coerce(x, I32), I32
-        return dataclasses.replace(e, operand=x, ty=t)
+        return N.replace(e, operand=x, ty=t)
 
     def binary_type(self, op: str, a: N.Expr, b: N.Expr, loc: Loc) -> tuple[N.Expr, N.Expr, ScalarType | None]:
         ta, tb = scalar_type(a), scalar_type(b)
@@ -260,7 +271,7 @@ class ExprChecker:
         a = self.scalar_expr(e.left)
         b = self.scalar_expr(e.right)
         a, b, ty = self.binary_type(e.op, a, b, e.loc)
-        return dataclasses.replace(e, left=a, right=b, ty=ty)
+        return N.replace(e, left=a, right=b, ty=ty)
 
     def x_Compare(self, e: N.Compare) -> N.Expr:
         if len(e.ops) > 1:
@@ -271,24 +282,24 @@ class ExprChecker:
         b = self.scalar_expr(e.operands[1])
         a, b, _ = self.binary_type("==", a, b, e.loc)
         ok = a.ty is not None and b.ty is not None
-        return dataclasses.replace(e, operands=(a, b), ty=BOOL if ok else None)
+        return N.replace(e, operands=(a, b), ty=BOOL if ok else None)
 
     def x_BoolOp(self, e: N.BoolOp) -> N.Expr:
         a = self.scalar_expr(e.left)
         b = self.scalar_expr(e.right)
         ok = a.ty is not None and b.ty is not None
-        return dataclasses.replace(e, left=a, right=b, ty=BOOL if ok else None)
+        return N.replace(e, left=a, right=b, ty=BOOL if ok else None)
 
     def x_Ternary(self, e: N.Ternary) -> N.Expr:
         c = self.scalar_expr(e.cond, "condition")
         a = self.scalar_expr(e.then)
         b = self.scalar_expr(e.orelse)
         if a.ty is None or b.ty is None:
-            return dataclasses.replace(e, cond=c, then=a, orelse=b)
+            return N.replace(e, cond=c, then=a, orelse=b)
         a, b, ty = self.binary_type("+", a, b, e.loc)
         if a.ty == BOOL and b.ty == BOOL:
             ty = BOOL
-        return dataclasses.replace(e, cond=c, then=a, orelse=b, ty=ty)
+        return N.replace(e, cond=c, then=a, orelse=b, ty=ty)
 
     def coerce(self, e: N.Expr, ty: ScalarType) -> N.Expr:
         """Record an implicit conversion of a checked scalar to `ty` (weak literals are retyped)."""
@@ -304,7 +315,7 @@ class ExprChecker:
             return value
         if not is_scalar(src):
             self.sink.error(value.loc, f"cannot assign {type_name(src)} to {what}")
-            return dataclasses.replace(value, ty=None) if hasattr(value, "ty") else value
+            return N.replace(value, ty=None) if hasattr(value, "ty") else value
         if self.is_weak(value) and literal_adopts(src, dst):
             return retype(value, dst)
         if not convertible(src, dst):
@@ -318,21 +329,21 @@ class ExprChecker:
         base = self.expr(e.base)
         bt = base.ty
         if bt is None:
-            return dataclasses.replace(e, base=base)
+            return N.replace(e, base=base)
         if isinstance(bt, N.TensorType):
             rank, elem = len(bt.dims), bt.elem
         elif isinstance(bt, N.ArrayType):
             rank, elem = len(bt.shape), bt.elem
         else:
             self.sink.error(e.loc, f"{type_name(bt)} cannot be indexed")
-            return dataclasses.replace(e, base=base)
+            return N.replace(e, base=base)
         if any(isinstance(i, N.Slice) for i in e.indices):
             self.sink.error(e.loc, "a slice (view) is only allowed as an argument of tcopy or tcopy_async")
-            return dataclasses.replace(e, base=base)
+            return N.replace(e, base=base)
         if len(e.indices) != rank:
             self.sink.error(e.loc, f"'{base_name(base)}' has {rank} dimension{'s' if rank != 1 else ''} "
                             f"but is indexed with {len(e.indices)}")
-            return dataclasses.replace(e, base=base)
+            return N.replace(e, base=base)
         idx: list[N.Expr] = []
         for i in e.indices:
             t = self.scalar_expr(i, "index")
@@ -340,7 +351,7 @@ class ExprChecker:
             if it is not None and not it.is_int:
                 self.sink.error(i.loc, f"index must be an integer, not {it}")
             idx.append(t)
-        return dataclasses.replace(e, base=base, indices=tuple(idx), ty=elem)
+        return N.replace(e, base=base, indices=tuple(idx), ty=elem)
 
     def x_Attr(self, e: N.Attr) -> N.Expr:
         if isinstance(e.base, N.Name) and e.base.id == "tshared" and e.name == "alloc":

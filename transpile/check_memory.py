@@ -73,10 +73,10 @@ class MemoryChecker(ExprChecker):
         base_ty = t.base.ty
         if isinstance(base_ty, N.TensorType) and not base_ty.mut:
             self.sink.error(ref.loc, f"'{base_name(t.base)}' is not mut; declare it 'mut' to update it atomically")
-            return dataclasses.replace(t, ty=None)
+            return N.replace(t, ty=None)
         if isinstance(base_ty, N.ArrayType) and base_ty.space != "shared":
             self.sink.error(ref.loc, f"atomics need a tensor or shared array, not a {type_name(base_ty)}")
-            return dataclasses.replace(t, ty=None)
+            return N.replace(t, ty=None)
         return t
 
     def rule_atomic(self, e: N.Call, name: str) -> N.Expr:

@@ -18,32 +18,45 @@ from __future__ import annotations
 import dataclasses
 
 from tessera.transpile import lir as L
-from tessera.transpile.lir_visit import bodies, stmt_exprs, walk
+from tessera.transpile.lir_visit import bodies, children, stmt_exprs
 
 
 class _Scopes:
+    """One walk in source order: where each local (or register array) is declared, and which are
+    used in a block that the declaring block does not contain (a use never precedes the
+    declaration in source order: the type checker saw to that)."""
+
     def __init__(self) -> None:
         self.declared: dict[str, tuple[int, ...]] = {}  # local or register array -> its block path
-        self.used: dict[str, list[tuple[int, ...]]] = {}
+        self.outside: set[str] = set()
         self.counter = 0
 
-    def note_use(self, name: str, path: tuple[int, ...]) -> None:
-        self.used.setdefault(name, []).append(path)
+    def use(self, name: str, path: tuple[int, ...]) -> None:
+        decl = self.declared.get(name)
+        if decl is not None and path[: len(decl)] != decl:
+            self.outside.add(name)
+
+    def uses(self, e: L.Expr, path: tuple[int, ...]) -> None:
+        if isinstance(e, L.Var):
+            self.use(e.name, path)
+            return
+        if isinstance(e, (L.Load, L.Atomic)):
+            self.use(e.buf, path)
+        for c in children(e):
+            self.uses(c, path)
 
     def block(self, stmts: tuple[L.Stmt, ...], path: tuple[int, ...]) -> None:
         for s in stmts:
-            if isinstance(s, L.Decl):
+            # Only what a nested block declares can be used outside it (top-level names never are).
+            if isinstance(s, L.Decl) and path:
                 self.declared.setdefault(s.var.name, path)
-            elif isinstance(s, L.Alloc):
+            elif isinstance(s, L.Alloc) and path:
                 self.declared.setdefault(s.buf, path)
-            for e in stmt_exprs(s):
-                for x in walk(e):
-                    if isinstance(x, L.Var):
-                        self.note_use(x.name, path)
-                    elif isinstance(x, (L.Load, L.Atomic)):
-                        self.note_use(x.buf, path)
-            if isinstance(s, (L.Store, L.Fill)):
-                self.note_use(s.buf, path)
+            elif isinstance(s, (L.Store, L.Fill)):
+                self.use(s.buf, path)
+            if self.declared:  # nothing to look for before a nested declaration
+                for e in stmt_exprs(s):
+                    self.uses(e, path)
             for b in bodies(s):
                 self.counter += 1
                 self.block(b, (*path, self.counter))
@@ -53,11 +66,7 @@ def hoisted(fn: L.Function) -> set[str]:
     """Locals and register arrays used outside the block that declares them."""
     sc = _Scopes()
     sc.block(fn.body, ())
-    out = set()
-    for name, decl in sc.declared.items():
-        if any(p[: len(decl)] != decl for p in sc.used.get(name, ())):
-            out.add(name)
-    return out
+    return sc.outside
 
 
 def hoist_function(fn: L.Function) -> L.Function:

@@ -8,43 +8,59 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tessera.nodes import replace as _replace
 from tessera.transpile import lir as L
 
 _EXPR_TYPES = (L.Const, L.Var, L.Unary, L.Binary, L.Compare, L.Logical, L.Select, L.Cast, L.Affine, L.Load,
                L.Intrinsic, L.Collective, L.Atomic, L.Call)
+_EXPR_CLASSES = frozenset(_EXPR_TYPES)
 _BODY_FIELDS = {"then", "orelse", "body"}
 
 
 def is_expr(x: object) -> bool:
-    return isinstance(x, _EXPR_TYPES)
+    return type(x) in _EXPR_CLASSES
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# Per node class, the fields that may hold expressions: ("name", kind) with kind "expr" (one),
+# "exprs" (a tuple of them), "view" (a View's starts) or "body" (nested statements). Read from the
+# field annotations once, so that a new node type needs nothing here.
+_SPECS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
-def _fields(node: Any) -> tuple[str, ...]:
-    """The names of a node's fields other than its location and type (cached per class)."""
+def _spec(node: Any) -> tuple[tuple[str, str], ...]:
     cls = type(node)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "dtype"))
-    return names
+    spec = _SPECS.get(cls)
+    if spec is None:
+        out: list[tuple[str, str]] = []
+        for f in dataclasses.fields(cls):
+            ann = str(f.type)
+            if f.name in _BODY_FIELDS:
+                out.append((f.name, "body"))
+            elif ann.startswith("View"):
+                out.append((f.name, "view"))
+            elif ann.startswith("tuple[") and "Expr" in ann:
+                out.append((f.name, "exprs"))
+            elif "Expr" in ann or ann in ("Const", "Var"):
+                out.append((f.name, "expr"))
+        spec = _SPECS[cls] = tuple(out)
+    return spec
 
 
 def children(e: L.Expr) -> tuple[L.Expr, ...]:
     """The direct sub-expressions of an expression (an Affine's atoms and coefficients too)."""
-    if isinstance(e, L.Affine):
+    if type(e) is L.Affine:
         out: list[L.Expr] = []
         for atom, c in e.terms:
             out += (atom, c)
         return (*out, e.offset)
     kids: list[L.Expr] = []
-    for name in _fields(e):
+    for name, kind in _spec(e):
         v = getattr(e, name)
-        if is_expr(v):
-            kids.append(v)
-        elif isinstance(v, tuple):
-            kids.extend(x for x in v if is_expr(x))
+        if kind == "expr":
+            if v is not None:
+                kids.append(v)
+        else:
+            kids.extend(v)
     return tuple(kids)
 
 
@@ -61,16 +77,15 @@ def stmt_exprs(s: L.Stmt) -> tuple[L.Expr, ...]:
     """The expressions a statement evaluates itself (not those of its nested bodies), including
     the starts of a copy's views, the target of an assignment and the variable of a loop."""
     out: list[L.Expr] = []
-    for name in _fields(s):
-        if name in _BODY_FIELDS:
-            continue
+    for name, kind in _spec(s):
         v = getattr(s, name)
-        if is_expr(v):
-            out.append(v)
-        elif isinstance(v, L.View):
+        if kind == "expr":
+            if v is not None:
+                out.append(v)
+        elif kind == "exprs":
+            out.extend(v)
+        elif kind == "view":
             out.extend(v.starts)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if is_expr(x))
     return tuple(out)
 
 
@@ -97,51 +112,61 @@ def all_exprs(body: tuple[L.Stmt, ...]) -> Iterator[L.Expr]:
 
 
 def map_expr(e: L.Expr, fn: Callable[[L.Expr], L.Expr]) -> L.Expr:
-    """Rebuild `e` bottom-up: `fn` is applied to each node after its children were rebuilt."""
-    if isinstance(e, L.Affine):
+    """Rebuild `e` bottom-up: `fn` is applied to each node after its children were rebuilt (a node
+    whose children did not change is not copied)."""
+    if type(e) is L.Affine:
         terms = tuple((map_expr(a, fn), map_expr(c, fn)) for a, c in e.terms)
-        new: L.Expr = dataclasses.replace(e, terms=terms, offset=map_expr(e.offset, fn))  # type: ignore[arg-type]
-        return fn(new)
-    changes: dict[str, Any] = {}
-    for name in _fields(e):
-        v = getattr(e, name)
-        if is_expr(v):
-            changes[name] = map_expr(v, fn)
-        elif isinstance(v, tuple) and any(is_expr(x) for x in v):
-            changes[name] = tuple(map_expr(x, fn) if is_expr(x) else x for x in v)
-    return fn(_rebuilt(e, changes))
+        offset = map_expr(e.offset, fn)
+        same = offset is e.offset and all(a is x and c is y for (a, c), (x, y) in zip(terms, e.terms))
+        return fn(e if same else _replace(e, terms=terms, offset=offset))
+    return fn(_rebuilt(e, _mapped_fields(e, fn)))
 
 
 def map_stmt_exprs(s: L.Stmt, fn: Callable[[L.Expr], L.Expr]) -> L.Stmt:
     """`s` with `map_expr(., fn)` applied to the expressions it evaluates itself (bodies untouched)."""
+    result: L.Stmt = _rebuilt(s, _mapped_fields(s, fn))
+    return result
+
+
+def _mapped_fields(node: Any, fn: Callable[[L.Expr], L.Expr]) -> dict[str, Any]:
+    """The fields of `node` whose expressions `fn` changed, rebuilt."""
     changes: dict[str, Any] = {}
-    for name in _fields(s):
-        if name in _BODY_FIELDS:
-            continue
-        v = getattr(s, name)
-        if is_expr(v):
-            changes[name] = map_expr(v, fn)
-        elif isinstance(v, L.View):
-            changes[name] = dataclasses.replace(v, starts=tuple(map_expr(x, fn) for x in v.starts))
-        elif isinstance(v, tuple) and any(is_expr(x) for x in v):
-            changes[name] = tuple(map_expr(x, fn) if is_expr(x) else x for x in v)
-    return _rebuilt(s, changes)
+    for name, kind in _spec(node):
+        v = getattr(node, name)
+        if kind == "expr":
+            if v is not None:
+                new = map_expr(v, fn)
+                if new is not v:
+                    changes[name] = new
+        elif kind == "exprs":
+            items = tuple(map_expr(x, fn) for x in v)
+            if any(a is not b for a, b in zip(items, v)):
+                changes[name] = items
+        elif kind == "view":
+            starts = tuple(map_expr(x, fn) for x in v.starts)
+            if any(a is not b for a, b in zip(starts, v.starts)):
+                changes[name] = _replace(v, starts=starts)
+    return changes
 
 
 def _rebuilt(node: Any, changes: dict[str, Any]) -> Any:
     """`node` with `changes` (the same node when there are none)."""
-    return dataclasses.replace(node, **changes) if changes else node
+    return _replace(node, **changes) if changes else node
 
 
 def map_body(body: tuple[L.Stmt, ...], fn: Callable[[L.Stmt], L.Stmt | tuple[L.Stmt, ...]]) -> tuple[L.Stmt, ...]:
     """Rebuild a body bottom-up: nested bodies first, then `fn` on each statement (which may return
-    several statements, or none)."""
+    several statements, or none). A body in which nothing changed is returned as it is."""
     out: list[L.Stmt] = []
     for s in body:
         if isinstance(s, L.If):
-            s = dataclasses.replace(s, then=map_body(s.then, fn), orelse=map_body(s.orelse, fn))
+            then, orelse = map_body(s.then, fn), map_body(s.orelse, fn)
+            if then is not s.then or orelse is not s.orelse:
+                s = _replace(s, then=then, orelse=orelse)
         elif isinstance(s, (L.While, L.For)):
-            s = dataclasses.replace(s, body=map_body(s.body, fn))
+            inner = map_body(s.body, fn)
+            if inner is not s.body:
+                s = _replace(s, body=inner)
         r = fn(s)
         out.extend(r if isinstance(r, tuple) else (r,))
-    return tuple(out)
+    return body if len(out) == len(body) and all(a is b for a, b in zip(out, body)) else tuple(out)

@@ -11,7 +11,6 @@ goes on so that independent errors are all reported.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from tessera import nodes as N
@@ -96,17 +95,17 @@ class FunctionChecker(ArrayDeclChecker):
         if ret is None:
             self.sink.error(s.value.loc, f"'{self.fn.name}' has no return type ('-> type') but returns a value")
             return s
-        return dataclasses.replace(s, value=self.assignable(v, ret, s.value.loc, "the return value"))
+        return N.replace(s, value=self.assignable(v, ret, s.value.loc, "the return value"))
 
     def s_ExprStmt(self, s: N.ExprStmt) -> N.Stmt:
         if not isinstance(s.expr, N.Call):
             self.sink.error(s.expr.loc, "this expression has no effect; only calls can be statements")
             return s
-        return dataclasses.replace(s, expr=self.expr(s.expr))
+        return N.replace(s, expr=self.expr(s.expr))
 
     def s_If(self, s: N.If) -> N.Stmt:
         c = self.cond(s.cond)
-        return dataclasses.replace(s, cond=c, then=self.body(s.then), orelse=self.body(s.orelse))
+        return N.replace(s, cond=c, then=self.body(s.then), orelse=self.body(s.orelse))
 
     def cond(self, e: N.Expr) -> N.Expr:
         return self.scalar_expr(e, "condition")
@@ -116,7 +115,7 @@ class FunctionChecker(ArrayDeclChecker):
         self.loop_depth += 1
         b = self.body(s.body)
         self.loop_depth -= 1
-        return dataclasses.replace(s, cond=c, body=b)
+        return N.replace(s, cond=c, body=b)
 
     def s_For(self, s: N.For) -> N.Stmt:
         it = s.iter
@@ -179,10 +178,10 @@ class FunctionChecker(ArrayDeclChecker):
         self.loop_depth -= 1
         if prev is None:
             del self.locals[s.var]
-        new_iter = dataclasses.replace(it, args=tuple(args), func=dataclasses.replace(it.func, ref="builtin"), ty=var_ty)
+        new_iter = N.replace(it, args=tuple(args), func=N.replace(it.func, ref="builtin"), ty=var_ty)
         step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
-        return dataclasses.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
+        return N.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
 
     def whole_tensor(self, target: N.Expr) -> bool:
         """`C[:] = A + B` is a map-kernel statement, which this version does not support yet."""
@@ -208,7 +207,7 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(s.loc, f"'{s.op}=' gives {res}, which cannot be stored to {tt} "
                             f"'{_target_name(target)}' without a cast")
             return s
-        return dataclasses.replace(s, target=target, value=value)
+        return N.replace(s, target=target, value=value)
 
     def store_target(self, t: N.Expr) -> N.Expr:
         """Check an assignment target that must already exist (aug-assign, element store)."""
@@ -218,7 +217,7 @@ class FunctionChecker(ArrayDeclChecker):
                 self.undefined(t.loc, t.id)
                 return t
             if s.ref in ("local",):
-                return dataclasses.replace(t, ty=s.ty, ref=s.ref)
+                return N.replace(t, ty=s.ty, ref=s.ref)
             self.cannot_assign(t, s)
             return t
         if isinstance(t, N.Index):
@@ -229,10 +228,10 @@ class FunctionChecker(ArrayDeclChecker):
             if isinstance(bt, N.TensorType) and not bt.mut:
                 self.sink.error(t.loc, f"cannot store to '{base}': it is not mut; declare the parameter "
                                 f"as '{base}: mut {bt.elem}[...]'")
-                return dataclasses.replace(x, ty=None)
+                return N.replace(x, ty=None)
             if isinstance(bt, N.ArrayType) and bt.space == "const":
                 self.sink.error(t.loc, f"cannot store to the constant table '{base}'")
-                return dataclasses.replace(x, ty=None)
+                return N.replace(x, ty=None)
             return x
         self.sink.error(t.loc, "cannot assign to this expression")
         return t
@@ -269,7 +268,7 @@ class FunctionChecker(ArrayDeclChecker):
                 tt = scalar_type(target)
                 assert isinstance(target, N.Index) and tt is not None, target  # now of the element type
             value = self.assignable(value, tt, s.loc, f"an element of '{base_name(target.base)}'")
-            return dataclasses.replace(s, target=target, value=value)
+            return N.replace(s, target=target, value=value)
         name = s.target.id
         special = self.special_value(s)
         if special is not None:
@@ -286,7 +285,7 @@ class FunctionChecker(ArrayDeclChecker):
             if not isinstance(existing.ty, ScalarType) or value.ty is None:  # a local is a scalar or untyped
                 return s
             value = self.assignable(value, existing.ty, s.loc, f"'{name}'")
-            return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=existing.ty, ref="local"),
+            return N.replace(s, target=N.replace(s.target, ty=existing.ty, ref="local"),
                                        value=value)
         if existing is not None:
             self.cannot_assign(s.target, existing)
@@ -308,7 +307,7 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(s.value.loc, f"this call has no value to assign to '{name}'")
             return s
         self.locals[name] = Sym(name, "local", ty, s.loc, block=self.block)
-        return dataclasses.replace(s, target=dataclasses.replace(s.target, ty=ty, ref="local"),
+        return N.replace(s, target=N.replace(s.target, ty=ty, ref="local"),
                                    value=value, declares=True)
 
     def run(self) -> N.FuncDef:
@@ -317,7 +316,7 @@ class FunctionChecker(ArrayDeclChecker):
         if not self.in_kernel and self.fn.ret and not _always_returns(body):
             self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
                             "a value")
-        return dataclasses.replace(self.fn, body=body)
+        return N.replace(self.fn, body=body)
 
 
 def check_function(sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef,
