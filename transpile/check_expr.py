@@ -16,7 +16,7 @@ from tessera import nodes as N
 from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.builtins import RESERVED
-from tessera.transpile.consts import NotConstant, Value, evaluate, type_of_value
+from tessera.transpile.consts import NotConstant, Value, evaluate
 
 BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
 
@@ -419,25 +419,3 @@ def type_name(t: N.Type | None) -> str:
     if isinstance(t, N.StrType):
         return "string"
     return "no value"
-
-
-def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -> ExprChecker:
-    """An evaluator of constant expressions in `fn`'s header and signature: the module's constants
-    and the function's const parameters are known; naming another parameter or a shape symbol is
-    reported as such."""
-    checker = ExprChecker()
-    checker.sink = sink
-    checker.module_syms = {k: Sym(k, "const", type_of_value(v), Loc(1, 1), value=v, weak=True) for k, v in env.items()}
-    consts = dict(fn.const_values)
-    params: dict[str, Sym] = {}
-    for p in fn.params:
-        ty = SCALARS.get(p.type_name)
-        if p.qual == "const":
-            params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts.get(p.name))
-        else:
-            params[p.name] = Sym(p.name, "param", ty if p.dims is None else None, p.loc)
-        for d in p.dims or ():
-            if isinstance(d, N.Name) and d.id not in env and d.id not in params:
-                params[d.id] = Sym(d.id, "shape", I32, d.loc)
-    checker.scopes = [params]
-    return checker

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
-from tessera.transpile.cprinter import COND, CPrinter, c_string, nonzero_literal, store_fn, var_name
+from tessera.transpile.cprinter import CPrinter
+from tessera.transpile.cterms import c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.names import c_ident
 from tessera.transpile.shared_plan import shared_layout
 
@@ -303,4 +304,4 @@ def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:
     return "\n".join(bp.lines)
 
 
-__all__ = ["COND", "BodyPrinter", "Options", "dims_suffix", "print_body"]
+__all__ = ["BodyPrinter", "Options", "dims_suffix", "print_body"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 
 from tessera import nodes as N
-from tessera.errors import DiagnosticSink
-from tessera.transpile.check_expr import ExprChecker, constant_scope
+from tessera.dtypes import I32, SCALARS
+from tessera.errors import DiagnosticSink, Loc
+from tessera.transpile.check_expr import ExprChecker, Sym
+from tessera.transpile.consts import Value, type_of_value
 from tessera.transpile.resolve_constants import module_env
 
 CLAUSES = ("tile", "shared", "vectorize", "launch_bounds")
@@ -121,6 +123,28 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
     if not ok or tile is None:
         return None
     return N.KernelConfig(tile, shared, vectorize, bounds)
+
+
+def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -> ExprChecker:
+    """An evaluator of constant expressions in `fn`'s header and signature: the module's constants
+    and the function's const parameters are known; naming another parameter or a shape symbol is
+    reported as such."""
+    checker = ExprChecker()
+    checker.sink = sink
+    checker.module_syms = {k: Sym(k, "const", type_of_value(v), Loc(1, 1), value=v, weak=True) for k, v in env.items()}
+    consts = dict(fn.const_values)
+    params: dict[str, Sym] = {}
+    for p in fn.params:
+        ty = SCALARS.get(p.type_name)
+        if p.qual == "const":
+            params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts.get(p.name))
+        else:
+            params[p.name] = Sym(p.name, "param", ty if p.dims is None else None, p.loc)
+        for d in p.dims or ():
+            if isinstance(d, N.Name) and d.id not in env and d.id not in params:
+                params[d.id] = Sym(d.id, "shape", I32, d.loc)
+    checker.scopes = [params]
+    return checker
 
 
 def evaluate_headers(module: N.Module, sink: DiagnosticSink) -> N.Module:

@@ -1,0 +1,56 @@
+"""How things are spelled in the emitted C: precedence levels, string literals, variable names,
+the f16/bf16 conversions. Shared by the expression and statement printers."""
+
+from __future__ import annotations
+
+from tessera.dtypes import ScalarType
+from tessera.transpile import lir as L
+from tessera.transpile.names import c_ident
+
+# C precedence levels (higher binds tighter).
+PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = 16, 15, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3
+BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "//": MUL, "+": ADD, "-": ADD, "<<": SHIFT, ">>": SHIFT,
+             "&": BAND, "^": BXOR, "|": BOR}
+CMP_PREC = {"<": REL, "<=": REL, ">": REL, ">=": REL, "==": EQ, "!=": EQ}
+
+
+def c_string(text: str) -> str:
+    """A C string literal for arbitrary user text: printable ASCII kept, everything else escaped."""
+    out = ['"']
+    for ch in text.encode("utf-8"):
+        c = chr(ch)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "?":
+            out.append("\\?")
+        elif c in "\n\t":
+            out.append("\\n" if c == "\n" else "\\t")
+        elif 32 <= ch < 127:
+            out.append(c)
+        else:
+            out.append(f"\\{ch:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def var_name(name: str) -> str:
+    """The C name of a variable: compiler temporaries (`%stop_k`) are `tsr_stop_k`, user names are
+    kept where safe (names.c_ident)."""
+    return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
+
+
+def round_fn(ty: ScalarType) -> str | None:
+    return {"f16": "tsr_round_f16", "bf16": "tsr_round_bf16"}.get(ty.name)
+
+
+def load_fn(ty: ScalarType) -> str | None:
+    return {"f16": "__half2float", "bf16": "__bfloat162float"}.get(ty.name)
+
+
+def store_fn(ty: ScalarType) -> str | None:
+    return {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}.get(ty.name)
+
+
+def nonzero_literal(e: L.Expr) -> bool:
+    """A constant divisor other than 0 and -1 (with which C division cannot trap)."""
+    return isinstance(e, L.Const) and not isinstance(e.value, (bool, float)) and e.value not in (0, -1)
