@@ -30,3 +30,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pathlib.Path:
+    """A cold on-disk cache under tmp_path (its private fallback there too) and a clean record of
+    the cache's once-per-process warnings; returns the cache root."""
+    from tessera.runtime import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_warned", set())
+    monkeypatch.setattr(cache_mod, "_resolved", {})
+    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(root))
+    return root
+
+
+def cache_warnings(record: list) -> list[str]:
+    """The messages of the cache's warnings among `record` (from warnings.catch_warnings)."""
+    from tessera.runtime.cache import TesseraCacheWarning
+
+    return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]

@@ -13,21 +13,13 @@ from pathlib import Path
 import pytest
 
 from tessera.runtime import cache as cache_mod
-from tessera.runtime.cache import DiskCache, TesseraCacheWarning, cache_key, default_cache_root
+from tessera.runtime.cache import DiskCache, cache_key, default_cache_root
+from tests.conftest import cache_warnings
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A cold cache under tmp_path (the private fallback too) and a clean warning record."""
-    monkeypatch.setattr(cache_mod, "_warned", set())
-    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
-    root = tmp_path / "cache"
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(root))
-    return root
-
-
-def _cache_warnings(record: list[warnings.WarningMessage]) -> list[str]:
-    return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]
+def _fresh(fresh_cache: Path) -> Path:
+    return fresh_cache
 
 
 def test_key_is_length_prefixed_and_stable() -> None:
@@ -105,7 +97,7 @@ def test_corrupt_byte_entry(how: str) -> None:
         warnings.simplefilter("always")
         assert c.get_bytes(k) is None
         assert c.get_bytes(k) is None  # deleted: a plain miss now
-    msgs = _cache_warnings(rec)
+    msgs = cache_warnings(rec)
     assert len(msgs) == 1 and "corrupt" in msgs[0] and "recompiled" in msgs[0]
     assert not entry.exists()
     c.put_bytes(k, b"fresh")
@@ -121,7 +113,7 @@ def test_corrupt_warning_once_per_process() -> None:
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         assert all(c.get_bytes(k) is None for k in keys)
-    assert len(_cache_warnings(rec)) == 1
+    assert len(cache_warnings(rec)) == 1
 
 
 def test_file_hit_miss(tmp_path: Path) -> None:
@@ -160,7 +152,7 @@ def test_corrupt_file_entry(tmp_path: Path, how: str) -> None:
         warnings.simplefilter("always")
         assert c.get_file(k, ".so") is None
         assert c.get_file(k, ".so") is None
-    assert len(_cache_warnings(rec)) == 1
+    assert len(cache_warnings(rec)) == 1
     assert not entry.exists() and not sidecar.exists()
     again = c.put_file(k, ".so", src)
     assert again is not None and again.read_bytes() == src.read_bytes() == entry.read_bytes()
@@ -177,7 +169,7 @@ def _check_disabled(c: DiskCache, tmp_path: Path, rec: list[warnings.WarningMess
     assert c.put_file(k, ".so", src) is None
     assert c.get_file(k, ".so") is None
     c.put_bytes(cache_key("y"), b"more")
-    msgs = _cache_warnings(rec)
+    msgs = cache_warnings(rec)
     assert len(msgs) == 1, msgs
     assert "won't be cached" in msgs[0]
 
@@ -195,7 +187,7 @@ def test_cache_dir_under_a_file_falls_back_to_the_private_cache(monkeypatch: pyt
         k = cache_key("x")
         c.put_bytes(k, b"data")
         assert c.get_bytes(k) == b"data"
-    msgs = _cache_warnings(rec)
+    msgs = cache_warnings(rec)
     assert len(msgs) == 1, msgs
     assert str(blocker / "cache" / "cpu" / "v1") in msgs[0] and "cannot be created" in msgs[0]
     assert f"using the private cache {str(tmp_path / 'private')!r} instead" in msgs[0]
@@ -214,7 +206,7 @@ def test_no_cache_at_all_when_the_private_cache_is_unusable_too(monkeypatch: pyt
         c = DiskCache("cpu")
         DiskCache("cuda")
         _check_disabled(c, tmp_path, rec)
-    assert not c.enabled and "the private cache" in _cache_warnings(rec)[0]
+    assert not c.enabled and "the private cache" in cache_warnings(rec)[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="chmod does not stop root")
@@ -301,6 +293,6 @@ def test_concurrent_writers_and_readers(tmp_path: Path, _fresh: Path) -> None:
             assert p is not None and p.read_bytes() == bytes([i]) * (200_000 + i)
         p = c.get_file(cache_key("nondeterministic"), ".so")
         assert p is not None and len(p.read_bytes()) == 150_000
-    assert _cache_warnings(rec) == []
+    assert cache_warnings(rec) == []
     assert c.info()["entries"] == 9
     assert not [q for q in c.path.iterdir() if q.name.startswith(".tmp-")]

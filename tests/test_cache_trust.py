@@ -17,7 +17,8 @@ import pytest
 
 from tessera.runtime import cache as cache_mod
 from tessera.runtime import pinned
-from tessera.runtime.cache import FORMAT_VERSION, DiskCache, TesseraCacheWarning, cache_key
+from tessera.runtime.cache import FORMAT_VERSION, DiskCache, cache_key
+from tests.conftest import cache_warnings
 
 OTHER_UID = 65534  # nobody
 needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
@@ -27,25 +28,15 @@ V = f"v{FORMAT_VERSION}"
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A cold cache under tmp_path, a private fallback there too, a clean warning record."""
-    monkeypatch.setattr(cache_mod, "_warned", set())
-    monkeypatch.setattr(cache_mod, "_resolved", {})
-    monkeypatch.setattr(cache_mod, "private_cache_root", lambda: tmp_path / "private")
-    root = tmp_path / "cache"
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(root))
-    return root
-
-
-def _cache_warnings(record: list[warnings.WarningMessage]) -> list[str]:
-    return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]
+def _fresh(fresh_cache: Path) -> Path:
+    return fresh_cache
 
 
 def _open(kind: str = "cpu") -> tuple[DiskCache, list[str]]:
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         c = DiskCache(kind)
-    return c, _cache_warnings(rec)
+    return c, cache_warnings(rec)
 
 
 def test_created_private_whatever_the_umask(_fresh: Path) -> None:
@@ -157,7 +148,7 @@ def test_untrusted_byte_entries_are_refused_and_removed(tmp_path: Path, how: str
         warnings.simplefilter("always")
         assert c.get_bytes(k) is None
         assert c.get_bytes(k) is None
-    msgs = _cache_warnings(rec)
+    msgs = cache_warnings(rec)
     assert len(msgs) == 1 and str(entry) in msgs[0] and "deleted" in msgs[0], msgs
     assert not os.path.lexists(entry)
     if how == "symlink":
@@ -179,7 +170,7 @@ def test_untrusted_file_entries_are_refused_and_removed(tmp_path: Path, how: str
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         assert c.get_file(k, ".so") is None
-    msgs = _cache_warnings(rec)
+    msgs = cache_warnings(rec)
     assert len(msgs) == 1 and "could run code in this process" in msgs[0], msgs
     assert not os.path.lexists(entry) and not os.path.lexists(sidecar)
     hit = c.put_file(k, ".so", src)
