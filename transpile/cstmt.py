@@ -163,7 +163,8 @@ class BodyPrinter:
         for d in shape:
             total *= d
         first = c_ident(b.name) + "[0]" * len(shape)
-        self.emit(f"tsr_fill<{total}>(&{first}, {self.pr.expr(s.value)});", s.loc)
+        # The element type is explicit: a narrow integer array is filled from an `int` literal.
+        self.emit(f"tsr_fill<{total}, {b.elem.c_compute}>(&{first}, {self.pr.expr(s.value)});", s.loc)
 
     def s_If(self, s: L.If, prefix: str = "") -> None:
         self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)
