@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
+from tessera.errors import LaunchError
 
 N_INPUTS = 4
 
@@ -136,3 +137,23 @@ def test_float_to_int_conversion_saturates(value: float, want: int) -> None:
     y = np.zeros(1, np.int32)
     mod.k(np.array([value], np.float32), y, grid=1)
     assert y[0] == want
+
+
+def test_constant_conversions_fold_to_what_the_c_computes() -> None:
+    """Casts of literals are folded from the literal's value in its type (a float literal is f32),
+    rounded once to the target, as the C conversion they replace would."""
+    mod = tessera.compile("""
+@kernel tile[(1,)]
+def k(d: mut f64[2], i: mut i32[2], f: mut f32[1]):
+    d[0] = f64(0.1)
+    d[1] = f64(f32(16777217))
+    i[0] = i32(2.9999999999)
+    i[1] = i32(16777217.0)
+    f[0] = f32(1152921573326323713)
+""", backend="cpu")
+    d, i, f = np.zeros(2), np.zeros(2, np.int32), np.zeros(1, np.float32)
+    mod.k(d, i, f, grid=1)
+    assert d.tolist() == [float(np.float32(0.1)), 16777216.0]
+    assert i.tolist() == [3, 16777216]
+    assert int(f[0]) == 2**60 + 2**37  # 2**60 + 2**36 + 1, rounded once (not through a double)
+
