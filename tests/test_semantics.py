@@ -157,3 +157,25 @@ def k(d: mut f64[2], i: mut i32[2], f: mut f32[1]):
     assert i.tolist() == [3, 16777216]
     assert int(f[0]) == 2**60 + 2**37  # 2**60 + 2**36 + 1, rounded once (not through a double)
 
+
+def test_augmented_assignment_computes_in_the_type_of_the_operation() -> None:
+    """`z += u` with z: i32, u: u32 is u32 arithmetic (it wraps, and no overflow is reported);
+    `w += b` with b: i64 is i64 arithmetic; `x += y` on i32 is checked under check_bounds."""
+    src = """
+@kernel tile[(1,)]
+def k(a: i32[2], u: u32[1], b: i64[1], o: mut bool[2]):
+    z = a[0]
+    z += u[0]
+    o[0] = z > a[0]
+    w = a[0]
+    w += b[0]
+    o[1] = w > a[0]
+"""
+    args = (np.array([2**31 - 1, 1], np.int32), np.array([1], np.uint32), np.array([1], np.int64))
+    o = np.ones(2, bool)
+    for check in (False, True):
+        tessera.compile(src, backend="cpu", check_bounds=check).k(*args, o, grid=1)
+        assert o.tolist() == [False, False]
+    checked = tessera.compile(src + "    x = a[0]\n    x += a[1]\n", backend="cpu", check_bounds=True)
+    with pytest.raises(LaunchError, match="signed integer overflow in '\\+'"):
+        checked.k(*args, o, grid=1)
