@@ -179,3 +179,24 @@ def k(a: i32[2], u: u32[1], b: i64[1], o: mut bool[2]):
     checked = tessera.compile(src + "    x = a[0]\n    x += a[1]\n", backend="cpu", check_bounds=True)
     with pytest.raises(LaunchError, match="signed integer overflow in '\\+'"):
         checked.k(*args, o, grid=1)
+
+
+def test_conversions_to_f16_and_bf16_round_once() -> None:
+    """f64 and wide integers convert straight to f16/bf16 (as NumPy and CUDA's __double2half do):
+    through f32 first, 1 + 2**-11 + 2**-40 became the tie 1 + 2**-11 and then 1."""
+    mod = tessera.compile("""
+@kernel tile[(1,)]
+def k(d: f64[2], i: i32[1], h: mut f16[2], b: mut bf16[3]):
+    h[0] = d[0]
+    x: f16 = f16(d[0]) * 1
+    h[1] = x
+    b[0] = d[1]
+    b[1] = i[0]
+    b[2] = bf16(i[0]) * 1
+""", backend="cpu")
+    d = np.array([1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40])
+    h, b = np.zeros(2, np.float16), np.zeros(3, np.uint16)
+    mod.k(d, np.array([2**24 + 2**16 + 1], np.int32), h, b, grid=1)
+    assert h.tolist() == [1 + 2**-10] * 2
+    bf16_bits = [int(np.float32(v).view(np.uint32)) >> 16 for v in (1 + 2**-7, 2**24 + 2**17, 2**24 + 2**17)]
+    assert b.tolist() == bf16_bits

@@ -30,6 +30,7 @@ from tessera.transpile.cterms import (
     SHIFT,
     UNARY,
     c_string,
+    convert_fn,
     load_fn,
     nonzero_literal,
     round_fn,
@@ -157,6 +158,9 @@ class CPrinter(BuiltinPrinter):
         if r:
             if src.is_half and src.name == ty.name:
                 return self.p(e.x)
+            direct = convert_fn(src, ty)
+            if direct:
+                return f"{load_fn(ty)}({direct}({self.expr(e.x)}))", PRIMARY
             inner = self.expr(e.x) if src.c_compute == "float" else f"(float)({self.expr(e.x)})"
             return f"{r}({inner})", PRIMARY
         if src.c_compute == ty.c_compute:
@@ -252,5 +256,8 @@ class CPrinter(BuiltinPrinter):
         f = store_fn(elem)
         if f is None:
             return self.cast_to(value, elem)
+        direct = convert_fn(value.dtype, elem)
+        if direct:
+            return f"{direct}({self.expr(value)})"
         text = self.expr(value) if value.dtype.c_compute == "float" else self.cast_to(value, F32)
         return f"{f}({text})"
