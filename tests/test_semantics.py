@@ -200,3 +200,20 @@ def k(d: f64[2], i: i32[1], h: mut f16[2], b: mut bf16[3]):
     assert h.tolist() == [1 + 2**-10] * 2
     bf16_bits = [int(np.float32(v).view(np.uint32)) >> 16 for v in (1 + 2**-7, 2**24 + 2**17, 2**24 + 2**17)]
     assert b.tolist() == bf16_bits
+
+
+def test_module_constant_used_as_a_wider_integer_computes_in_that_type() -> None:
+    """`K * K` next to an i64 is i64, as with literals (K is declared `int` in the C): it printed
+    as `K * K` and overflowed int; with check_bounds `tsr_checked_mul(K, (long long)...)` did not
+    compile (ambiguous overload)."""
+    src = """
+const K = 100000
+@kernel tile[(1,)]
+def k(a: i64[1], o: mut i64[2]):
+    o[0] = a[0] + K * K
+    o[1] = a[0] * K + i64(a[0] < 0)
+"""
+    for check in (False, True):
+        o = np.zeros(2, np.int64)
+        tessera.compile(src, backend="cpu", check_bounds=check).k(np.array([1], np.int64), o, grid=1)
+        assert o.tolist() == [10**10 + 1, 100000]

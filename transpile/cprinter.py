@@ -77,8 +77,12 @@ class CPrinter(BuiltinPrinter):
         if e.name is not None and e.name in self.ctx.declared:
             declared = self.ctx.declared[e.name]
             name = self.ctx.names.get(e.name, c_ident(e.name))
-            if declared == e.dtype or (declared.is_int and e.dtype.is_int):
+            if declared == e.dtype or (declared.is_int and e.dtype.is_int and declared.c_compute == e.dtype.c_compute):
                 return name, PRIMARY
+            if declared.is_int and e.dtype.is_int:
+                # A constant used as another integer type (`K * K` next to an i64 is i64): C would
+                # compute in the declared type (int) and overflow; the value fits the type it takes.
+                return f"({e.dtype.c_compute}){name}", UNARY
             if declared.is_int and e.dtype.name in ("f32", "f64") and abs(int(e.value)) < 2 ** 24:
                 return f"({e.dtype.c_compute}){name}", UNARY
         text = c_literal(e.value, e.dtype)
