@@ -118,7 +118,7 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
         if v in (float("inf"), float("-inf")):
             sign = "-" if v < 0 else ""
             return f"{sign}__int_as_float(0x7f800000)" if ty.bits <= 32 else f"{sign}__longlong_as_double(0x7ff0000000000000LL)"
-        text = repr(v)
+        text = repr(v) if ty.bits == 64 else _f32_text(v)
         if "e" not in text and "." not in text:
             text += ".0"
         return text if ty.bits == 64 else text + "f"
@@ -132,11 +132,27 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
     return str(v)
 
 
+def _f32_text(v: float) -> str:
+    """The shortest decimal text of an f32 value `v` that C reads back as exactly `v` (the text of
+    the double, `repr`, could lie on the other side of an f32 rounding boundary)."""
+    import numpy as np
+
+    x = np.float32(v)
+    if v == 0 or 1e-4 <= abs(v) < 1e16:
+        return np.format_float_positional(x, unique=True, trim="0")
+    return np.format_float_scientific(x, unique=True, trim="-")
+
+
 def round_to(v: float, ty: ScalarType) -> float:
     """`v` rounded (to nearest even) to a float type: a literal that takes the type f16 has an
-    f16 value, as it would after a store."""
+    f16 value, as it would after a store, and one of type f32 the value of the C literal."""
     import struct
 
+    if ty.name == "f32":
+        try:
+            return struct.unpack("<f", struct.pack("<f", v))[0]
+        except OverflowError:
+            return float("inf") if v > 0 else float("-inf")
     if ty.name == "f16":
         try:
             return struct.unpack("<e", struct.pack("<e", v))[0]

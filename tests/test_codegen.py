@@ -151,3 +151,10 @@ def test_tcopy_uses_wide_accesses_and_clips_at_the_edge() -> None:
     c = emit("a = tshared.alloc(f32[8, 64])\nr0 = group_id(0) * 8\ntcopy(a, x[r0:r0 + 8, 0:64])\ntbarrier()\n"
              "out[0, 0] = a[0, 0]", "x: f32[R, C], out: mut f32[R, C]")
     assert "tsr_copy<float, 1, 8, 64, 128>(&a[0][0], 0, 64, 1, 8, 64, x + (r0) * (C), 0, C, 1, (int)(R - (r0)), C," in c
+
+
+def test_register_arrays_of_every_integer_type_are_filled() -> None:
+    """`tsr_fill` names its element type: an i8/u16 array is filled from an `int` literal."""
+    c = emit("r = tregs(i8[4], 3)\ns = tregs(u16[2, 2], 0)\nout[0] = f32(r[1] + i8(s[1, 1]))")
+    assert "tsr_fill<4, signed char>(&r[0], 3);" in c
+    assert "tsr_fill<4, unsigned short>(&s[0][0], 0u);" in c

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
+from tessera.errors import LaunchError
 
 N_INPUTS = 4
 
@@ -136,3 +137,83 @@ def test_float_to_int_conversion_saturates(value: float, want: int) -> None:
     y = np.zeros(1, np.int32)
     mod.k(np.array([value], np.float32), y, grid=1)
     assert y[0] == want
+
+
+def test_constant_conversions_fold_to_what_the_c_computes() -> None:
+    """Casts of literals are folded from the literal's value in its type (a float literal is f32),
+    rounded once to the target, as the C conversion they replace would."""
+    mod = tessera.compile("""
+@kernel tile[(1,)]
+def k(d: mut f64[2], i: mut i32[2], f: mut f32[1]):
+    d[0] = f64(0.1)
+    d[1] = f64(f32(16777217))
+    i[0] = i32(2.9999999999)
+    i[1] = i32(16777217.0)
+    f[0] = f32(1152921573326323713)
+""", backend="cpu")
+    d, i, f = np.zeros(2), np.zeros(2, np.int32), np.zeros(1, np.float32)
+    mod.k(d, i, f, grid=1)
+    assert d.tolist() == [float(np.float32(0.1)), 16777216.0]
+    assert i.tolist() == [3, 16777216]
+    assert int(f[0]) == 2**60 + 2**37  # 2**60 + 2**36 + 1, rounded once (not through a double)
+
+
+def test_augmented_assignment_computes_in_the_type_of_the_operation() -> None:
+    """`z += u` with z: i32, u: u32 is u32 arithmetic (it wraps, and no overflow is reported);
+    `w += b` with b: i64 is i64 arithmetic; `x += y` on i32 is checked under check_bounds."""
+    src = """
+@kernel tile[(1,)]
+def k(a: i32[2], u: u32[1], b: i64[1], o: mut bool[2]):
+    z = a[0]
+    z += u[0]
+    o[0] = z > a[0]
+    w = a[0]
+    w += b[0]
+    o[1] = w > a[0]
+"""
+    args = (np.array([2**31 - 1, 1], np.int32), np.array([1], np.uint32), np.array([1], np.int64))
+    o = np.ones(2, bool)
+    for check in (False, True):
+        tessera.compile(src, backend="cpu", check_bounds=check).k(*args, o, grid=1)
+        assert o.tolist() == [False, False]
+    checked = tessera.compile(src + "    x = a[0]\n    x += a[1]\n", backend="cpu", check_bounds=True)
+    with pytest.raises(LaunchError, match="signed integer overflow in '\\+'"):
+        checked.k(*args, o, grid=1)
+
+
+def test_conversions_to_f16_and_bf16_round_once() -> None:
+    """f64 and wide integers convert straight to f16/bf16 (as NumPy and CUDA's __double2half do):
+    through f32 first, 1 + 2**-11 + 2**-40 became the tie 1 + 2**-11 and then 1."""
+    mod = tessera.compile("""
+@kernel tile[(1,)]
+def k(d: f64[2], i: i32[1], h: mut f16[2], b: mut bf16[3]):
+    h[0] = d[0]
+    x: f16 = f16(d[0]) * 1
+    h[1] = x
+    b[0] = d[1]
+    b[1] = i[0]
+    b[2] = bf16(i[0]) * 1
+""", backend="cpu")
+    d = np.array([1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40])
+    h, b = np.zeros(2, np.float16), np.zeros(3, np.uint16)
+    mod.k(d, np.array([2**24 + 2**16 + 1], np.int32), h, b, grid=1)
+    assert h.tolist() == [1 + 2**-10] * 2
+    bf16_bits = [int(np.float32(v).view(np.uint32)) >> 16 for v in (1 + 2**-7, 2**24 + 2**17, 2**24 + 2**17)]
+    assert b.tolist() == bf16_bits
+
+
+def test_module_constant_used_as_a_wider_integer_computes_in_that_type() -> None:
+    """`K * K` next to an i64 is i64, as with literals (K is declared `int` in the C): it printed
+    as `K * K` and overflowed int; with check_bounds `tsr_checked_mul(K, (long long)...)` did not
+    compile (ambiguous overload)."""
+    src = """
+const K = 100000
+@kernel tile[(1,)]
+def k(a: i64[1], o: mut i64[2]):
+    o[0] = a[0] + K * K
+    o[1] = a[0] * K + i64(a[0] < 0)
+"""
+    for check in (False, True):
+        o = np.zeros(2, np.int64)
+        tessera.compile(src, backend="cpu", check_bounds=check).k(np.array([1], np.int64), o, grid=1)
+        assert o.tolist() == [10**10 + 1, 100000]

@@ -30,6 +30,7 @@ from tessera.transpile.cterms import (
     SHIFT,
     UNARY,
     c_string,
+    convert_fn,
     load_fn,
     nonzero_literal,
     round_fn,
@@ -76,8 +77,12 @@ class CPrinter(BuiltinPrinter):
         if e.name is not None and e.name in self.ctx.declared:
             declared = self.ctx.declared[e.name]
             name = self.ctx.names.get(e.name, c_ident(e.name))
-            if declared == e.dtype or (declared.is_int and e.dtype.is_int):
+            if declared == e.dtype or (declared.is_int and e.dtype.is_int and declared.c_compute == e.dtype.c_compute):
                 return name, PRIMARY
+            if declared.is_int and e.dtype.is_int:
+                # A constant used as another integer type (`K * K` next to an i64 is i64): C would
+                # compute in the declared type (int) and overflow; the value fits the type it takes.
+                return f"({e.dtype.c_compute}){name}", UNARY
             if declared.is_int and e.dtype.name in ("f32", "f64") and abs(int(e.value)) < 2 ** 24:
                 return f"({e.dtype.c_compute}){name}", UNARY
         text = c_literal(e.value, e.dtype)
@@ -157,6 +162,9 @@ class CPrinter(BuiltinPrinter):
         if r:
             if src.is_half and src.name == ty.name:
                 return self.p(e.x)
+            direct = convert_fn(src, ty)
+            if direct:
+                return f"{load_fn(ty)}({direct}({self.expr(e.x)}))", PRIMARY
             inner = self.expr(e.x) if src.c_compute == "float" else f"(float)({self.expr(e.x)})"
             return f"{r}({inner})", PRIMARY
         if src.c_compute == ty.c_compute:
@@ -252,5 +260,8 @@ class CPrinter(BuiltinPrinter):
         f = store_fn(elem)
         if f is None:
             return self.cast_to(value, elem)
+        direct = convert_fn(value.dtype, elem)
+        if direct:
+            return f"{direct}({self.expr(value)})"
         text = self.expr(value) if value.dtype.c_compute == "float" else self.cast_to(value, F32)
         return f"{f}({text})"

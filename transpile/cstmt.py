@@ -21,6 +21,7 @@ from tessera.transpile.shared_plan import shared_layout
 
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
+_CHECKED_OPS = ("+", "-", "*")  # signed overflow is reported with check_bounds
 _KNOWN_POSITIVE = ("group_tile_count", "grid_tile_count", "group_shape", "group_count")
 
 
@@ -119,16 +120,20 @@ class BodyPrinter:
     def update(self, lhs: str, target: L.Expr, op: str, op_type: ScalarType | None, value: L.Expr, loc: Loc,
                store: str | None) -> None:
         """`lhs op= value`, or `lhs = lhs op value` where C's compound assignment would differ
-        (f16 rounding, narrow integers, float // and %, division by a possible zero)."""
+        (f16 rounding, narrow integers, float // and %, division by a possible zero, overflow checks).
+        Between 32- and 64-bit integers C's compound assignment computes in the type the language
+        gives `lhs op value` (`i32 += u32` in u32, `i32 += i64` in i64), so `value` keeps its type:
+        converting it to `lhs`'s type first would make that arithmetic signed and overflow undefined."""
         tt = target.dtype
         assert op_type is not None
         shift = op in ("<<", ">>")
+        checked = op in _CHECKED_OPS and self.pr.overflow_checked(op_type)
         simple = (not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
-                  and not (op in ("%", "//") and not nonzero_literal(value))
+                  and not (op in ("%", "//") and not nonzero_literal(value)) and not checked
                   and (shift or op_type == tt or (tt.is_int and op_type.is_int and op in _SIMPLE_OPS)))
         if simple:
             c_op = "/" if op == "//" else op
-            rhs = self.pr.expr(value) if shift or value.dtype == tt else self.pr.cast_to(value, tt)
+            rhs = self.pr.expr(value) if shift or value.dtype == op_type else self.pr.cast_to(value, op_type)
             self.emit(f"{lhs} {c_op}= {rhs};", loc)
             return
         computed = L.Binary(op, target if shift else _convert(target, op_type), value, tt if shift else op_type)
@@ -163,7 +168,8 @@ class BodyPrinter:
         for d in shape:
             total *= d
         first = c_ident(b.name) + "[0]" * len(shape)
-        self.emit(f"tsr_fill<{total}>(&{first}, {self.pr.expr(s.value)});", s.loc)
+        # The element type is explicit: a narrow integer array is filled from an `int` literal.
+        self.emit(f"tsr_fill<{total}, {b.elem.c_compute}>(&{first}, {self.pr.expr(s.value)});", s.loc)
 
     def s_If(self, s: L.If, prefix: str = "") -> None:
         self.emit(f"{prefix}if ({self.pr.expr(s.cond)}) {{", s.loc)

@@ -51,6 +51,18 @@ def store_fn(ty: ScalarType) -> str | None:
     return {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}.get(ty.name)
 
 
+_ONE_ROUNDING = {"f64": "double2", "i32": "int2", "u32": "uint2", "i64": "ll2", "u64": "ull2"}
+
+
+def convert_fn(src: ScalarType, ty: ScalarType) -> str | None:
+    """The CUDA conversion from `src` straight to f16/bf16 where going through `float` could round
+    twice (f64 and 32/64-bit integers: `f16(1 + 2**-11 + 2**-40)` is 1 + 2**-10, not 1)."""
+    key = _ONE_ROUNDING.get(src.name)
+    if key is None or not ty.is_half:
+        return None
+    return f"__{key}{'half' if ty.name == 'f16' else 'bfloat16'}{'' if src.name == 'f64' else '_rn'}"
+
+
 def nonzero_literal(e: L.Expr) -> bool:
     """A constant divisor other than 0 and -1 (with which C division cannot trap)."""
     return isinstance(e, L.Const) and not isinstance(e.value, (bool, float)) and e.value not in (0, -1)

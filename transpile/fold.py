@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from tessera.dtypes import BOOL, ScalarType, int_range, wrap_int
+from tessera.dtypes import BOOL, ScalarType, int_range, round_to, wrap_int
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine, expression
 from tessera.transpile.consts import Value
@@ -31,9 +31,26 @@ _CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 
 
 def _literal(e: L.Expr) -> Value | None:
-    if isinstance(e, L.Const) and e.name is None:
-        return e.value
-    return None
+    """The value of an unnamed constant as the C literal has it: a float is rounded to its type
+    (a literal `16777217.0` is `16777216.0f` in the C, whatever value the tree kept)."""
+    if not (isinstance(e, L.Const) and e.name is None):
+        return None
+    if e.dtype.is_float:
+        return round_to(float(e.value), e.dtype)
+    return e.value
+
+
+def _int_to_float(v: int, ty: ScalarType) -> float:
+    """`v` rounded once (to nearest even) to f32 or f64, as C converts an integer: Python's float()
+    first would round twice for f32 (2**60 + 2**36 + 1 must give 2**60 + 2**37)."""
+    a = abs(v)
+    if ty.name == "f64" or a < 2**24:
+        return float(v)  # Python rounds an int to a double once; below 2**24 it is exact in f32
+    shift = a.bit_length() - 24
+    q, r = divmod(a, 1 << shift)
+    if r > 1 << (shift - 1) or (r == 1 << (shift - 1) and q & 1):
+        q += 1
+    return round_to(math.copysign(float(q << shift), v), ty)
 
 
 def _int_result(v: int, ty: ScalarType) -> L.Const | None:
@@ -93,7 +110,9 @@ def _cast(e: L.Cast) -> L.Expr:
         return L.Const(v != 0, ty)
     if ty.is_float:
         # f16/bf16 results are left to the printer, which rounds them as the GPU does
-        return L.Const(float(v), ty) if not ty.is_half and not e.x.dtype.is_half else e
+        if ty.is_half or e.x.dtype.is_half:
+            return e
+        return L.Const(round_to(v, ty) if isinstance(v, float) else _int_to_float(int(v), ty), ty)
     if isinstance(v, float):  # saturating, NaN to 0, toward zero (tsr_f2i)
         lo, hi = int_range(ty)
         return L.Const(0 if math.isnan(v) else max(lo, min(hi, int(v) if math.isfinite(v) else
@@ -121,8 +140,6 @@ def _fold(e: L.Expr) -> L.Expr:
         a, b = _literal(e.a), _literal(e.b)
         if a is None or b is None or e.a.dtype.is_half:
             return e
-        if e.a.dtype.name == "f32":  # compare the values the C literals have
-            a, b = float(np.float32(a)), float(np.float32(b))
         return L.Const(_CMP[e.op](a, b), BOOL)
     if isinstance(e, L.Logical):
         a, b = _literal(e.a), _literal(e.b)

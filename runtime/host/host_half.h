@@ -178,6 +178,7 @@ inline __nv_bfloat16 __double2bfloat16(double d) { return __nv_bfloat16(d); }
 inline __nv_bfloat16 __int2bfloat16_rn(int v) { return __nv_bfloat16(v); }
 inline __nv_bfloat16 __uint2bfloat16_rn(unsigned int v) { return __nv_bfloat16(v); }
 inline __nv_bfloat16 __ll2bfloat16_rn(long long v) { return __nv_bfloat16(v); }
+inline __nv_bfloat16 __ull2bfloat16_rn(unsigned long long v) { return __nv_bfloat16(v); }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 inline short __bfloat16_as_short(__nv_bfloat16 b) { return static_cast<short>(b.__x); }
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat16(__nv_bfloat16_raw{u}); }

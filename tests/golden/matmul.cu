@@ -15,7 +15,7 @@ matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float
     __shared__ __align__(16) float As[64][20];  // line 10
     __shared__ __align__(16) float Bs[16][68];  // line 11
     float acc[4][4];  // line 12
-    tsr_fill<16>(&acc[0][0], 0.0f);  // line 12
+    tsr_fill<16, float>(&acc[0][0], 0.0f);  // line 12
     int tx = (int)threadIdx.x;  // line 13
     int ty = (int)threadIdx.y;  // line 14
     int r0 = (int)blockIdx.y * BM;  // line 15
