@@ -523,3 +523,23 @@ def test_check_bounds_builds_compile_with_nvrtc() -> None:
         cuda = compile_source(SourceFile("k.tsr", src), arch=arch, check_bounds=True).cuda
         assert "tsr_checked_mul(" in cuda and "tsr_checked_neg(" in cuda
         assert compile_cuda(cuda, name="k.cu", arch=arch).warnings == ()
+
+
+def test_an_index_is_computed_as_written() -> None:
+    # The affine form of `(i - j) * 1000000 + 3` is i * 1000000 - j * 1000000 + 3; computing that
+    # would overflow i32 where the program does not (a false overflow under check_bounds).
+    mod = compile_cpu("@kernel tile[(1,)]\ndef k(i: i32, j: i32, x: f32[8], y: mut f32[1]):\n"
+                      "    y[0] = x[(i - j) * 1000000 + 3]\n", check_bounds=True)
+    y = np.zeros(1, np.float32)
+    mod.k(5000, 5000, np.arange(8, dtype=np.float32), y, grid=1)
+    assert y[0] == 3.0
+
+
+def test_augmented_assignment_evaluates_the_index_first() -> None:
+    # As in Python, `x[d[0]] += v` reads d[0] before v runs (C++ evaluates the right side of a
+    # compound assignment first: the atomic made the store go to x[1]).
+    mod = compile_cpu("@kernel tile[(1,)]\ndef k(x: mut f32[4], d: mut i32[1]):\n"
+                      "    x[d[0]] += f32(atomic_add(d[0], 1)) + 5.0\n")
+    x, d = np.zeros(4, np.float32), np.zeros(1, np.int32)
+    mod.k(x, d, grid=1)
+    assert x.tolist() == [5.0, 0.0, 0.0, 0.0] and d[0] == 1

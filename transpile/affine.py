@@ -5,9 +5,10 @@ can tell how an address moves with the tile index or a loop counter (contiguity,
 
     affine(i * 4 + (j + 1) * BK - 2)  ->  Affine(((i, 4), (j, BK)), offset=BK - 2)   (BK = 16: 14)
 
-Named constants stay atoms (so that the C keeps their names) or named coefficients. Only i32,
-u32, i64 and u64 expressions are put in this form (narrower types wrap after each operation), and
-only when every coefficient and the offset fit the type.
+Named constants stay atoms or named coefficients. Only i32, u32, i64 and u64 expressions get this
+form (narrower types wrap after each operation), and only when every coefficient and the offset
+fit the type. The form describes the value; the `Affine` node keeps the expression as written,
+which is what is printed.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _decompose(e: L.Expr, ty: ScalarType) -> tuple[dict[L.Expr, _Coeff], int]:
             return {}, e.value
         return {e: (1, None)}, 0
     if isinstance(e, L.Affine):
-        return {a: (int(c.value), c.name) for a, c in e.terms}, int(e.offset.value)
+        return _decompose(e.source, ty)
     if isinstance(e, L.Unary) and e.op == "-":
         terms, off = _decompose(e.x, ty)
         return {a: _scale(c, -1) for a, c in terms.items()}, -off
@@ -85,11 +86,11 @@ def affine(e: L.Expr) -> L.Expr:
     kept = [(a, c) for a, c in terms.items() if c[0] != 0]
     if not lo <= offset <= hi or any(not lo <= c[0] <= hi for _, c in kept):
         return e
-    return L.Affine(tuple((a, L.Const(c[0], ty, c[1])) for a, c in kept), L.Const(offset, ty), ty)
+    return L.Affine(tuple((a, L.Const(c[0], ty, c[1])) for a, c in kept), L.Const(offset, ty), ty, e)
 
 
 def expression(a: L.Affine) -> L.Expr:
-    """The affine form as ordinary arithmetic (for passes that want plain nodes back)."""
+    """The affine form as ordinary arithmetic (for a pass that builds an index from a form)."""
     ty = a.dtype
     out: L.Expr | None = None
     for atom, c in a.terms:

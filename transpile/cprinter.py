@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from tessera.dtypes import F32, ScalarType, c_literal
 from tessera.transpile import lir as L
-from tessera.transpile.affine import expression
 from tessera.transpile.cbuiltins import BuiltinPrinter
 from tessera.transpile.cterms import (
     ADD,
@@ -176,32 +175,9 @@ class CPrinter(BuiltinPrinter):
         return self.expr(e) if e.dtype == ty else self.p_Cast(L.Cast(e, ty))[0]
 
     def p_Affine(self, e: L.Affine) -> tuple[str, int]:
-        """`a + b * 4 - c + 1` in term order; a coefficient that is a named constant keeps its name."""
-        if self.overflow_checked(e.dtype):
-            return self.p(expression(e))
-        parts: list[tuple[bool, str, int]] = []  # (negated, text, precedence)
-        for atom, c in e.terms:
-            v = int(c.value)
-            neg = v < 0 and c.name is None
-            if c.name is None and abs(v) == 1:
-                text, prec = self.p(atom)
-            else:
-                coeff = self.p_Const(c)[0] if c.name is not None else c_literal(abs(v), c.dtype)
-                text, prec = f"{self.wrap(atom, MUL)} * {coeff}", MUL
-            parts.append((neg, text, prec))
-        off = int(e.offset.value)
-        if not parts:
-            return self.p_Const(e.offset)
-        if off:
-            parts.append((off < 0, c_literal(abs(off), e.dtype), PRIMARY))
-        neg, text, prec = parts[0]
-        if neg:
-            text, prec = "-" + (text if prec >= UNARY else f"({text})"), UNARY
-        elif prec < ADD:
-            text = f"({text})"
-        for neg, t, p in parts[1:]:
-            text += (" - " if neg else " + ") + (t if p > ADD else f"({t})")
-        return (text, ADD) if len(parts) > 1 else (text, prec)
+        """An index prints as written: its affine form is for the passes (rewriting signed
+        arithmetic in C could overflow where the program does not)."""
+        return self.p(e.source)
 
     # ---- memory
     def p_Load(self, e: L.Load) -> tuple[str, int]:

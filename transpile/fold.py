@@ -3,7 +3,7 @@ emitted C's semantics (integer `//` and `%` truncate, f32 arithmetic rounds to f
 integer conversion saturates).
 
 Before:  Store(y, (Affine(i + 1 * 4),), Binary(*, Const(2.0: f32), Cast(Const(3: i32) -> f32)))
-After:   Store(y, (Affine(i + 4),), Const(6.0: f32))
+After:   Store(y, (Affine(i + 4),), Const(6.0: f32))          (an index's form is derived anew)
 
 Named constants (module constants, const parameters) are left alone so that the C keeps their
 names; the C compiler folds them. Nothing that could trap or overflow a signed type is folded:
@@ -20,7 +20,6 @@ import numpy as np
 
 from tessera.dtypes import BOOL, ScalarType, int_range, round_to, wrap_int
 from tessera.transpile import lir as L
-from tessera.transpile.affine import affine, expression
 from tessera.transpile.consts import Value
 from tessera.transpile.lir_visit import map_body, map_expr, map_stmt_exprs
 
@@ -149,8 +148,6 @@ def _fold(e: L.Expr) -> L.Expr:
     if isinstance(e, L.Select):
         c = _literal(e.cond)
         return e if c is None else (e.a if c else e.b)
-    if isinstance(e, L.Affine) and any(isinstance(a, L.Const) and a.name is None for a, _ in e.terms):
-        return affine(expression(e))
     return e
 
 

@@ -9,8 +9,9 @@ the syntax tree:
   value (a literal, a module constant or const parameter keeps its `name` for the printer);
 - memory is explicit: `Buffer`s (global tensors, shared arrays, register arrays, constant tables)
   are referred to by name from `Load`, `Store`, `Atomic`, `View` (for `Copy`) and `Alloc`, and an
-  index is a tuple of per-dimension expressions, each in `Affine` form where it is one (a sum of
-  terms with constant coefficients, so that a pass can reason about contiguity and alignment);
+  index is a tuple of per-dimension expressions, each with its `Affine` form where it has one (a
+  sum of terms with constant coefficients, so that a pass can reason about contiguity and
+  alignment; the C prints the index as written);
 - synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
   operations), `Atomic`, `Copy`;
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
@@ -93,11 +94,15 @@ class Cast:
 
 @dataclass(frozen=True)
 class Affine:
-    """`sum(atom * coeff for atom, coeff in terms) + offset`, in `dtype` (an integer type)."""
+    """An integer index with its affine form: `source` is the expression as written (what the C
+    computes: rewriting signed arithmetic could overflow where the program does not), and its
+    value is `sum(atom * coeff for atom, coeff in terms) + offset`, in `dtype` (for the passes that
+    reason about how an address moves). affine.affine(source) derives the form."""
 
     terms: tuple[tuple[Expr, Const], ...]
     offset: Const
     dtype: ScalarType
+    source: Expr
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from tessera.nodes import replace as _replace
 from tessera.transpile import lir as L
+from tessera.transpile.affine import affine
 
 _EXPR_TYPES = (L.Const, L.Var, L.Unary, L.Binary, L.Compare, L.Logical, L.Select, L.Cast, L.Affine, L.Load,
                L.Intrinsic, L.Collective, L.Atomic, L.Call)
@@ -47,12 +48,10 @@ def _spec(node: Any) -> tuple[tuple[str, str], ...]:
 
 
 def children(e: L.Expr) -> tuple[L.Expr, ...]:
-    """The direct sub-expressions of an expression (an Affine's atoms and coefficients too)."""
+    """The direct sub-expressions of an expression (of an `Affine`: the expression as written,
+    which its terms are parts of)."""
     if type(e) is L.Affine:
-        out: list[L.Expr] = []
-        for atom, c in e.terms:
-            out += (atom, c)
-        return (*out, e.offset)
+        return (e.source,)
     kids: list[L.Expr] = []
     for name, kind in _spec(e):
         v = getattr(e, name)
@@ -114,11 +113,9 @@ def all_exprs(body: tuple[L.Stmt, ...]) -> Iterator[L.Expr]:
 def map_expr(e: L.Expr, fn: Callable[[L.Expr], L.Expr]) -> L.Expr:
     """Rebuild `e` bottom-up: `fn` is applied to each node after its children were rebuilt (a node
     whose children did not change is not copied)."""
-    if type(e) is L.Affine:
-        terms = tuple((map_expr(a, fn), map_expr(c, fn)) for a, c in e.terms)
-        offset = map_expr(e.offset, fn)
-        same = offset is e.offset and all(a is x and c is y for (a, c), (x, y) in zip(terms, e.terms))
-        return fn(e if same else _replace(e, terms=terms, offset=offset))
+    if isinstance(e, L.Affine):
+        source = map_expr(e.source, fn)
+        return fn(e if source is e.source else affine(source))  # the form of the rewritten expression
     return fn(_rebuilt(e, _mapped_fields(e, fn)))
 
 

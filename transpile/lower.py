@@ -221,16 +221,17 @@ class _Function:
             return [L.Assign(s.loc, L.Var(t.id, tt), value, s.op, op_type)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name)
         out: list[L.Stmt] = []
-        index = self.once(self.index(t.indices), s.loc, out)
+        index = self.once(self.index(t.indices), s.loc, out, _has_effects(value))
         return [*out, L.Store(s.loc, t.base.id, index, value, s.op, op_type)]
 
-    def once(self, index: tuple[L.Expr, ...], loc: Loc, out: list[L.Stmt]) -> tuple[L.Expr, ...]:
-        """An index that `x[i] op= v` evaluates once: parts with side effects (an atomic, a device
-        function call) are computed into temporaries first (C would evaluate them twice where the
-        update is written out as `x[i] = x[i] op v`)."""
+    def once(self, index: tuple[L.Expr, ...], loc: Loc, out: list[L.Stmt], value_effects: bool) -> tuple[L.Expr, ...]:
+        """The index of `x[i] op= v`, evaluated once and before `v`, as in Python: parts with side
+        effects (an atomic, a device function call) are computed into temporaries first (C would
+        evaluate them twice where the update is written out as `x[i] = x[i] op v`), and so are
+        parts that read memory when `v` has side effects (C evaluates `v` first)."""
         kept: list[L.Expr] = []
         for k, i in enumerate(index):
-            if any(isinstance(x, (L.Atomic, L.Call)) for x in walk(i)):  # side effects
+            if _has_effects(i) or (value_effects and any(isinstance(x, L.Load) for x in walk(i))):
                 tmp = L.Var(self.temp(f"%index{k}"), i.dtype)
                 out.append(L.Decl(loc, tmp, i, const=True))
                 i = tmp
@@ -301,6 +302,11 @@ class _Function:
             name = f"{base}{n}"
         self.temps.add(name)
         return name
+
+
+def _has_effects(e: L.Expr) -> bool:
+    """An atomic or a device function call (which may write memory) in `e`."""
+    return any(isinstance(x, (L.Atomic, L.Call)) for x in walk(e))
 
 
 def _invariant(e: N.Expr) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from tessera import nodes as N
 from tessera.dtypes import BOOL
 from tessera.transpile import lir as L
+from tessera.transpile.affine import affine
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir_visit import bodies, children, is_expr, stmt_exprs
 
@@ -102,6 +103,8 @@ class _LirVerifier:
                 self.fail("affine form of a non-integer or narrow type", e)
             if any(a.dtype != e.dtype or c.dtype != e.dtype for a, c in e.terms) or e.offset.dtype != e.dtype:
                 self.fail("affine term of another type", e)
+            if affine(e.source) != e:
+                self.fail("affine form that is not the form of its expression", e)
         elif isinstance(e, (L.Load, L.Atomic)):
             self.access(e.buf, e.index, e)
             b = self.buffers[e.buf]
