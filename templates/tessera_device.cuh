@@ -2,9 +2,11 @@
 // Written against the CUDA primitives only (threadIdx, __syncthreads, __shfl_*_sync,
 // atomicCAS, ...) so that the CPU backend, which emulates those primitives, runs it as is.
 #if !defined(TESSERA_HOST)
-// A .tsr local that is assigned but never read is not worth a C warning.
+// A .tsr local that is assigned but never read is not worth a C warning (177, 550).
 #pragma nv_diag_suppress 177
 #pragma nv_diag_suppress 550
+// `u >= 0` on an unsigned value is a valid .tsr test (a generic bound check), not a mistake.
+#pragma nv_diag_suppress 186
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #if !defined(__CUDACC_RTC__)

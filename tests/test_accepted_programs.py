@@ -122,3 +122,12 @@ def test_accepted_fuzz_programs_compile_with_nvrtc_and_the_host(header: str, bod
     nv = compile_cuda(cuda, name="fuzz.cu", arch="sm_80")
     assert nv.warnings == (), (text, nv.warnings)
     assert host_syntax_check(cuda) == "", text
+
+
+def test_comparison_of_an_unsigned_value_with_zero() -> None:
+    # NVRTC warned "pointless comparison of unsigned integer with zero" (#186) on valid code.
+    mod = both("@kernel tile[(4,)]\ndef k(a: u32[4], y: mut u32[4]):\n    i = tile_linear_id()\n"
+               "    if a[i] >= 0 and i < 4:\n        y[i] = a[i] + 1\n")
+    y = np.zeros(4, np.uint32)
+    mod.k(np.arange(4, dtype=np.uint32), y, grid=1)
+    assert y.tolist() == [1, 2, 3, 4]

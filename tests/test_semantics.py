@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.errors import LaunchError
+from tessera.compiler import compile_source
+from tessera.errors import LaunchError, SourceFile
 
 N_INPUTS = 4
 
@@ -217,3 +218,24 @@ def k(a: i64[1], o: mut i64[2]):
         o = np.zeros(2, np.int64)
         tessera.compile(src, backend="cpu", check_bounds=check).k(np.array([1], np.int64), o, grid=1)
         assert o.tolist() == [10**10 + 1, 100000]
+
+
+def test_narrow_integer_products_wrap_without_signed_overflow() -> None:
+    """u16 * u16 wraps modulo 2**16 (docs/language.md section 7). C promotes both operands to
+    int, where 65535 * 65535 overflows (undefined behaviour that gcc happens to hide and other
+    compilers may exploit), so the product is computed in unsigned arithmetic."""
+    src = """
+@kernel tile[(1,)]
+def k(a: u16[2], b: i8[2], y: mut u16[3], z: mut i8[1]):
+    y[0] = a[0] * a[1]
+    y[1] = a[0]
+    y[1] *= a[1]
+    y[2] = u16(65535) * u16(65535)
+    z[0] = b[0] * b[1]
+"""
+    assert "(unsigned)a[0] * a[1]" in compile_source(SourceFile("t.tsr", src)).cuda
+    mod = tessera.compile(src, backend="cpu")
+    y, z = np.zeros(3, np.uint16), np.zeros(1, np.int8)
+    mod.k(np.array([65535, 65533], np.uint16), np.array([-100, 77], np.int8), y, z, grid=1)
+    assert y.tolist() == [(65535 * 65533) % 2**16, (65535 * 65533) % 2**16, 1]
+    assert z.tolist() == [(-100 * 77 + 128) % 256 - 128]

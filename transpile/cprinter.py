@@ -131,7 +131,12 @@ class CPrinter(BuiltinPrinter):
                     f"{self.line})"), PRIMARY
         prec = BIN_PREC[op]
         c_op = "/" if op == "//" else op
-        return self.finish(f"{self.wrap(e.a, prec)} {c_op} {self.wrap(e.b, prec + 1)}", prec, ty)
+        left = self.wrap(e.a, prec)
+        if op == "*" and ty.is_int and ty.bits < 32:
+            # C promotes narrow operands to int, where 65535 * 65535 overflows (undefined);
+            # unsigned arithmetic gives the same low bits, which is all the conversion keeps.
+            left = f"(unsigned){self.wrap(e.a, UNARY)}"
+        return self.finish(f"{left} {c_op} {self.wrap(e.b, prec + 1)}", prec, ty)
 
     def overflow_checked(self, ty: ScalarType) -> bool:
         """i32/i64 + - * report overflow in check_bounds builds (C leaves it undefined)."""
