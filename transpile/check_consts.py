@@ -57,10 +57,17 @@ class ConstRangeChecker:
         self.sink = sink
         self._const = const
         self._shaped: dict[int, bool] = {}
+        self._values: dict[int, Value | None] = {}
 
     def const(self, e: N.Expr) -> Value | None:
-        """`e`'s compile-time value; evaluated only where the tree can be a constant at all."""
-        return self._const(e) if self.const_shaped(e) else None
+        """`e`'s compile-time value; evaluated only where the tree can be a constant at all, and
+        once per node (the checks of a node and of its parent ask again)."""
+        key = id(e)
+        if key in self._values:
+            return self._values[key]
+        v = self._const(e) if self.const_shaped(e) else None
+        self._values[key] = v
+        return v
 
     def const_shaped(self, e: object) -> bool:
         """Whether `e` is made only of literals, named constants and operators on them (a quick,

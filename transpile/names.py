@@ -4,6 +4,8 @@ variant names for sets of `const` parameter values."""
 
 from __future__ import annotations
 
+import functools
+
 # C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
 CXX_KEYWORDS = frozenset("""
 alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
@@ -55,6 +57,7 @@ def is_safe_c_name(name: str) -> bool:
                 or name.lower().startswith("tsr_") or name.startswith("_"))
 
 
+@functools.lru_cache(maxsize=4096)
 def c_ident(name: str) -> str:
     """The C spelling of a user identifier (already matched [A-Za-z_][A-Za-z0-9_]*): kept when safe,
     else prefixed with `tsr_u_`, which no kept name can start with (so the mapping is one-to-one)."""
