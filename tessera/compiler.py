@@ -50,12 +50,11 @@ class FrontEnd:
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.module.items if isinstance(f, N.FuncDef)
-                     and any(d.name == "kernel" for d in f.decorators))
+        return tuple(f.name for f in self.module.items if isinstance(f, N.FuncDef) and f.is_kernel)
 
     def const_params(self) -> dict[str, tuple[str, ...]]:
         return {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in self.module.items
-                if isinstance(f, N.FuncDef) and any(d.name == "kernel" for d in f.decorators)}
+                if isinstance(f, N.FuncDef) and f.is_kernel}
 
 
 def load_source(path: str) -> SourceFile:

@@ -13,6 +13,7 @@ then turns the typed tree into the lowered IR of `tessera.transpile.lir`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -329,10 +330,7 @@ class KernelConfig:
 
     @property
     def tile_count(self) -> int:
-        n = 1
-        for d in self.tile:
-            n *= d
-        return n
+        return math.prod(self.tile)
 
 
 @dataclass(frozen=True)
@@ -347,6 +345,11 @@ class FuncDef:
     kind: str = ""                   # kernel | device (set by the kernel-headers pass)
     config: KernelConfig | None = None  # the evaluated kernel header (kernel-headers pass)
     const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
+
+    @property
+    def is_kernel(self) -> bool:
+        """Decorated `@kernel` (known from parsing on; `kind` is set by the kernel-headers pass)."""
+        return any(d.name == "kernel" for d in self.decorators)
 
 
 Item = ConstDef | TableDef | FuncDef

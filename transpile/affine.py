@@ -88,14 +88,3 @@ def affine(e: L.Expr) -> L.Expr:
         return e
     return L.Affine(tuple((a, L.Const(c[0], ty, c[1])) for a, c in kept), L.Const(offset, ty), ty, e)
 
-
-def expression(a: L.Affine) -> L.Expr:
-    """The affine form as ordinary arithmetic (for a pass that builds an index from a form)."""
-    ty = a.dtype
-    out: L.Expr | None = None
-    for atom, c in a.terms:
-        term: L.Expr = atom if (c.value == 1 and c.name is None) else L.Binary("*", atom, c, ty)
-        out = term if out is None else L.Binary("+", out, term, ty)
-    if out is None:
-        return a.offset
-    return out if a.offset.value == 0 else L.Binary("+", out, a.offset, ty)

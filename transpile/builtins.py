@@ -144,7 +144,3 @@ ITERABLES = frozenset(["range", "static_range", "tpipeline"])
 RESERVED = frozenset(BUILTINS) | VALUES | DECLARATIONS | ITERABLES
 
 SCOPES = ("group", "device", "mesh")
-
-
-def lookup(name: str) -> Builtin | None:
-    return BUILTINS.get(name)

@@ -1,6 +1,6 @@
-"""Analyses over calls in the typed tree: which functions a function calls, which are recursive,
-and a function's cooperation class (the strongest of the builtins and device functions it calls,
-from the builtin table)."""
+"""Analyses over calls in the typed tree: the calls in a function, its cooperation class (the
+strongest of the builtins and device functions it calls, from the builtin table) and whether it
+uses warp operations."""
 
 from __future__ import annotations
 
@@ -59,10 +59,6 @@ def calls(fn: N.FuncDef) -> Iterator[N.Call]:
                 yield n
 
 
-def callees(fn: N.FuncDef) -> set[str]:
-    return {c.func.id for c in calls(fn) if isinstance(c.func, N.Name) and c.func.ref == "func"}
-
-
 def coop_class(fn: N.FuncDef, known: Mapping[str, Coop]) -> Coop:
     """Who must call `fn` together: the strongest class among what it calls (`known` gives the
     classes of the device functions defined before it; a call of itself adds nothing)."""
@@ -76,12 +72,6 @@ def coop_class(fn: N.FuncDef, known: Mapping[str, Coop]) -> Coop:
             if b is not None:
                 best = max(best, b.coop)
     return best
-
-
-def recursive_functions(module: N.Module) -> set[str]:
-    """Device functions that call themselves (a function can call only those defined above it and
-    itself, so the only cycles are self-calls)."""
-    return {f.name for f in module.items if isinstance(f, N.FuncDef) and f.name in callees(f)}
 
 
 def uses_warp_ops(fn: N.FuncDef, known: Mapping[str, bool]) -> bool:

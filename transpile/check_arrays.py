@@ -4,6 +4,7 @@ element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from tessera import nodes as N
@@ -107,9 +108,7 @@ class ArrayDeclChecker(CallChecker):
         if init.ty is None:
             return s
         init = self.assignable(init, elem, v.args[1].loc, "a register array element")
-        total = 1
-        for extent in shape:
-            total *= extent
+        total = math.prod(shape)
         if total > 4096:
             self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
             return s

@@ -7,6 +7,7 @@ with `ref="builtin"` (`"cast"` for casts, `"func"` for device functions).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -257,9 +258,9 @@ class CallChecker(MemoryChecker):
         return self._typed(e, name, (a, self.coerce(lane, I32)), a.ty)
 
     def _warp_check(self, e: N.Call, name: str) -> None:
-        if self.in_kernel and self.tile and _prod(self.tile) % 32 != 0:
+        if self.in_kernel and self.tile and math.prod(self.tile) % 32 != 0:
             what = name if name.endswith(" and") else f"{name}()"
-            self.sink.error(e.loc, f"{what} needs whole warps: the group has {_prod(self.tile)} tiles, "
+            self.sink.error(e.loc, f"{what} needs whole warps: the group has {math.prod(self.tile)} tiles, "
                             "not a multiple of 32")
 
     def rule_group_reduce(self, e: N.Call, name: str) -> N.Expr:
@@ -295,12 +296,5 @@ class CallChecker(MemoryChecker):
             self._warp_check(e, f"{fn.name}() uses warp operations and")
         ret = SCALARS[fn.ret] if fn.ret else N.VOID
         return N.Call(e.loc, N.Name(e.func.loc, fn.name, ref="func"), tuple(args), (), ret)
-
-
-def _prod(t: tuple[int, ...]) -> int:
-    n = 1
-    for d in t:
-        n *= d
-    return n
 
 

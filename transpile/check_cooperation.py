@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
-from tessera.transpile.callgraph import coop_class
+from tessera.transpile.callgraph import coop_class, tree_children
 
 UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
 
@@ -128,7 +128,7 @@ class _Walker:
                 t = t.join(self.var.get(base.id, NONE))
             return t
         t = NONE
-        for operand in _operands(e):
+        for operand in tree_children(e):
             t = t.join(self.expr(operand, ctl))
         return t
 
@@ -266,26 +266,6 @@ class _Walker:
             self.sink.error(loc, message, note)
         return FunctionFacts(result=self.result, requires=self.requires)
 
-
-def _operands(e: object) -> list[object]:
-    """The sub-expressions of an expression (calls' arguments, operands, indices)."""
-    if isinstance(e, N.Call):
-        return [*e.args, *(k.value for k in e.kwargs)]
-    if isinstance(e, N.BinOp):
-        return [e.left, e.right]
-    if isinstance(e, N.Compare):
-        return list(e.operands)
-    if isinstance(e, N.BoolOp):
-        return [e.left, e.right]
-    if isinstance(e, N.Unary):
-        return [e.operand]
-    if isinstance(e, N.Ternary):
-        return [e.cond, e.then, e.orelse]
-    if isinstance(e, N.Index):
-        return [e.base, *e.indices]
-    if isinstance(e, N.Slice):
-        return [x for x in (e.lo, e.hi) if x is not None]
-    return []
 
 
 def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:

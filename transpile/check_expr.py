@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -127,9 +128,7 @@ class ExprChecker:
     def try_const(self, e: N.Expr) -> Value | None:
         """The value of `e` if it is a compile-time constant, else None (reports nothing)."""
         if isinstance(e, N.Call) and isinstance(e.func, N.Name) and self.tile:
-            n = 1
-            for d in self.tile:
-                n *= d
+            n = math.prod(self.tile)
             if e.func.id == "group_tile_count":
                 return n
         try:

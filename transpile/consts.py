@@ -29,13 +29,15 @@ class NotConstant(Exception):
         self.node = node  # the name that is not a constant, when that is the reason
 
 
-def _tdiv(a: int, b: int) -> int:
+def trunc_div(a: int, b: int) -> int:
+    """C's integer `/`: the quotient truncated toward zero."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _tmod(a: int, b: int) -> int:
-    return a - _tdiv(a, b) * b
+def trunc_mod(a: int, b: int) -> int:
+    """C's integer `%`: the sign of `a`."""
+    return a - trunc_div(a, b) * b
 
 
 def _arith(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
@@ -49,6 +51,7 @@ def _arith(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
 
 _COMMON = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _BITS = {"&": operator.and_, "|": operator.or_, "^": operator.xor}
+INT_OPS = {**_COMMON, **_BITS}  # the integer operations whose exact result is Python's
 
 
 def _arith_raw(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
@@ -66,7 +69,7 @@ def _int_arith(op: str, a: int, b: int, loc: Loc | None) -> Value:
     if op == "/":
         raise NotConstant(loc, "integer '/'")
     if op in ("//", "%"):
-        return _tdiv(a, b) if op == "//" else _tmod(a, b)
+        return trunc_div(a, b) if op == "//" else trunc_mod(a, b)
     if op in _BITS:
         return _BITS[op](a, b)
     if op in ("<<", ">>"):
@@ -103,8 +106,8 @@ def _checked(v: Value, loc: Loc | None) -> Value:
     return v
 
 
-_CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+           "!=": operator.ne}
 
 
 def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
@@ -135,7 +138,7 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
     if isinstance(e, N.Compare):
         if len(e.ops) != 1:
             raise NotConstant(e.loc, "chained comparison")
-        return _CMP[e.ops[0]](evaluate(e.operands[0], env), evaluate(e.operands[1], env))
+        return COMPARE[e.ops[0]](evaluate(e.operands[0], env), evaluate(e.operands[1], env))
     if isinstance(e, N.BoolOp):
         a = evaluate(e.left, env)
         if e.op == "and":

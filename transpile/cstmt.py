@@ -136,7 +136,7 @@ class BodyPrinter:
             rhs = self.pr.expr(value) if shift or value.dtype == op_type else self.pr.cast_to(value, op_type)
             self.emit(f"{lhs} {c_op}= {rhs};", loc)
             return
-        computed = L.Binary(op, target if shift else _convert(target, op_type), value, tt if shift else op_type)
+        computed = L.Binary(op, target if shift else L.converted(target, op_type), value, tt if shift else op_type)
         text = self.pr.cast_to(computed, tt)
         self.emit(f"{lhs} = {store}({text});" if store else f"{lhs} = {text};", loc)
 
@@ -164,9 +164,7 @@ class BodyPrinter:
         b = self.fn.buffer(s.buf)
         assert b is not None
         shape = _shape(b)
-        total = 1
-        for d in shape:
-            total *= d
+        total = math.prod(shape)
         first = c_ident(b.name) + "[0]" * len(shape)
         # The element type is explicit: a narrow integer array is filled from an `int` literal.
         self.emit(f"tsr_fill<{total}, {b.elem.c_compute}>(&{first}, {self.pr.expr(s.value)});", s.loc)
@@ -296,10 +294,6 @@ class BodyPrinter:
         if guards:
             lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
         return ptr, f"{kept[0][0]}, {kept[1][0]}", ", ".join(lim)
-
-
-def _convert(e: L.Expr, ty: ScalarType) -> L.Expr:
-    return e if e.dtype == ty else L.Cast(e, ty)
 
 
 def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:

@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 
 import numpy as np
 
 from tessera.dtypes import BOOL, ScalarType, int_range, round_to, wrap_int
 from tessera.transpile import lir as L
-from tessera.transpile.consts import Value
+from tessera.transpile.consts import COMPARE, INT_OPS, Value, trunc_div, trunc_mod
 from tessera.transpile.lir_visit import map_body, map_expr, map_stmt_exprs
-
-_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_, "|": operator.or_,
-            "^": operator.xor}
-_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-        "!=": operator.ne}
 
 
 def _literal(e: L.Expr) -> Value | None:
@@ -90,11 +84,10 @@ def _binary(e: L.Binary) -> L.Expr:
     if ty.kind == "bool" or isinstance(a, float) or isinstance(b, float):
         return e
     x, y = int(a), int(b)
-    if e.op in _INT_OPS:
-        return _int_result(_INT_OPS[e.op](x, y), ty) or e
+    if e.op in INT_OPS:
+        return _int_result(INT_OPS[e.op](x, y), ty) or e
     if e.op in ("//", "%") and y != 0:
-        q = abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)
-        return _int_result(q if e.op == "//" else x - q * y, ty) or e
+        return _int_result(trunc_div(x, y) if e.op == "//" else trunc_mod(x, y), ty) or e
     if e.op in ("<<", ">>") and 0 <= y < max(ty.bits, 32):
         return _int_result(x << y if e.op == "<<" else x >> y, ty) or e
     return e
@@ -139,7 +132,7 @@ def _fold(e: L.Expr) -> L.Expr:
         a, b = _literal(e.a), _literal(e.b)
         if a is None or b is None or e.a.dtype.is_half:
             return e
-        return L.Const(_CMP[e.op](a, b), BOOL)
+        return L.Const(COMPARE[e.op](a, b), BOOL)
     if isinstance(e, L.Logical):
         a, b = _literal(e.a), _literal(e.b)
         if a is None or b is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from tessera.transpile import lir as L
-from tessera.transpile.lir_visit import bodies, children, stmt_exprs
+from tessera.transpile.lir_visit import bodies, children, map_body, stmt_exprs
 
 
 class _Scopes:
@@ -75,23 +75,14 @@ def hoist_function(fn: L.Function) -> L.Function:
         return fn
     tops: dict[str, L.Stmt] = {}
 
-    def rewrite(stmts: tuple[L.Stmt, ...]) -> tuple[L.Stmt, ...]:
-        out: list[L.Stmt] = []
-        for s in stmts:
-            if isinstance(s, L.Decl) and s.var.name in names:
-                tops.setdefault(s.var.name, L.Decl(s.loc, s.var, None))
-                if s.init is not None:
-                    out.append(L.Assign(s.loc, s.var, s.init))
-                continue
-            if isinstance(s, L.Alloc) and s.buf in names:
-                tops.setdefault(s.buf, s)
-                continue
-            if isinstance(s, L.If):
-                s = dataclasses.replace(s, then=rewrite(s.then), orelse=rewrite(s.orelse))
-            elif isinstance(s, (L.While, L.For)):
-                s = dataclasses.replace(s, body=rewrite(s.body))
-            out.append(s)
-        return tuple(out)
+    def move(s: L.Stmt) -> L.Stmt | tuple[L.Stmt, ...]:
+        if isinstance(s, L.Decl) and s.var.name in names:
+            tops.setdefault(s.var.name, L.Decl(s.loc, s.var, None))
+            return (L.Assign(s.loc, s.var, s.init),) if s.init is not None else ()
+        if isinstance(s, L.Alloc) and s.buf in names:
+            tops.setdefault(s.buf, s)
+            return ()
+        return s
 
-    body = rewrite(fn.body)
+    body = map_body(fn.body, move)
     return dataclasses.replace(fn, body=tuple(tops[n] for n in sorted(tops)) + body)

@@ -11,6 +11,7 @@ header is wrong keeps `config=None`.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
@@ -87,9 +88,7 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
             if len(dims) < len(items):
                 ok = False
                 continue
-            total = 1
-            for d in dims:
-                total *= d
+            total = math.prod(dims)
             if total > 1024:
                 sink.error(c.loc, f"a group has at most 1024 tiles, this one has {total}")
                 ok = False

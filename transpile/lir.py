@@ -24,10 +24,12 @@ and a `Store` to f16 memory rounds once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tessera.dtypes import BOOL, ScalarType
 from tessera.errors import Loc
+from tessera.transpile.consts import convert
 
 Value = int | float | bool
 
@@ -151,6 +153,16 @@ class Call:
 
 Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \
     | Atomic | Call
+
+
+def converted(x: Expr, ty: ScalarType) -> Expr:
+    """`x` converted to `ty`: `x` itself when it has that type, an unnamed literal's converted value,
+    else an explicit `Cast`."""
+    if x.dtype == ty:
+        return x
+    if isinstance(x, Const) and x.name is None and not (ty.is_int and isinstance(x.value, float)):
+        return Const(convert(x.value, ty), ty)
+    return Cast(x, ty)
 
 # ---- memory -----------------------------------------------------------------------------------
 
@@ -377,10 +389,7 @@ class Function:
 
     @property
     def tile_count(self) -> int:
-        n = 1
-        for d in self.tile:
-            n *= d
-        return n
+        return math.prod(self.tile)
 
     def buffer(self, name: str) -> Buffer | None:
         return next((b for b in self.buffers if b.name == name), None)

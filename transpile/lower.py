@@ -30,19 +30,10 @@ from tessera.transpile.names import c_ident
 from tessera.transpile.resolve_constants import module_env
 
 
-def conv(x: L.Expr, ty: ScalarType) -> L.Expr:
-    """`x` converted to `ty` (an explicit Cast unless it already has that type)."""
-    if x.dtype == ty:
-        return x
-    if isinstance(x, L.Const) and x.name is None and not (ty.is_int and isinstance(x.value, float)):
-        return L.Const(convert(x.value, ty), ty)
-    return L.Cast(x, ty)
-
-
 @dataclass
 class _Function:
     fn: N.FuncDef
-    env: dict[str, Value]
+    env: dict[str, Value]  # the module's constants and the function's const parameters
     buffers: list[L.Buffer] = field(default_factory=list)
     temps: set[str] = field(default_factory=set)
     declared: set[str] = field(default_factory=set)  # locals declared so far (a later `for` reuses one)
@@ -62,21 +53,21 @@ class _Function:
             x = self.expr(e.operand)
             if e.op == "-" and isinstance(x, L.Const) and x.name is None and not isinstance(x.value, bool):
                 return L.Const(-x.value, ty)
-            return L.Unary(e.op, x if e.op == "not" else conv(x, ty), ty)
+            return L.Unary(e.op, x if e.op == "not" else L.converted(x, ty), ty)
         if isinstance(e, N.BinOp):
             assert isinstance(ty, ScalarType)
-            a = conv(self.expr(e.left), ty)
+            a = L.converted(self.expr(e.left), ty)
             b = self.expr(e.right)
-            return L.Binary(e.op, a, b if e.op in ("<<", ">>") else conv(b, ty), ty)
+            return L.Binary(e.op, a, b if e.op in ("<<", ">>") else L.converted(b, ty), ty)
         if isinstance(e, N.Compare):
             a, b = (self.expr(x) for x in e.operands)
             common = a.dtype if a.dtype == b.dtype else promote(a.dtype, b.dtype)
-            return L.Compare(e.ops[0], conv(a, common), conv(b, common))
+            return L.Compare(e.ops[0], L.converted(a, common), L.converted(b, common))
         if isinstance(e, N.BoolOp):
             return L.Logical(e.op, self.expr(e.left), self.expr(e.right))
         if isinstance(e, N.Ternary):
             assert isinstance(ty, ScalarType)
-            return L.Select(self.expr(e.cond), conv(self.expr(e.then), ty), conv(self.expr(e.orelse), ty), ty)
+            return L.Select(self.expr(e.cond), L.converted(self.expr(e.then), ty), L.converted(self.expr(e.orelse), ty), ty)
         if isinstance(e, N.Index):
             assert isinstance(ty, ScalarType) and isinstance(e.base, N.Name)
             return L.Load(e.base.id, self.index(e.indices), ty)
@@ -88,9 +79,7 @@ class _Function:
         ty = e.ty
         assert isinstance(ty, ScalarType), e
         if e.ref == "const":
-            consts = dict(self.fn.const_values)
-            value = consts[e.id] if e.id in consts else self.env[e.id]
-            return L.Const(convert(value, ty), ty, e.id)
+            return L.Const(convert(self.env[e.id], ty), ty, e.id)
         if e.ref == "builtin":
             if e.id == "WARP_SIZE":
                 return L.Const(32, ty)
@@ -175,7 +164,7 @@ class _Function:
                 return [L.Return(s.loc, None)]
             ret = SCALARS[self.fn.ret] if self.fn.ret else None
             value = self.expr(s.value)
-            return [L.Return(s.loc, conv(value, ret) if ret else value)]
+            return [L.Return(s.loc, L.converted(value, ret) if ret else value)]
         assert isinstance(s, N.Pass)
         return []
 
@@ -187,7 +176,7 @@ class _Function:
                 return self.array(s, t.id, ty)
             assert isinstance(ty, ScalarType)
             var = L.Var(t.id, ty)
-            value = conv(self.expr(s.value), ty)
+            value = L.converted(self.expr(s.value), ty)
             if s.declares:
                 self.declared.add(t.id)
                 return [L.Decl(s.loc, var, value)]
@@ -197,7 +186,7 @@ class _Function:
         if t.ty.is_half and isinstance(value, L.Cast) and value.dtype == t.ty:
             value = value.x  # the conversion to f16/bf16 is the store itself (it rounds once)
         elif not t.ty.is_half:
-            value = conv(value, t.ty)
+            value = L.converted(value, t.ty)
         return [L.Store(s.loc, t.base.id, self.index(t.indices), value)]
 
     def array(self, s: N.Assign, name: str, ty: N.ArrayType) -> list[L.Stmt]:
@@ -206,7 +195,7 @@ class _Function:
         if ty.space == "shared":
             return [L.Alloc(s.loc, name)]
         assert isinstance(s.value, N.Call)
-        init = conv(self.expr(s.value.args[0]), ty.elem)
+        init = L.converted(self.expr(s.value.args[0]), ty.elem)
         return [L.Alloc(s.loc, name), L.Fill(s.loc, name, init)]
 
     def aug_assign(self, s: N.AugAssign) -> list[L.Stmt]:
@@ -216,7 +205,7 @@ class _Function:
         value = self.expr(s.value)
         op_type = tt if s.op in ("<<", ">>") else promote(tt, value.dtype)
         if s.op not in ("<<", ">>"):
-            value = conv(value, op_type)
+            value = L.converted(value, op_type)
         if isinstance(t, N.Name):
             return [L.Assign(s.loc, L.Var(t.id, tt), value, s.op, op_type)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name)
@@ -358,7 +347,7 @@ def _params(fn: N.FuncDef) -> tuple[list[L.Param], list[L.Buffer], list[L.NamedC
 
 def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> L.Function:
     params, buffers, consts = _params(fn)
-    lw = _Function(fn, env, buffers)
+    lw = _Function(fn, {**env, **dict(fn.const_values)}, buffers)
     body = lw.block(fn.body)
     ret = SCALARS[fn.ret] if fn.ret else None
     cfg = fn.config

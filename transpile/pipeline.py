@@ -42,19 +42,18 @@ class PassContext:
 class Pass:
     name: str
     run: Callable[[Any, PassContext], Any]
-    lowered: bool  # works on the lowered IR (runs only when the checks found no error)
 
 
 PASSES: tuple[Pass, ...] = (
-    Pass("parse", lambda m, ctx: m, False),
-    Pass("resolve-constants", lambda m, ctx: resolve_constants(m, ctx.sink, ctx.defines), False),
-    Pass("specialize", lambda m, ctx: specialize(m, ctx.sink, ctx.defines, ctx.variants, ctx.skip_unbound), False),
-    Pass("kernel-headers", lambda m, ctx: evaluate_headers(m, ctx.sink), False),
-    Pass("typecheck", lambda m, ctx: typecheck(m, ctx.sink), False),
-    Pass("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink), False),
-    Pass("lower", lambda m, ctx: lower(m), True),
-    Pass("fold-constants", lambda m, ctx: fold_constants(m), True),
-    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch), True),
+    Pass("parse", lambda m, ctx: m),
+    Pass("resolve-constants", lambda m, ctx: resolve_constants(m, ctx.sink, ctx.defines)),
+    Pass("specialize", lambda m, ctx: specialize(m, ctx.sink, ctx.defines, ctx.variants, ctx.skip_unbound)),
+    Pass("kernel-headers", lambda m, ctx: evaluate_headers(m, ctx.sink)),
+    Pass("typecheck", lambda m, ctx: typecheck(m, ctx.sink)),
+    Pass("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink)),
+    Pass("lower", lambda m, ctx: lower(m)),
+    Pass("fold-constants", lambda m, ctx: fold_constants(m)),
+    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 FRONT_END = ("parse", "resolve-constants")

@@ -13,6 +13,7 @@ first definition counts here too).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 from tessera import nodes as N
@@ -104,9 +105,7 @@ class _Resolver:
                 self.sink.error(d.loc, "a table dimension must be a positive integer constant")
                 return t
             shape.append(v)
-        total = 1
-        for extent in shape:
-            total *= extent
+        total = math.prod(shape)
         if total != len(t.values):
             shown = total if total < 2**64 else "more than 2**64"  # many huge dimensions: too long to print
             self.sink.error(t.loc, f"table '{t.name}' has {shown} elements but {len(t.values)} values are given")

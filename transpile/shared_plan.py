@@ -14,6 +14,7 @@ outside the user's budget.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tessera.errors import DiagnosticSink, Note
 from tessera.transpile import lir as L
@@ -63,10 +64,7 @@ def _align(n: int, a: int = 16) -> int:
 def buffer_bytes(b: L.Buffer) -> int:
     """The footprint of a shared array: its rows padded."""
     dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
-    count = 1
-    for d in dims[:-1]:
-        count *= d
-    return count * (dims[-1] + b.pad) * b.elem.size
+    return math.prod(dims[:-1]) * (dims[-1] + b.pad) * b.elem.size
 
 
 def uses_group_reduction(fn: L.Function) -> bool:

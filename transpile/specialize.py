@@ -22,10 +22,6 @@ from tessera.transpile.consts import NotConstant, Value, convert, evaluate
 from tessera.transpile.resolve_constants import module_env, override
 
 
-def is_kernel(fn: N.FuncDef) -> bool:
-    return any(d.name == "kernel" for d in fn.decorators)
-
-
 class _Specializer:
     def __init__(self, sink: DiagnosticSink, defines: Mapping[str, Value], env: dict[str, Value],
                  skip_unbound: bool) -> None:
@@ -122,7 +118,7 @@ def specialize(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Val
     for item in module.items:
         if isinstance(item, N.FuncDef):
             known |= {p.name for p in item.params if p.qual == "const"}
-            if is_kernel(item):
+            if item.is_kernel:
                 fn = spec.function(item, variants.get(item.name, {}))
                 if fn is None:
                     continue
