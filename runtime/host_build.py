@@ -119,8 +119,8 @@ _ENGINES: dict[str, bytes] = {}
 
 def engine_object(cxx: Sequence[str]) -> bytes:
     """The compiled engine for `cxx` (an object file's bytes): from the disk cache, else built once
-    (kept in memory for the process when the cache is off). Bytes, not a path: a cached entry's
-    path is only valid in this process (`cache.get_file`), the linker runs in another."""
+    (kept in memory for the process when the cache is off). A byte entry, not a file entry: the
+    linker runs in another process, and the object is never loaded, so nothing needs to stay pinned."""
     from tessera.runtime.cache import DiskCache, cache_key
 
     key = cache_key("cpu-engine", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
@@ -129,10 +129,8 @@ def engine_object(cxx: Sequence[str]) -> bytes:
     if known is not None:
         return known
     cache = DiskCache("cpu")
-    hit = cache.get_file(key, ".o")
-    if hit is not None:
-        data = hit.read_bytes()
-    else:
+    data = cache.get_bytes(key)
+    if data is None:
         with tempfile.TemporaryDirectory(prefix="tessera-engine-") as tmp:
             obj = Path(tmp) / "engine.o"
             cmd = [*cxx, *ENGINE_FLAGS, "-I", str(host_dir()), "-c", str(host_dir() / "engine.cpp"), "-o", str(obj)]
@@ -142,9 +140,17 @@ def engine_object(cxx: Sequence[str]) -> bytes:
                                    + (proc.stdout + proc.stderr).strip())
             _warn_output(proc)
             data = obj.read_bytes()
-            cache.put_file(key, ".o", obj)
+            cache.put_bytes(key, data)
     _ENGINES[key] = data
     return data
+
+
+def stub_headers(folder: Path) -> Path:
+    """`folder`, created with an empty stand-in for each CUDA header emitted code may include."""
+    folder.mkdir()
+    for name in STUB_HEADERS:
+        (folder / name).write_text(f"// {name}: provided by tessera_host.h on the CPU backend\n")
+    return folder
 
 
 def kernel_command(cxx: Sequence[str], source: Path, output: Path, include_dir: Path,
@@ -171,10 +177,7 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
         tmpdir = Path(tmp)
         engine = tmpdir / "engine.o"
         engine.write_bytes(engine_object(cxx))
-        stubs = tmpdir / "stubs"
-        stubs.mkdir()
-        for name in STUB_HEADERS:
-            (stubs / name).write_text(f"// {name}: provided by tessera_host.h on the CPU backend\n")
+        stubs = stub_headers(tmpdir / "stubs")
         (tmpdir / "kernel.cu").write_text(cuda_source)
         wrapper = tmpdir / "wrapper.cpp"
         wrapper.write_text(wrapper_source)

@@ -11,8 +11,6 @@ worker outlives the call.
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import math
 import os
 import signal
@@ -25,18 +23,6 @@ from tessera.errors import LaunchError, TesseraError
 ERROR_BUF_LEN = 2048
 WATCH_SIGINT = 1
 INTERRUPTED, TIMED_OUT = 3, 4
-
-
-@functools.cache
-def runtime_digest() -> str:
-    """A digest of the prelude's and the engine's sources.  A library built from other sources
-    has another ABI, so the front cache keys CPU variants on this (one read per process)."""
-    folder = Path(__file__).parent / "host"
-    h = hashlib.sha256()
-    for path in sorted(folder.iterdir()):
-        if path.suffix in (".h", ".cpp"):
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def load_library(path: Path | str) -> ctypes.CDLL:

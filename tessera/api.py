@@ -134,9 +134,11 @@ class Kernel:
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None, timeout: float | None = None,
                  **kwargs: Any) -> None:
         """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time."""
-        from tessera.runtime.host_launch import check_timeout
+        limit = None
+        if timeout is not None:  # the CUDA backend never loads the CPU launcher
+            from tessera.runtime.host_launch import check_timeout
 
-        limit = check_timeout(timeout)
+            limit = check_timeout(timeout)
         lib, info, bound = self._prepare(args, kwargs, grid)
         if self.module.backend == "cuda":
             if limit is not None:
@@ -262,14 +264,12 @@ class _Variant:
         if result.kernels and mod.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device
 
-            lib_key, image = compile_for_device(result.cuda, mod.arch)
-            artifact = image
+            lib_key, artifact = compile_for_device(result.cuda, mod.arch)
         elif result.kernels:
             from tessera.runtime.cpu import build_library
 
             try:
-                lib_key, path = build_library(result.cuda, result.kernels)
-                artifact = path
+                lib_key, artifact = build_library(result.cuda, result.kernels)
             except CompileError as e:
                 if e.source is not None or not e.diagnostics:
                     raise

@@ -9,7 +9,7 @@ from lark import Token, Transformer
 
 from tessera import nodes as N
 from tessera.errors import Loc
-from tessera.limits import MAX_INT_DIGITS, MAX_STRING_CHARS
+from tessera.limits import MAX_INT_DIGITS, MAX_STRING_CHARS, int_literal_digits
 
 
 class LexError(Exception):
@@ -43,12 +43,10 @@ def _loc(x: Token | Loc) -> Loc:
 
 
 def _parse_int(text: str, loc: Loc) -> int:
-    t = text.replace("_", "")
-    hexadecimal = t[:2].lower() == "0x"
-    digits = (t[2:] if hexadecimal else t).lstrip("0") or "0"
-    if len(digits) > MAX_INT_DIGITS:  # before int(), which refuses 4300 digits with a ValueError
+    digits, base = int_literal_digits(text)
+    if len(digits) > MAX_INT_DIGITS:
         raise LexError(loc, f"integer literal is too long: {len(digits)} digits (the limit is {MAX_INT_DIGITS})")
-    return int(digits, 16 if hexadecimal else 10)
+    return int(digits, base)
 
 
 def _start(x: object) -> Loc:

@@ -11,7 +11,7 @@ import os
 import sys
 
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
-from tessera.limits import MAX_NAME_CHARS, read_source
+from tessera.limits import MAX_NAME_CHARS
 from tessera.options import ARCHS
 from tessera.output import is_input, write_output
 from tessera.transpile.consts import NAME_RE, parse_define_value
@@ -79,9 +79,8 @@ def _output_path(args: argparse.Namespace) -> str:
 
 
 def run(argv: list[str]) -> int:
-    from tessera.compiler import compile_source
+    from tessera.compiler import compile_source, load_source
     from tessera.irdump import dump_any as dump_module
-    from tessera.parser import decode_source
     from tessera.transpile.cstmt import line_file_name
 
     parser = build_parser()
@@ -93,7 +92,7 @@ def run(argv: list[str]) -> int:
     if out != "-" and is_input(args.input, out):
         parser.error(f"the output file {out!r} is the input file; choose another output with -o")
     try:
-        src = decode_source(read_source(args.input), args.input)
+        src = load_source(args.input)
     except OSError as e:
         print(f"tesserac: error: cannot read {args.input!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR

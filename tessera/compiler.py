@@ -9,13 +9,14 @@ compiles may run on several threads at once.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tessera import nodes as N
 from tessera.errors import CompileError, Diagnostic, DiagnosticSink, InternalCompilerError, SourceFile
 from tessera.kernel_info import KernelInfo
+from tessera.limits import read_source
 from tessera.parser import decode_source, parse, too_deep
 from tessera.transpile import lir as L
 from tessera.transpile.consts import Value
@@ -47,6 +48,7 @@ class FrontEnd:
     module: N.Module
     defines: Mapping[str, Value]
     diagnostics: tuple[Diagnostic, ...]  # errors found so far (reported by every variant)
+    suppressed: int = 0  # errors found beyond the sink's limit (counted in every variant)
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -58,12 +60,15 @@ class FrontEnd:
 
 
 def load_source(path: str) -> SourceFile:
-    with open(path, "rb") as f:
-        data = f.read()
-    return decode_source(data, path)
+    """A source file read within the size limit and decoded. Raises OSError or CompileError (too
+    large, not UTF-8, a NUL byte)."""
+    return decode_source(read_source(path), path)
 
 
-def _guarded(src: SourceFile, work: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _guarded(src: SourceFile, work: Callable[[], _T]) -> _T:
     """Run `work()`; anything but a CompileError is our bug, reported as such."""
     try:
         return work()
@@ -81,12 +86,12 @@ def front_end(src: SourceFile, defines: Mapping[str, Value] | None = None, *,
     and reported by every variant)."""
     def work() -> FrontEnd:
         module = parse(src)
-        ctx = PassContext(DiagnosticSink(src), "sm_90", dict(defines or {}), {})
+        defs = dict(defines or {})
+        ctx = PassContext(DiagnosticSink(src), "sm_90", defs, {})
         if stop_after != "parse":
             module = run_passes(module, ctx, FRONT_END[-1], start_after="parse", raise_errors=False)
-        return FrontEnd(src, module, dict(defines or {}), tuple(ctx.sink.items))
-    result: FrontEnd = _guarded(src, work)
-    return result
+        return FrontEnd(src, module, defs, tuple(ctx.sink.items), ctx.sink.suppressed)
+    return _guarded(src, work)
 
 
 def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
@@ -99,7 +104,9 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
 
     def work() -> CompileResult:
         sink = DiagnosticSink(src)
-        sink.items.extend(front.diagnostics)
+        for d in front.diagnostics:
+            sink.add(d)
+        sink.suppressed += front.suppressed
         ctx = PassContext(sink, arch, front.defines, variants or {}, skip_unbound)
         if stop_after in FRONT_END:
             sink.raise_if_errors()
@@ -117,8 +124,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
         text, infos = render_module(emitted, opts)
         return CompileResult(src, module, text, infos)
 
-    result: CompileResult = _guarded(src, work)
-    return result
+    return _guarded(src, work)
 
 
 def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,

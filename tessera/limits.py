@@ -28,6 +28,14 @@ MAX_CONST_BITS = 128
 
 
 
+def int_literal_digits(text: str) -> tuple[str, int]:
+    """The significant digits and base of an unsigned integer literal (`1_000`, `0x00FF`): callers
+    check the digits against MAX_INT_DIGITS before int(), which refuses 4300 digits with a ValueError."""
+    t = text.replace("_", "")
+    hexadecimal = t[:2].lower() == "0x"
+    return (t[2:] if hexadecimal else t).lstrip("0") or "0", 16 if hexadecimal else 10
+
+
 def read_source(path: str | os.PathLike) -> bytes:
     """The bytes of a source file, reading no more than the size limit allows (a file that never
     ends, such as /dev/zero, must not take all the memory). Raises OSError or CompileError."""

@@ -33,6 +33,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def shared_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One on-disk cache for the whole test session (warm after the first build of a kernel), and
+    the backend chosen by each test rather than by $TESSERA_BACKEND."""
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+
+
+@pytest.fixture
 def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pathlib.Path:
     """A cold on-disk cache under tmp_path (its private fallback there too) and a clean record of
     the cache's once-per-process warnings; returns the cache root."""

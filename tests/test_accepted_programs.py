@@ -18,17 +18,13 @@ from hypothesis import strategies as st
 import tessera
 from tessera.compiler import compile_source
 from tessera.errors import CompileError, SourceFile
-from tessera.runtime.host_build import STUB_HEADERS, find_cxx, host_header_path
+from tessera.runtime.host_build import find_cxx, kernel_command, stub_headers
 from tessera.runtime.nvrtc import compile_cuda
 from tests.test_fuzz import FUZZ, TYPED_PRELUDE, typed_statements
 
 # Recursive strategies describe themselves in events with a huge repr; that is harmless.
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+pytestmark = [pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+              pytest.mark.usefixtures("shared_cache")]
 
 
 def both(text: str, **kw) -> tessera.api.Module:
@@ -90,19 +86,14 @@ def test_integer_minimum_literals() -> None:
 
 # ---- the fuzzer's programs ------------------------------------------------------------------------------
 
-_STUBS = Path(tempfile.mkdtemp(prefix="tessera-stubs-"))
-for _name in STUB_HEADERS:
-    (_STUBS / _name).write_text("")
-
-
 def host_syntax_check(cuda: str) -> str:
     """The host compiler's complaints about the emitted C compiled as the CPU backend does ('' if none)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.cu"
         src.write_text(cuda)
-        cmd = [*find_cxx(), "-std=c++17", "-fsyntax-only", "-DTESSERA_HOST", "-I", str(_STUBS),
-               "-include", str(host_header_path()), "-x", "c++", str(src)]
-        p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        cmd = kernel_command(find_cxx(), src, Path(tmp) / "kernel.o", stub_headers(Path(tmp) / "stubs"),
+                             ("-fsyntax-only", "-x", "c++"))
+        p = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp)
         return (p.stdout + p.stderr).strip() if p.returncode else ""
 
 

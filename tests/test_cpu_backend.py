@@ -13,11 +13,7 @@ import tessera
 from tessera.runner import CASES, check_kernel
 from tests.conftest import ROOT
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+pytestmark = pytest.mark.usefixtures("shared_cache")
 
 
 def compile_cpu(text: str, **kw) -> tessera.api.Module:

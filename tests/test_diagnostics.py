@@ -595,6 +595,15 @@ def test_at_most_100_errors_are_shown_and_the_rest_counted(tmp_path, capsys) -> 
     assert err.splitlines()[-1] == f"{path}: note: too many errors: 50 more not shown (at most 100 are reported)"
 
 
+def test_errors_beyond_100_in_module_constants_are_counted(tmp_path, capsys) -> None:
+    # Module constants are resolved once per source (the front end), and their errors were copied
+    # into each variant's diagnostics without their count of those not shown.
+    path = _write(tmp_path, "\n".join(f"const C{i} = undefined_{i}" for i in range(130)) + "\n" + kern("out[0] = 1"))
+    assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"{path}: note: too many errors: 30 more not shown (at most 100 are reported)"
+
+
 def test_collecting_errors_is_linear() -> None:
     import time
 

@@ -19,11 +19,7 @@ from tessera.runtime import host_build
 from tessera.runtime.host_build import build_shared_library
 from tessera.transpile.names import c_ident
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+pytestmark = pytest.mark.usefixtures("shared_cache")
 
 
 # Kernels named like C library functions: `step` used to bind to libc's step() and crash,

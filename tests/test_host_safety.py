@@ -22,11 +22,7 @@ from tessera.kernel_info import kernels_from_json, kernels_to_json
 from tessera.runtime.host_build import build_shared_library
 from tests.conftest import ROOT
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+pytestmark = pytest.mark.usefixtures("shared_cache")
 
 
 PROGRAM = """
@@ -206,18 +202,20 @@ def test_a_host_build_failure_is_reported_at_the_tsr_line(tmp_path) -> None:
 
 def test_the_front_cache_is_keyed_on_the_runtime_sources(monkeypatch) -> None:
     """A warm start must not load a library built against another prelude or engine (its
-    launch ABI may differ): the front cache key includes the runtime's sources."""
-    from tessera.runtime import cpu, host_launch
+    launch ABI may differ): the front cache key includes the compiler's fingerprint, which covers
+    the runtime's sources."""
+    from tessera.runtime import cpu, fingerprint
 
     text = "@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[tile_linear_id()] = 3.0\n"
-    tessera.compile(text, backend="cpu")
+    y = np.zeros(32, np.float32)
+    tessera.compile(text, backend="cpu").k(y, grid=1)
     builds = []
     real = cpu.build_library
     monkeypatch.setattr(cpu, "build_library", lambda *a: builds.append(a) or real(*a))
-    tessera.compile(text, backend="cpu")
+    tessera.compile(text, backend="cpu").k(y, grid=1)
     assert builds == []  # warm
-    monkeypatch.setattr(host_launch, "runtime_digest", lambda: "another runtime")
-    y = np.zeros(32, np.float32)
+    monkeypatch.setattr(fingerprint, "_value", "another runtime")
+    y[:] = 0
     tessera.compile(text, backend="cpu").k(y, grid=1)
     assert builds and y[0] == 3.0  # compiled again (the library itself may come from its cache)
 

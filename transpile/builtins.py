@@ -44,11 +44,13 @@ class Builtin:
     printer: str = ""         # the printer rule (CPrinter.c_<printer>) for intrinsics and collectives
     cuda: str = ""            # C function for f32 (math) or the primitive behind the printer rule
     cuda_f64: str = ""        # C function for f64 (math)
+    positive: bool = False    # an index builtin whose value is always at least 1 (a count or extent)
     doc: str = ""
 
 
-def _index(name: str, result: Vary, doc: str, axis: bool = False) -> Builtin:
-    return Builtin(name, "index_axis" if axis else "index", "intrinsic", result=result, printer=name, doc=doc)
+def _index(name: str, result: Vary, doc: str, axis: bool = False, positive: bool = False) -> Builtin:
+    return Builtin(name, "index_axis" if axis else "index", "intrinsic", result=result, printer=name,
+                   positive=positive, doc=doc)
 
 
 def _math(name: str, rule: str, cuda: str, doc: str, cuda_f64: str | None = None) -> Builtin:
@@ -64,11 +66,11 @@ TABLE: tuple[Builtin, ...] = (
     _index("tile_id", Vary.LANE, "the tile's index along an axis of the group", axis=True),
     _index("group_linear_id", Vary.UNIFORM, "the group's index within the grid"),
     _index("group_id", Vary.UNIFORM, "the group's index along an axis of the grid", axis=True),
-    _index("group_tile_count", Vary.UNIFORM, "tiles per group"),
-    _index("group_shape", Vary.UNIFORM, "the group's extent along an axis", axis=True),
-    _index("group_count", Vary.UNIFORM, "the grid's extent along an axis", axis=True),
+    _index("group_tile_count", Vary.UNIFORM, "tiles per group", positive=True),
+    _index("group_shape", Vary.UNIFORM, "the group's extent along an axis", axis=True, positive=True),
+    _index("group_count", Vary.UNIFORM, "the grid's extent along an axis", axis=True, positive=True),
     _index("global_linear_id", Vary.LANE, "group_linear_id() * group_tile_count() + tile_linear_id()"),
-    _index("grid_tile_count", Vary.UNIFORM, "tiles in the whole grid"),
+    _index("grid_tile_count", Vary.UNIFORM, "tiles in the whole grid", positive=True),
     _index("lane_id", Vary.LANE, "the tile's lane within its warp"),
     _index("warp_id", Vary.WARP, "the tile's warp within its group"),
     # ---- math (f16/bf16 compute in f32 and round back)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType
 from tessera.errors import Loc
-from tessera.limits import MAX_CONST_BITS, MAX_INT_DIGITS
+from tessera.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits
 
 Value = int | float | bool
 
@@ -195,12 +195,10 @@ def parse_define_value(text: str) -> Value:
         return False
     if _INT_RE.fullmatch(t):
         sign = -1 if t.startswith("-") else 1
-        body = t.lstrip("+-").replace("_", "")
-        hexadecimal = body[:2].lower() == "0x"
-        digits = (body[2:] if hexadecimal else body).lstrip("0") or "0"
-        if len(digits) > MAX_INT_DIGITS:  # before int(), which refuses 4300 digits with a ValueError
+        digits, base = int_literal_digits(t.lstrip("+-"))
+        if len(digits) > MAX_INT_DIGITS:
             raise ValueError("does not fit in 64 bits")
-        v = sign * int(digits, 16 if hexadecimal else 10)
+        v = sign * int(digits, base)
         if not -(2**63) <= v < 2**64:
             raise ValueError("does not fit in 64 bits")
         return v

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
+from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.cterms import c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.names import c_ident
@@ -22,7 +23,6 @@ from tessera.transpile.shared_plan import shared_layout
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
 _CHECKED_OPS = ("+", "-", "*")  # signed overflow is reported with check_bounds
-_KNOWN_POSITIVE = ("group_tile_count", "grid_tile_count", "group_shape", "group_count")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,12 @@ def line_file_name(name: str) -> str:
 
 def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
     return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
+
+
+def finite(c: L.NamedConst) -> bool:
+    """Whether a constant can be a C `constexpr` (C has no constant expression for inf or NaN
+    that both NVRTC and the host compiler accept: such values are written out where used)."""
+    return not c.dtype.is_float or math.isfinite(round_to(float(c.value), c.dtype))
 
 
 def _shape(b: L.Buffer) -> tuple[int, ...]:
@@ -72,7 +78,7 @@ class BodyPrinter:
     def prologue(self) -> None:
         for c in self.fn.consts:
             value = c_literal(c.value, c.dtype)
-            if c.dtype.is_float and not math.isfinite(round_to(float(c.value), c.dtype)):
+            if not finite(c):
                 self.emit(f"// {c_ident(c.name)} is not finite ({value}): written out where it is used", c.loc)
                 continue
             self.emit(f"[[maybe_unused]] constexpr {c.dtype.c_compute} {c_ident(c.name)} = {value};", c.loc)
@@ -190,7 +196,7 @@ class BodyPrinter:
         stop, step = self.pr.expr(s.stop), s.step
         if isinstance(step, L.Const):
             cond = f"{var} {'<' if int(step.value) > 0 else '>'} {stop}"
-        elif isinstance(step, L.Intrinsic) and step.op in _KNOWN_POSITIVE:
+        elif isinstance(step, L.Intrinsic) and step.op in BUILTINS and BUILTINS[step.op].positive:
             cond = f"{var} < {stop}"
         else:
             step_c = self.pr.expr(step)
@@ -304,4 +310,4 @@ def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:
     return "\n".join(bp.lines)
 
 
-__all__ = ["BodyPrinter", "Options", "dims_suffix", "print_body"]
+__all__ = ["BodyPrinter", "Options", "dims_suffix", "finite", "print_body"]

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import math
 import re
 
 import jinja2
 
-from tessera.dtypes import I32, SCALARS, c_literal, round_to
+from tessera.dtypes import I32, SCALARS, c_literal
 from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import Context, CPrinter
-from tessera.transpile.cstmt import Options, dims_suffix, print_body
+from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
 from tessera.transpile.lir_visit import all_exprs, statements
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
@@ -71,12 +70,6 @@ def _c_param(p: ParamInfo, restrict: bool) -> str:
     if p.kind == "tensor":
         return f"{ty.c_storage}*{qual} {name}" if p.mut else f"const {ty.c_storage}*{qual} {name}"
     return f"const {ty.c_compute} {name}"
-
-
-def finite(c: L.NamedConst) -> bool:
-    """Whether a constant can be a C `constexpr` (C has no constant expression for inf or NaN
-    that both NVRTC and the host compiler accept: such values are written out where used)."""
-    return not c.dtype.is_float or math.isfinite(round_to(float(c.value), c.dtype))
 
 
 def _recursive(fn: L.Function) -> bool:

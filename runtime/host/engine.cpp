@@ -167,9 +167,14 @@ void* watchdog_thread(void* arg) {
   return nullptr;
 }
 
-inline int config_error(const tsr_launch_config* cfg, const char* msg) {
+// The launch's message for the caller (Python reads it after a failed launch).
+inline void report_error(const tsr_launch_config* cfg, const char* msg) {
   if (cfg->error_buf && cfg->error_buf_len > 0)
     snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", msg);
+}
+
+inline int config_error(const tsr_launch_config* cfg, const char* msg) {
+  report_error(cfg, msg);
   return kLaunchInvalid;
 }
 
@@ -245,8 +250,7 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
   fflush(stdout);
   const int why = __atomic_load_n(&L.flags.cancelled, __ATOMIC_SEQ_CST);
   if (!launch_failed(&L)) return kLaunchOk;
-  if (cfg->error_buf && cfg->error_buf_len > 0)
-    snprintf(cfg->error_buf, static_cast<size_t>(cfg->error_buf_len), "%s", L.err);
+  report_error(cfg, L.err);
   return why == kCancelInterrupt ? kLaunchInterrupted : why == kCancelTimeout ? kLaunchTimedOut : kLaunchFailed;
 }
 
