@@ -34,7 +34,8 @@ def _env() -> jinja2.Environment:
 
 
 def device_header() -> str:
-    return _template_source("tessera_device.cuh")
+    """The static headers every emitted file starts with (as the template includes them)."""
+    return _template_source("tessera_device.cuh") + _template_source("tessera_copy.cuh")
 
 
 def _safe_comment(text: str) -> str:
