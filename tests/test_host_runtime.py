@@ -776,3 +776,262 @@ def test_barrier_reductions_spin_wait_and_intrinsics(tmp_path):
     assert ires[12] == 1 and ires[13] == 5 and ires[14] == 1 and ires[15] == 7
     assert fres[1] == np.float32(1.0) and fres[2] == np.float32(102.0) and fres[3] == np.float32(1.0)
     assert fres[4] == np.float32(1.0)  # 1 + 2^-8 is a tie in bfloat16: rounds to even
+
+
+# --------------------------------------------------------------------------- (j) cp.async
+
+ASYNC_GROUPS = r"""
+// Each tile owns 64 bytes of `s`, set to 0xEE ("stale"); it issues copies in four commit
+// groups and one open group, and saves its bytes after issuing and after each wait.
+extern "C" __global__ void async_groups(const unsigned char* __restrict__ src, unsigned char* __restrict__ out) {
+    __shared__ __align__(16) unsigned char s[32 * 64];
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned char* mine = s + threadIdx.x * 64;
+    const unsigned char* from = src + g * 64;
+    for (int i = 0; i < 64; ++i) mine[i] = 0xEE;
+    tsr_cp_async<16>(tsr_shared_addr(mine), from, 16, 4, 0);            // group 0
+    tsr_cp_async<8>(tsr_shared_addr(mine + 16), from + 16, 5, 1, 0);
+    tsr_cp_async_commit();
+    tsr_cp_async<4>(tsr_shared_addr(mine + 24), from + 24, 3, 1, 0);    // group 1
+    tsr_cp_async<16>(tsr_shared_addr(mine + 32), (const void*)16, 0, 4, 0);  // reads nothing
+    tsr_cp_async_commit();
+    tsr_cp_async<16>(tsr_shared_addr(mine + 48), from + 48, 12, 4, 0);  // group 2
+    tsr_cp_async_commit();
+    tsr_cp_async_commit();                                              // group 3: empty
+    tsr_cp_async<4>(tsr_shared_addr(mine + 28), from + 28, 4, 4, 0);    // open
+    unsigned char* o = out + g * 5 * 64;
+    for (int i = 0; i < 64; ++i) o[i] = mine[i];
+    tsr_cp_async_wait<2>();
+    for (int i = 0; i < 64; ++i) o[64 + i] = mine[i];
+    tsr_cp_async_wait<1>();
+    for (int i = 0; i < 64; ++i) o[128 + i] = mine[i];
+    tsr_cp_async_wait<0>();
+    for (int i = 0; i < 64; ++i) o[192 + i] = mine[i];
+    tsr_cp_async_commit();
+    tsr_cp_async_wait<0>();
+    for (int i = 0; i < 64; ++i) o[256 + i] = mine[i];
+}
+"""
+
+ASYNC_GROUPS_WRAPPER = r"""
+TSR_EXPORT int tsr_launch_async_groups(const tsr_launch_config* cfg, void** args) {
+    const unsigned char* src = *(const unsigned char* const*)args[0]; unsigned char* out = *(unsigned char**)args[1];
+    return tsr::launch(cfg, [=] { async_groups(src, out); });
+}
+"""
+
+
+def async_groups_expected(src: np.ndarray) -> np.ndarray:
+    """Each tile's 64 bytes after issuing and after wait<2>, <1>, <0> and commit + wait<0>."""
+    tiles = src.reshape(-1, 64)
+    snap = np.full((tiles.shape[0], 64), 0xEE, np.uint8)
+    seen = [snap.copy()]
+
+    def land(lo: int, width: int, src_bytes: int) -> None:
+        snap[:, lo:lo + width] = 0
+        snap[:, lo:lo + src_bytes] = tiles[:, lo:lo + src_bytes]
+
+    land(0, 16, 16)  # wait<2>: groups 0 and 1
+    land(16, 8, 5)
+    land(24, 4, 3)
+    land(32, 16, 0)
+    seen.append(snap.copy())
+    land(48, 16, 12)  # wait<1>: group 2
+    seen.append(snap.copy())
+    seen.append(snap.copy())  # wait<0>: the empty group 3; the open group stays pending
+    land(28, 4, 4)  # committed, then wait<0>
+    seen.append(snap.copy())
+    return np.stack(seen, axis=1)
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_cp_async_lands_commit_groups_at_waits(tmp_path, num_threads):
+    lib = build(tmp_path, ASYNC_GROUPS, ASYNC_GROUPS_WRAPPER)
+    groups, block = 6, 32
+    src = np.random.default_rng(7).integers(0, 256, groups * block * 64).astype(np.uint8)
+    out = np.zeros(groups * block * 5 * 64, np.uint8)
+    launch(lib, "tsr_launch_async_groups", groups, block, 0, [ptr(src), ptr(out)], num_threads=num_threads)
+    np.testing.assert_array_equal(out.reshape(-1, 5, 64), async_groups_expected(src))
+
+
+ASYNC_STALE = r"""
+// Tile t copies x[t] into s[t]; its neighbour reads s[t] after a barrier (the copy has not
+// landed: a barrier does not complete it) and again after the wait and another barrier.
+extern "C" __global__ void async_stale(const float* __restrict__ x, float* __restrict__ before,
+                                       float* __restrict__ after) {
+    __shared__ __align__(16) float s[64];
+    const int t = threadIdx.x;
+    s[t] = -1.0f;
+    __syncthreads();
+    tsr_cp_async<4>(tsr_shared_addr(&s[t]), &x[t], 4, 4, 0);
+    tsr_cp_async_commit();
+    __syncthreads();
+    before[t] = s[(t + 1) % 64];
+    __syncthreads();
+    tsr_cp_async_wait<0>();
+    __syncthreads();
+    after[t] = s[(t + 1) % 64];
+}
+"""
+
+ASYNC_STALE_WRAPPER = r"""
+TSR_EXPORT int tsr_launch_async_stale(const tsr_launch_config* cfg, void** args) {
+    const float* x = *(const float* const*)args[0]; float* b = *(float**)args[1]; float* a = *(float**)args[2];
+    return tsr::launch(cfg, [=] { async_stale(x, b, a); });
+}
+"""
+
+
+def test_cp_async_reads_before_the_wait_see_stale_data(tmp_path):
+    lib = build(tmp_path, ASYNC_STALE, ASYNC_STALE_WRAPPER)
+    x = np.arange(64, dtype=np.float32) + 0.5
+    before = np.zeros(64, np.float32)
+    after = np.zeros(64, np.float32)
+    launch(lib, "tsr_launch_async_stale", 1, 64, 0, [ptr(x), ptr(before), ptr(after)], num_threads=1)
+    assert np.all(before == -1.0)
+    np.testing.assert_array_equal(after, np.roll(x, -1))
+
+
+ASYNC_RACE = r"""
+// As check_bounds builds do: shared accesses through the race detector, the copy with its
+// line (5); each tile reads what the previous one copied.  mode 0: read after a barrier but
+// before the wait; 1: the tile reads its own destination before the wait; 2: a second copy into
+// a pending destination; 3: read after the wait with no barrier; 4: wait, barrier, read (correct).
+extern "C" __global__ void async_race(const float* __restrict__ x, float* __restrict__ y, int mode) {
+    __shared__ __align__(16) float s[128];
+    const int t = threadIdx.x;
+    tsr_cp_async<16>(tsr_shared_addr(&s[4 * t]), &x[4 * t], 16, 4, 5);
+    tsr_cp_async_commit();
+    if (mode == 2) tsr_cp_async<4>(tsr_shared_addr(&s[4 * t + 2]), &x[0], 4, 4, 7);
+    if (mode == 0 || mode == 4) __syncthreads();
+    if (mode != 0 && mode != 1) tsr_cp_async_wait<0>();
+    if (mode == 4) __syncthreads();
+    const int j = mode == 1 ? 4 * t : (4 * t + 124) % 128;
+    y[t] = *tsr_race_read(&s[j], 9);
+}
+"""
+
+ASYNC_RACE_WRAPPER = r"""
+TSR_EXPORT int tsr_launch_async_race(const tsr_launch_config* cfg, void** args) {
+    const float* x = *(const float* const*)args[0]; float* y = *(float**)args[1]; int mode = *(const int*)args[2];
+    return tsr::launch(cfg, [=] { async_race(x, y, mode); }, "async_race");
+}
+"""
+
+PENDING = "while the asynchronous copy (tcopy_async) into it that tile {} started at line 5 is in flight: " \
+          "no twait has completed it"
+
+
+@pytest.mark.parametrize(("mode", "message"), [
+    (0, "async_race:9: shared-memory data race: tile 31 reads it at line 9 " + PENDING.format(30)),
+    (1, "async_race:9: shared-memory data race: tile 0 reads it at line 9 " + PENDING.format(0)),
+    (2, "async_race:7: shared-memory data race: tile 0 starts another asynchronous copy into it at line 7 "
+        + PENDING.format(0)),
+    (3, "async_race:9: shared-memory data race: tile 0 writes it at line 5 and tile 1 reads it at line 9 "
+        "with no tbarrier() between"),
+])
+def test_cp_async_race_detector(tmp_path, mode, message):
+    lib = build(tmp_path, ASYNC_RACE, ASYNC_RACE_WRAPPER)
+    x = np.arange(128, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    with pytest.raises(LaunchError) as info:
+        launch(lib, "tsr_launch_async_race", 1, 32, 0, [ptr(x), ptr(y), ctypes.c_int(mode)], num_threads=1)
+    assert re.sub(r" \(block .*\)$", "", str(info.value)) == message
+    launch(lib, "tsr_launch_async_race", 1, 32, 0, [ptr(x), ptr(y), ctypes.c_int(4)], num_threads=1)
+    np.testing.assert_array_equal(y, np.roll(x, 4)[::4])
+
+
+ASYNC_LEAK = r"""
+// Groups alternate: an odd group copies into `a` and ends without waiting; an even group
+// writes `a` itself, waits for a copy into `b` and checks that only that one landed.
+extern "C" __global__ void async_leak(const int* __restrict__ x, int* __restrict__ out) {
+    __shared__ __align__(16) int a[64];
+    __shared__ __align__(16) int b[64];
+    const int t = threadIdx.x, g = blockIdx.x;
+    if (g % 2) {
+        tsr_cp_async<4>(tsr_shared_addr(&a[t]), &x[t], 4, 4, 3);
+        tsr_cp_async_commit();
+        return;
+    }
+    *tsr_race_write(&a[t], 6) = -g;
+    tsr_cp_async<4>(tsr_shared_addr(&b[t]), &x[64 + t], 4, 4, 7);
+    tsr_cp_async_commit();
+    tsr_cp_async_wait<0>();
+    out[g * 64 + t] = *tsr_race_read(&a[t], 10) + 1000 * *tsr_race_read(&b[t], 10);
+}
+"""
+
+ASYNC_LEAK_WRAPPER = r"""
+TSR_EXPORT int tsr_launch_async_leak(const tsr_launch_config* cfg, void** args) {
+    const int* x = *(const int* const*)args[0]; int* out = *(int**)args[1];
+    return tsr::launch(cfg, [=] { async_leak(x, out); });
+}
+"""
+
+
+@pytest.mark.parametrize("num_threads", [1, 4])
+def test_cp_async_pending_copies_do_not_outlive_their_group(tmp_path, num_threads):
+    lib = build(tmp_path, ASYNC_LEAK, ASYNC_LEAK_WRAPPER)
+    groups = 64
+    x = np.arange(128, dtype=np.int32) + 1
+    out = np.full(groups * 64, 7, np.int32)
+    launch(lib, "tsr_launch_async_leak", groups, 64, 0, [ptr(x), ptr(out)], num_threads=num_threads)
+    g = np.arange(groups)[:, None]
+    expected = np.where(g % 2, 7, -g + 1000 * x[64:][None, :])
+    np.testing.assert_array_equal(out.reshape(groups, 64), expected)
+
+
+ASYNC_PIPELINE = r"""
+// A three-stage pipeline, as pipelined loops are emitted: chunk c of the group's rows (64
+// tiles x 9 float4) is copied into stage c % 3 two iterations before it is summed; tile t sums
+// the elements t, t + 64, ... of each chunk, which other tiles copied.  `checked` routes the
+// accesses through the race detector, as check_bounds builds do.
+constexpr int kChunk = 64 * 36;
+
+__device__ void issue_chunk(float* stage, const float* chunk, int t, int line) {
+    for (int j = 0; j < 9; ++j) {
+        const int f = (j * 64 + t) * 4;
+        tsr_cp_async<16>(tsr_shared_addr(&stage[f]), &chunk[f], 16, 4, line);
+    }
+}
+
+extern "C" __global__ void async_pipeline(const float* __restrict__ x, float* __restrict__ y, int chunks, int checked) {
+    __shared__ __align__(16) float s[3][kChunk];
+    const int t = threadIdx.x;
+    const float* rows = x + (long long)blockIdx.x * chunks * kChunk;
+    for (int c = 0; c < 2; ++c) {
+        issue_chunk(s[c], rows + c * kChunk, t, checked ? 12 : 0);
+        tsr_cp_async_commit();
+    }
+    float acc = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+        if (c + 2 < chunks) issue_chunk(s[(c + 2) % 3], rows + (c + 2) * kChunk, t, checked ? 12 : 0);
+        tsr_cp_async_commit();  // possibly empty: the group count stays uniform
+        tsr_cp_async_wait<2>();
+        __syncthreads();
+        for (int i = t; i < kChunk; i += 64) acc += checked ? *tsr_race_read(&s[c % 3][i], 20) : s[c % 3][i];
+        __syncthreads();  // the stage is refilled next iteration
+    }
+    y[blockIdx.x * 64 + t] = acc;
+}
+"""
+
+ASYNC_PIPELINE_WRAPPER = r"""
+TSR_EXPORT int tsr_launch_async_pipeline(const tsr_launch_config* cfg, void** args) {
+    const float* x = *(const float* const*)args[0]; float* y = *(float**)args[1];
+    int chunks = *(const int*)args[2]; int checked = *(const int*)args[3];
+    return tsr::launch(cfg, [=] { async_pipeline(x, y, chunks, checked); });
+}
+"""
+
+
+@pytest.mark.parametrize("checked", [0, 1])
+def test_cp_async_three_stage_pipeline(tmp_path, checked):
+    lib = build(tmp_path, ASYNC_PIPELINE, ASYNC_PIPELINE_WRAPPER)
+    groups, chunks = 5, 12
+    x = np.random.default_rng(3).standard_normal(groups * chunks * 64 * 36).astype(np.float32)
+    y = np.zeros(groups * 64, np.float32)
+    args = [ptr(x), ptr(y), ctypes.c_int(chunks), ctypes.c_int(checked)]
+    launch(lib, "tsr_launch_async_pipeline", groups, 64, 0, args, num_threads=2)
+    expected = x.astype(np.float64).reshape(groups, -1, 64).sum(axis=1).ravel()
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)

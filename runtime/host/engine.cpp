@@ -1,9 +1,9 @@
 // engine.cpp -- the CPU backend's execution engine: fibers, the per-group scheduler, launches
-// (threads, waiting, cancellation), signal handling, printf and the shared-memory race
-// detector.  Compiled once per C++ compiler (and cached) by tessera.runtime.host_build, and
-// linked into every kernel library; the kernel translation unit reaches it through the
-// declarations in host_abi.h.  Unlike the kernel translation unit, it includes the system
-// headers it needs.
+// (threads, waiting, cancellation), signal handling, printf, the shared-memory race detector
+// and the slow paths of asynchronous copies.  Compiled once per C++ compiler (and cached) by
+// tessera.runtime.host_build, and linked into every kernel library; the kernel translation
+// unit reaches it through the declarations in host_abi.h.  Unlike the kernel translation unit,
+// it includes the system headers it needs.
 
 #include <pthread.h>
 #include <sched.h>
@@ -52,13 +52,25 @@ long long clock_ns() {
 // --- Shared-memory race detector (check_bounds builds only) ---------------------
 // Within one barrier interval of a group (an epoch), an element touched by two different
 // tiles, at least one of them writing, is a data race; atomics do not go through here. The
-// shadow keeps, per byte address, the epoch, the last writer and one reader (or "many").
+// shadow keeps, per element address, the epoch, the last writer and one reader (or "many"),
+// and the asynchronous copy into the element that has not landed: touching the element before
+// it lands is a race whichever tile does it, and a barrier does not end it (it does not
+// complete a cp.async), so that mark outlives the epoch.
 struct RaceShadow {
   unsigned long long epoch;
   int writer, wline;
   int reader, rline;
+  int async_tile, async_line;  // the pending copy's tile and .tsr line; async_line 0: none
 };
 using RaceMap = std::unordered_map<uintptr_t, RaceShadow>;
+
+// The element's shadow, with its barrier-interval part reset if the interval is a new one.
+RaceShadow& race_shadow(Worker* w, const void* p) {
+  if (w->race == nullptr) w->race = new RaceMap();
+  RaceShadow& s = (*static_cast<RaceMap*>(w->race))[reinterpret_cast<uintptr_t>(p)];
+  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, s.async_tile, s.async_line};
+  return s;
+}
 
 [[noreturn]] void race_fail(Worker* w, int line_a, int tile_a, int line_b, int tile_b, bool write_a, bool write_b) {
   char msg[256];
@@ -68,20 +80,32 @@ using RaceMap = std::unordered_map<uintptr_t, RaceShadow>;
   fail_in_fiber(w, w->launch->kernel_name, line_b, msg);
 }
 
+// Tile `tile` `does` (reads, writes, ...) at `line` an element with a copy pending (`s`).
+[[noreturn]] void async_race_fail(Worker* w, int tile, const char* does, int line, const RaceShadow& s) {
+  char msg[320];
+  snprintf(msg, sizeof msg,
+           "shared-memory data race: tile %d %s it at line %d while the asynchronous copy (tcopy_async) into it "
+           "that tile %d started at line %d is in flight: no twait has completed it",
+           tile, does, line, s.async_tile, s.async_line);
+  fail_in_fiber(w, w->launch->kernel_name, line, msg);
+}
+
+// Whether an access by tile `me` conflicts with the other accesses of the epoch.
+void race_check(Worker* w, const RaceShadow& s, int me, bool write, int line) {
+  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
+  if (write && (s.reader == -2 || (s.reader >= 0 && s.reader != me)))
+    race_fail(w, s.rline, s.reader == -2 ? -1 : s.reader, line, me, false, true);
+}
+
 void race_access(const void* p, bool write, int line) {
   Worker* w = fiber_worker();
   EngineSection engine(w);  // the map allocates
   ensure_stack(w, 16 * 1024);
-  if (w->race == nullptr) w->race = new RaceMap();
-  RaceMap& map = *static_cast<RaceMap*>(w->race);
   const int me = static_cast<int>(fiber_tile()->index);
-  RaceShadow& s = map[reinterpret_cast<uintptr_t>(p)];
-  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0};
-  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
+  RaceShadow& s = race_shadow(w, p);
+  if (s.async_line) async_race_fail(w, me, write ? "writes" : "reads", line, s);
+  race_check(w, s, me, write, line);
   if (write) {
-    if (s.reader == -2 || (s.reader >= 0 && s.reader != me)) {
-      race_fail(w, s.rline, s.reader == -2 ? -1 : s.reader, line, me, false, true);
-    }
     s.writer = me;
     s.wline = line;
   } else if (s.reader == -1 || s.reader == me) {
@@ -93,7 +117,88 @@ void race_access(const void* p, bool write, int line) {
   }
 }
 
+// Issuing a copy writes each of its elements (so it races with the epoch's other accesses)
+// and marks them pending until it lands.
+void race_async_issue(const AsyncCopy& c) {
+  Worker* w = fiber_worker();
+  EngineSection engine(w);  // the map allocates
+  ensure_stack(w, 16 * 1024);
+  const int me = static_cast<int>(fiber_tile()->index);
+  for (unsigned k = 0; k < c.bytes; k += c.elem_bytes) {
+    RaceShadow& s = race_shadow(w, c.dst + k);
+    if (s.async_line) async_race_fail(w, me, "starts another asynchronous copy into", c.line, s);
+    race_check(w, s, me, true, c.line);
+    s.async_tile = me;
+    s.async_line = c.line;
+  }
+}
+
+// Landing ends the mark and is a write by the issuing tile in the current epoch: another tile
+// that reads the element before the next barrier races with it.
+void race_async_land(const AsyncCopy& c) {
+  Worker* w = fiber_worker();
+  EngineSection engine(w);
+  ensure_stack(w, 16 * 1024);
+  const int me = static_cast<int>(fiber_tile()->index);
+  for (unsigned k = 0; k < c.bytes; k += c.elem_bytes) {
+    RaceShadow& s = race_shadow(w, c.dst + k);
+    s.async_line = 0;
+    s.writer = me;
+    s.wline = c.line;
+  }
+}
+
+// A copy dropped unlanded (its group ended) leaves no mark behind for the next group.
+void race_async_drop(Worker* w, const AsyncCopy& c) {
+  RaceMap& map = *static_cast<RaceMap*>(w->race);
+  for (unsigned k = 0; k < c.bytes; k += c.elem_bytes) {
+    const auto it = map.find(reinterpret_cast<uintptr_t>(c.dst + k));
+    if (it != map.end()) it->second.async_line = 0;
+  }
+}
+
 inline void race_free(Worker* w) { delete static_cast<RaceMap*>(w->race); }
+
+// --- Asynchronous copies (host_async.h) -----------------------------------------
+// The rings of all of a worker's tiles live in one arena, `async_cap` records per tile, so a
+// launch allocates a few times per worker, never per copy or per group.
+
+constexpr unsigned kAsyncInitialCap = 16;
+constexpr size_t kAsyncArenaLimit = size_t(1) << 30;  // 1 GiB of pending copies is a runaway kernel
+
+// A tile's ring is full: double every tile's ring, moving its records to the front in order.
+void async_grow(Worker* w) {
+  EngineSection engine(w);  // malloc takes a lock
+  ensure_stack(w, 16 * 1024);
+  const unsigned cap = w->async_cap ? 2 * w->async_cap : kAsyncInitialCap;
+  const size_t bytes = static_cast<size_t>(cap) * w->ntiles * sizeof(AsyncCopy);
+  AsyncCopy* arena = bytes <= kAsyncArenaLimit ? static_cast<AsyncCopy*>(malloc(bytes)) : nullptr;
+  if (!arena) {
+    fail_in_fiber(w, nullptr, 0, "out of memory: too many pending asynchronous copies (tcopy_async with no twait?)");
+  }
+  for (unsigned i = 0; i < w->ntiles; ++i) {
+    AsyncQueue& q = w->async[i];
+    AsyncCopy* ring = arena + static_cast<size_t>(i) * cap;
+    const unsigned n = q.tail - q.head;
+    for (unsigned k = 0; k < n; ++k) ring[k] = q.buf[(q.head + k) & (w->async_cap - 1)];
+    q.buf = ring;
+    q.head = 0;
+    q.tail = n;
+  }
+  free(w->async_arena);
+  w->async_arena = arena;
+  w->async_cap = cap;
+}
+
+// Copies tile i left pending when its group ended are dropped: nothing waits for them.
+inline void async_reset(Worker* w, unsigned i) {
+  AsyncQueue& q = w->async[i];
+  for (unsigned k = q.head; k != q.tail; ++k) {
+    const AsyncCopy& c = q.buf[k & (w->async_cap - 1)];
+    if (c.line > 0) race_async_drop(w, c);
+  }
+  q.head = q.tail = q.committed = 0;
+}
 
 }  // namespace detail
 }  // namespace tsr

@@ -64,6 +64,24 @@ struct Warp {
 struct Launch;
 struct StackArena;
 
+// One cp.async that has not landed (host_async.h).  The source bytes are taken when it is
+// issued (global memory does not change while a kernel runs) and land at a twait.
+struct AsyncCopy {
+  unsigned char data[16];  // the first `bytes` are landed; zero past the source's bytes
+  unsigned char* dst;
+  unsigned group;          // the tile's commit count when it was issued: its commit group
+  int line;                // its .tsr line for the race detector, or 0
+  unsigned short bytes, elem_bytes;
+};
+
+// A tile's pending copies, in issue order: a ring, its slice of the worker's arena, holding
+// records head .. tail - 1 (free-running counters, taken modulo Worker::async_cap).
+struct AsyncQueue {
+  AsyncCopy* buf;
+  unsigned head, tail;
+  unsigned committed;      // commit groups the tile has closed
+};
+
 // The part of a launch's state that the inline scheduler (host_sync.h) reads.
 struct LaunchFlags {
   int failed;     // atomic: the launch has failed; fibers stop at their next scheduling point
@@ -90,6 +108,9 @@ struct Worker {
   uint64_t fpstate;
   unsigned long long epoch;   // barrier intervals since the worker started (race detector)
   void* race;                 // shadow of shared memory for the race detector, or null
+  AsyncQueue* async;          // per tile: its pending cp.async copies
+  AsyncCopy* async_arena;     // their records, `async_cap` per tile (0 or a power of two)
+  unsigned async_cap;
   // 1 while a fiber runs kernel code, 0 in the engine (and between groups): a cancelled
   // launch may abandon a fiber asynchronously only in kernel code, which holds no lock.
   volatile unsigned char in_kernel;
@@ -103,6 +124,11 @@ __attribute__((const)) Tile* fiber_tile() noexcept;
 
 [[noreturn]] void deadlock(Worker* w, Tile* t);
 void race_access(const void* p, bool write, int line);
+// cp.async's slow paths (host_async.h): room for more records in every tile's queue; the race
+// detector's view of a copy when it is issued and when it lands (line > 0 only).
+void async_grow(Worker* w);
+void race_async_issue(const AsyncCopy& c);
+void race_async_land(const AsyncCopy& c);
 long long clock_ns();
 int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body);
 

@@ -48,6 +48,7 @@ inline void start_group(Worker* w, unsigned long long g) {
   for (unsigned i = 0; i < w->ntiles; ++i) {
     Tile& t = w->tiles[i];
     t.state = kTileReady;
+    async_reset(w, i);  // what the previous group on this worker left pending
     t.sp = make_fiber_frame(w->arena->top(i), &fiber_main, w, w->fpstate);
     if (i) w->ready[i - 1] = i;
   }
@@ -78,10 +79,11 @@ inline bool worker_init(Worker* w, Launch* L) {
   w->warps = static_cast<Warp*>(calloc(w->nwarps, sizeof(Warp)));
   w->ready = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
   w->bar_wait = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
+  w->async = static_cast<AsyncQueue*>(calloc(n, sizeof(AsyncQueue)));
   const size_t dyn = (L->dyn_bytes + 127) / 128 * 128;
   w->dyn_smem = static_cast<unsigned char*>(aligned_alloc(128, dyn ? dyn : 128));
   w->arena = acquire_arena(n, L->stack_bytes);
-  if (!w->tiles || !w->warps || !w->ready || !w->bar_wait || !w->dyn_smem || !w->arena) return false;
+  if (!w->tiles || !w->warps || !w->ready || !w->bar_wait || !w->async || !w->dyn_smem || !w->arena) return false;
   const unsigned bx = L->block[0], by = L->block[1];
   for (unsigned i = 0; i < n; ++i) {
     Tile& t = w->tiles[i];
@@ -100,6 +102,8 @@ inline void worker_free(Worker* w) {
   free(w->warps);
   free(w->ready);
   free(w->bar_wait);
+  free(w->async);
+  free(w->async_arena);
   free(w->dyn_smem);
   release_arena(w->arena);
   race_free(w);

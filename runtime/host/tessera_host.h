@@ -30,7 +30,8 @@
 //    6. The engine's interface                                          (host_abi.h)
 //    7. The scheduler's hot path: barriers, warp operations            (host_sync.h)
 //    8. CUDA built-ins bound to the engine (threadIdx, barriers, ...)  (host_builtins.h)
-//    9. tsr::launch                                                     (host_launch.h)
+//    9. Asynchronous copies into shared memory (cp.async)              (host_async.h)
+//   10. tsr::launch                                                     (host_launch.h)
 
 #pragma once
 
@@ -78,6 +79,7 @@ static constexpr int warpSize = 32;
 #include "host_abi.h"
 #include "host_sync.h"
 #include "host_builtins.h"
+#include "host_async.h"
 #include "host_launch.h"
 
 #endif  // TESSERA_HOST
