@@ -1,10 +1,14 @@
-// ---- Tessera copy header: tcopy and tcopy_async (included by modules that copy views) ------
-// ---- tcopy: the whole group copies a D0 x D1 x D2 view ---------------------------------------
-// `dst`/`src` point at the view's origin; s0/s1 are the strides of the two outer dimensions
-// (the innermost is contiguous); l0..l2 are how many elements of each dimension exist from the
-// origin (a tensor's edge). Source elements outside read as zero; destination elements outside
-// are not written. Each tile moves chunks of up to 16 bytes when both sides are aligned and the
-// chunk is wholly inside, else single elements.
+// ---- tcopy and tcopy_async: the whole group copies a D0 x D1 x D2 view -----------------------
+// `dst`/`src` point at the views' origins; ds0..ds2 and ss0..ss2 are the element strides of its
+// three dimensions (the innermost is 1 unless the view is a column); dl0..dl2 and sl0..sl2 count the elements of each
+// dimension that exist from the origin (a tensor's edge; negative counts as none). Source elements
+// outside read as zero; destination elements outside are not written.
+//
+// Each tile moves chunks of VB bytes (VB / sizeof(T) elements) in a fixed pattern with unsigned
+// 32-bit index math and a constant trip count, so the loop unrolls into straight-line code. The
+// compiler picks VB from what it knows: the row width, shared-memory strides, the alignment its
+// kernel variant assumes and what it proves about the views' origins. With CHECK, what it could
+// not prove is tested once per copy, falling back to single elements.
 template <int BYTES> struct tsr_chunk;
 template <> struct tsr_chunk<16> { typedef uint4 type; };
 template <> struct tsr_chunk<8> { typedef uint2 type; };
@@ -12,49 +16,155 @@ template <> struct tsr_chunk<4> { typedef unsigned int type; };
 template <> struct tsr_chunk<2> { typedef unsigned short type; };
 template <> struct tsr_chunk<1> { typedef unsigned char type; };
 
-template <class T, int D2>
-struct tsr_copy_width {
-    static constexpr int row = D2 * (int)sizeof(T);
-    static constexpr int bytes = (row % 16 == 0) ? 16 : (row % 8 == 0) ? 8 : (row % 4 == 0 && sizeof(T) <= 4) ? 4 : (int)sizeof(T);
-    static constexpr int elems = bytes / (int)sizeof(T);
-};
-
-// DST_SHARED/SRC_SHARED (check_bounds builds only) route the shared side's elements through the
-// race detector, with the .tsr line of the tcopy.
-template <class T, int D0, int D1, int D2, int NT, bool DST_SHARED = false, bool SRC_SHARED = false>
-__device__ __forceinline__ void tsr_copy(T* dst, long long ds0, long long ds1, int dl0, int dl1, int dl2,
-                                                const T* src, long long ss0, long long ss1, int sl0, int sl1, int sl2,
-                                                int tid, int line = 0) {
-    typedef tsr_copy_width<T, D2> W;
-    typedef typename tsr_chunk<W::bytes>::type C;
-    typedef typename tsr_chunk<sizeof(T)>::type E;
-    constexpr int chunks_per_row = D2 / W::elems;
-    constexpr int total = D0 * D1 * chunks_per_row;
-    for (int c = tid; c < total; c += NT) {
-        const int k = (c % chunks_per_row) * W::elems;
-        const int j = (c / chunks_per_row) % D1;
-        const int i = c / (chunks_per_row * D1);
-        T* d = dst + i * ds0 + j * ds1 + k;
-        const T* s = src + i * ss0 + j * ss1 + k;
-        const bool src_row = i < sl0 && j < sl1;
-        const bool dst_row = i < dl0 && j < dl1;
-        if (!dst_row) continue;
-        for (int e = 0; (DST_SHARED || SRC_SHARED) && e < W::elems && k + e < dl2; ++e) {
-            if (DST_SHARED) tsr_race_write(d + e, line);
-            if (SRC_SHARED && src_row && k + e < sl2) tsr_race_read(s + e, line);
-        }
-        if (src_row && k + W::elems <= sl2 && k + W::elems <= dl2 &&
-            ((reinterpret_cast<size_t>(d) | reinterpret_cast<size_t>(s)) % W::bytes) == 0) {
-            *reinterpret_cast<C*>(d) = *reinterpret_cast<const C*>(s);
-            continue;
-        }
+// Calls f(row, k) for the calling tile's chunks: row in [0, ROWS) (i = row / D1, j = row % D1),
+// k the chunk within the row.
+template <unsigned ROWS, unsigned CPR, unsigned NT, class F>
+__device__ __forceinline__ void tsr_for_chunks(unsigned tid, F f) {
+    if constexpr (NT % CPR == 0) {  // each tile keeps one column of chunks: k is fixed
+        constexpr unsigned step = NT / CPR, passes = (ROWS + step - 1) / step;
+        const unsigned k = tid % CPR, r = tid / CPR;
 #pragma unroll
-        for (int e = 0; e < W::elems; ++e) {
-            if (k + e >= dl2) break;
-            E bits = (E)0;
-            if (src_row && k + e < sl2) bits = reinterpret_cast<const E*>(s)[e];
-            reinterpret_cast<E*>(d)[e] = bits;
+        for (unsigned p = 0; p < passes; ++p) {
+            if (ROWS % step == 0 || r + p * step < ROWS) f(r + p * step, k);
+        }
+    } else {
+        constexpr unsigned total = ROWS * CPR, passes = (total + NT - 1) / NT;
+#pragma unroll
+        for (unsigned p = 0; p < passes; ++p) {
+            const unsigned c = tid + p * NT;
+            if (total % NT == 0 || c < total) f(c / CPR, c % CPR);
         }
     }
 }
 
+// A count of existing elements from a view's origin, as an unsigned in [0, D].
+template <int D>
+__device__ __forceinline__ unsigned tsr_extent(int n) { return n <= 0 ? 0u : n >= D ? (unsigned)D : (unsigned)n; }
+
+// Whether chunks of E elements can be moved whole: both origins VB-aligned, every stride and the
+// innermost counts multiples of E (then a chunk is either wholly inside the tensor or outside).
+template <int VB, int E>
+__device__ __forceinline__ bool tsr_chunks_aligned(const void* dst, const void* src, unsigned strides,
+                                                   unsigned dl2, unsigned sl2) {
+    return ((reinterpret_cast<size_t>(dst) | reinterpret_cast<size_t>(src)) % VB) == 0 &&
+           ((strides | dl2 | sl2) % E) == 0;
+}
+
+// The synchronous copy in chunks of VB bytes. DST_SHARED/SRC_SHARED (check_bounds builds only)
+// route the shared side's elements through the race detector, with the .tsr line of the copy.
+template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED>
+__device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, unsigned dl0,
+                                                unsigned dl1, unsigned dl2, const T* src, unsigned ss0, unsigned ss1,
+                                                unsigned ss2, unsigned sl0, unsigned sl1, unsigned sl2, unsigned tid,
+                                                int line) {
+    typedef typename tsr_chunk<VB>::type C;
+    constexpr unsigned E = VB / sizeof(T);
+    tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
+        const unsigned i = row / D1, j = row % D1;
+        k *= E;
+        if (!(i < dl0 && j < dl1 && k < dl2)) return;
+        const bool in = i < sl0 && j < sl1 && k < sl2;
+        T* d = dst + (i * ds0 + j * ds1 + k * ds2);
+        const T* s = src + (i * ss0 + j * ss1 + k * ss2);
+        if (DST_SHARED || SRC_SHARED) {
+            for (unsigned e = 0; e < E; ++e) {
+                if (DST_SHARED) tsr_race_write(d + e, line);
+                if (SRC_SHARED && in) tsr_race_read(s + e, line);
+            }
+        }
+        C v = C();
+        if (in) v = *reinterpret_cast<const C*>(s);
+        *reinterpret_cast<C*>(d) = v;
+    });
+}
+
+template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK, bool DST_SHARED = false, bool SRC_SHARED = false>
+__device__ __forceinline__ void tsr_copy(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1, int dl2,
+                                         const T* src, unsigned ss0, unsigned ss1, unsigned ss2, int sl0, int sl1,
+                                         int sl2, unsigned tid, int line = 0) {
+    constexpr int E = VB / (int)sizeof(T);
+    const unsigned d0 = tsr_extent<D0>(dl0), d1 = tsr_extent<D1>(dl1), d2 = tsr_extent<D2>(dl2);
+    const unsigned s0 = tsr_extent<D0>(sl0), s1 = tsr_extent<D1>(sl1), s2 = tsr_extent<D2>(sl2);
+    if constexpr (CHECK && E > 1) {
+        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, d2, s2)) {
+            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, d0, d1, d2, src,
+                                                                                  ss0, ss1, ss2, s0, s1, s2, tid, line);
+            return;
+        }
+    }
+    tsr_copy_chunks<T, D0, D1, D2, NT, VB, DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2,
+                                                                   s0, s1, s2, tid, line);
+}
+
+// ---- cp.async (sm_80 and later); the CPU backend's prelude emulates the same functions -------
+#if !defined(TESSERA_HOST)
+typedef unsigned tsr_saddr;  // a shared-memory address
+__device__ __forceinline__ tsr_saddr tsr_shared_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// BYTES bytes to shared memory: the first src_bytes from src, the rest zero (src_bytes = 0 reads
+// nothing). 16-byte copies bypass L1 (.cg); 4- and 8-byte ones cannot (.ca).
+template <int BYTES>
+__device__ __forceinline__ void tsr_cp_async(tsr_saddr dst, const void* src, unsigned src_bytes, int, int) {
+#if __CUDA_ARCH__ >= 800
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES), "r"(src_bytes)
+                     : "memory");
+    }
+#endif
+}
+__device__ __forceinline__ void tsr_cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tsr_cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+#endif
+
+// tcopy_async: a global view into shared memory with cp.async in chunks of VB bytes (4, 8 or 16;
+// below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous). Chunks outside
+// the tensor are zero-filled through the source-size operand and read nothing.
+template <class T, int D0, int D1, int D2, int NT, int VB>
+__device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, unsigned dl0,
+                                                      unsigned dl1, unsigned dl2, const T* src, unsigned ss0,
+                                                      unsigned ss1, unsigned ss2, unsigned sl0, unsigned sl1,
+                                                      unsigned sl2, unsigned tid, int line) {
+    if constexpr (VB < 4) {
+        tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, dl0, dl1, dl2, src, ss0, ss1, ss2, sl0,
+                                                             sl1, sl2, tid, line);
+    } else {
+        constexpr unsigned E = VB / sizeof(T);
+        const tsr_saddr base = tsr_shared_addr(dst);
+        tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
+            const unsigned i = row / D1, j = row % D1;
+            k *= E;
+            if (!(i < dl0 && j < dl1 && k < dl2)) return;
+            const bool in = i < sl0 && j < sl1 && k < sl2;
+            tsr_cp_async<VB>(base + (i * ds0 + j * ds1 + k * ds2) * (unsigned)sizeof(T),
+                             src + (i * ss0 + j * ss1 + k * ss2), in ? VB : 0, (int)sizeof(T), line);
+        });
+    }
+}
+
+template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK>
+__device__ __forceinline__ void tsr_copy_async(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1,
+                                               int dl2, const T* src, unsigned ss0, unsigned ss1, unsigned ss2, int sl0,
+                                               int sl1, int sl2, unsigned tid, int line = 0) {
+    constexpr int E = VB / (int)sizeof(T);
+    const unsigned d0 = tsr_extent<D0>(dl0), d1 = tsr_extent<D1>(dl1), d2 = tsr_extent<D2>(dl2);
+    const unsigned s0 = tsr_extent<D0>(sl0), s1 = tsr_extent<D1>(sl1), s2 = tsr_extent<D2>(sl2);
+    if constexpr (CHECK && E > 1) {
+        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, d2, s2)) {
+            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T)>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2, s0,
+                                                                s1, s2, tid, line);
+            return;
+        }
+    }
+    tsr_copy_async_chunks<T, D0, D1, D2, NT, VB>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2, s0, s1, s2, tid,
+                                                 line);
+}

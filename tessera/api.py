@@ -78,11 +78,11 @@ class Module:
                 self._front = front_end(decode_source(self._source, self.path))
             return self._front
 
-    def _variant(self, kernel: str | None, consts: dict[str, Any]) -> _Variant:
-        key = (kernel, tuple(sorted(consts.items())))
+    def _variant(self, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> _Variant:
+        key = (kernel, tuple(sorted(consts.items())), aligned)
         v = self._variants.get(key)
         if v is None:
-            v = _Variant.get(self, kernel, consts)
+            v = _Variant.get(self, kernel, consts, aligned)
             self._variants[key] = v
         return v
 
@@ -129,6 +129,9 @@ class Kernel:
         variant = self.module._variant(self.name, consts)
         info = variant.kernel(self.name)
         bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+        if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
+            variant = self.module._variant(self.name, consts, aligned=True)
+            info = variant.kernel(self.name)
         return variant.library(), info, bound
 
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None, timeout: float | None = None,
@@ -165,6 +168,24 @@ class Kernel:
         return statistics.median(times)
 
 
+def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:
+    """Whether a launch may use the kernel's aligned variant: its copied tensors start on a
+    16-byte boundary and the shape symbols that set their strides are multiples of 16. With
+    `uploaded` (the CUDA backend), NumPy arrays are copied to fresh, aligned device allocations."""
+    from tessera.runtime.device_arrays import describe, is_device_array
+
+    if any(bound.shapes.get(s, 0) % 16 for s in info.align_symbols):
+        return False
+    for name in info.align_tensors:
+        a = bound.arrays[name]
+        if is_device_array(a):
+            if describe(a).ptr % 16:
+                return False
+        elif not uploaded and a.ctypes.data % 16:
+            return False
+    return True
+
+
 def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
     """Const parameter values given at a launch: Python or NumPy scalars that fit 64 bits (the
     kernel's own range check, naming its type, comes with the compile)."""
@@ -184,10 +205,13 @@ def _check_consts(k: Kernel, consts: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Variant:
-    """The compiled form of one set of const values: kernel metadata plus the library."""
+    """The compiled form of one set of const values (and alignment): kernel metadata, plus the
+    library, built on the first launch that needs it (a launch that picks the aligned variant
+    never builds the generic one)."""
 
     def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
-                 library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None) -> None:
+                 library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None,
+                 rebuild: Any = None) -> None:
         self.backend = backend
         self.kernels = kernels
         self.names = names
@@ -195,6 +219,8 @@ class _Variant:
         self.library_key = library_key
         self._cuda = cuda
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
+        self._rebuild = rebuild    # () -> (CUDA C, cache, metadata key, front end): to build the library
+        self._arch = "sm_90"
         self._lib: Any = None  # CpuLibrary or CudaLibrary, once loaded
 
     def kernel(self, name: str) -> KernelInfo:
@@ -207,46 +233,87 @@ class _Variant:
     def library(self):
         if self._lib is not None:
             return self._lib
+        if not self.library_key:
+            self._build()
         if self.backend == "cuda":
             from tessera.runtime.cuda import loaded_library
 
             self._lib = loaded_library(self.library_key, self.kernels, self._artifact)
             return self._lib
-        from tessera.runtime.cpu import CpuLibrary, build_library, cached_library
+        from tessera.runtime.cpu import CpuLibrary, cached_library
 
         path = self._artifact or cached_library(self.library_key)
         if path is None:
-            if self._cuda is None:
-                raise TesseraError("internal error: a cached kernel library disappeared; retry")
-            _, path = build_library(self._cuda, self.kernels)
+            self._build()
+            path = self._artifact
         self._lib = CpuLibrary(path)
         return self._lib
 
+    def _build(self) -> None:
+        """Compile the library (NVRTC or the host compiler) and record it in the metadata cache."""
+        if self._rebuild is None:
+            raise TesseraError("internal error: a kernel library cannot be built; retry")
+        cuda, cache, key, front = self._rebuild()
+        assert cuda, "a variant with kernels has CUDA C"
+        if self.backend == "cuda":
+            from tessera.runtime.cuda import compile_for_device
+
+            self.library_key, self._artifact = compile_for_device(cuda, self._arch)
+        else:
+            from tessera.runtime.cpu import build_library
+
+            try:
+                self.library_key, self._artifact = build_library(cuda, self.kernels)
+            except CompileError as e:
+                if e.source is not None or not e.diagnostics or front is None:
+                    raise
+                raise CompileError(e.diagnostics, front.source) from None  # located at .tsr lines
+        cache.put_bytes(key, self._meta())
+
+    def _meta(self) -> bytes:
+        return json.dumps({"kernels": kernels_to_json(self.kernels), "names": list(self.names),
+                           "consts": self.consts, "library": self.library_key}, sort_keys=True).encode()
+
     @staticmethod
-    def get(mod: Module, kernel: str | None, consts: dict[str, Any]) -> _Variant:
+    def get(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> _Variant:
         from tessera.runtime.cache import DiskCache, cache_key
         from tessera.runtime.fingerprint import fingerprint
 
         # The fingerprint covers the compiler and the CPU backend's runtime sources (runtime/host).
         key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
-                        str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())))
+                        str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())),
+                        "aligned" if aligned else "generic")
         cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)
+        variant: _Variant | None = None
         if raw is not None:
             try:
                 meta = json.loads(raw)
-                artifact = (cache.get_file(meta["library"], ".so") if mod.backend == "cpu"
-                            else _cuda_image(meta["library"]))
-                if artifact is not None:
-                    return _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
-                                    {k: tuple(v) for k, v in meta["consts"].items()}, meta["library"], None,
-                                    mod.backend, artifact)
+                artifact = None
+                if meta["library"]:
+                    artifact = (cache.get_file(meta["library"], ".so") if mod.backend == "cpu"
+                                else _cuda_image(meta["library"]))
+                variant = _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
+                                   {k: tuple(v) for k, v in meta["consts"].items()},
+                                   meta["library"] if artifact is not None else "", None, mod.backend, artifact)
             except (ValueError, KeyError, TypeError):
-                pass
-        return _Variant._compile(mod, kernel, consts, cache, key)
+                variant = None
+        if variant is None:
+            variant = _Variant._compile(mod, kernel, consts, aligned)
+            if variant.kernels:
+                cache.put_bytes(key, variant._meta())
+        variant._arch = mod.arch
+
+        def rebuild() -> tuple[str, Any, str, Any]:
+            if variant._cuda is None:  # metadata from the cache: transpile again to build
+                variant._cuda = _Variant._compile(mod, kernel, consts, aligned)._cuda
+            return variant._cuda or "", cache, key, mod._front
+
+        variant._rebuild = rebuild
+        return variant
 
     @staticmethod
-    def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], cache, key: str) -> _Variant:
+    def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool) -> _Variant:
         from tessera.compiler import compile_variant
 
         front = mod._front_end()
@@ -258,27 +325,8 @@ class _Variant:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                  variants={kernel: consts} if kernel else None, skip_unbound=True,
-                                 restrict=mod.restrict)
-        lib_key = ""
-        artifact: Any = None  # the image (CUDA) or the library's path (CPU)
-        if result.kernels and mod.backend == "cuda":
-            from tessera.runtime.cuda import compile_for_device
-
-            lib_key, artifact = compile_for_device(result.cuda, mod.arch)
-        elif result.kernels:
-            from tessera.runtime.cpu import build_library
-
-            try:
-                lib_key, artifact = build_library(result.cuda, result.kernels)
-            except CompileError as e:
-                if e.source is not None or not e.diagnostics:
-                    raise
-                raise CompileError(e.diagnostics, front.source) from None  # located at .tsr lines
-        meta = {"kernels": kernels_to_json(result.kernels), "names": list(names), "consts": const_names,
-                "library": lib_key}
-        if lib_key:
-            cache.put_bytes(key, json.dumps(meta, sort_keys=True).encode())
-        return _Variant(result.kernels, names, const_names, lib_key, result.cuda, mod.backend, artifact)
+                                 restrict=mod.restrict, alignment="aligned" if aligned else "generic")
+        return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend)
 
 
 def _cuda_image(key: str) -> bytes | None:

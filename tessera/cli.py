@@ -11,6 +11,7 @@ import os
 import sys
 
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
+from tessera.kernel_info import KernelInfo
 from tessera.limits import MAX_NAME_CHARS
 from tessera.options import ARCHS
 from tessera.output import is_input, write_output
@@ -132,15 +133,16 @@ def run(argv: list[str]) -> int:
             for w in nv.warnings:
                 print(f"tesserac: warning: {w}", file=sys.stderr)
         if args.info and nv is not None:
-            print(f"{'kernel':<32} {'registers':>9} {'shared':>8} {'spill st':>8} {'spill ld':>8} {'stack':>6}",
-                  file=sys.stderr)
+            width = max([32, *(len(k.c_name) + 1 for k in kernels)])
+            print(f"{'kernel':<{width}} {'registers':>9} {'shared':>8} {'spill st':>8} {'spill ld':>8} {'stack':>6}"
+                  "  variant", file=sys.stderr)
             for k in kernels:
                 r = next((x for x in nv.kernels if x.name == k.c_name), None)
                 if r is None:
                     continue
                 shared = r.shared_bytes + k.dynamic_smem
-                print(f"{k.c_name:<32} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
-                      f"{r.stack_bytes:>6}", file=sys.stderr)
+                print(f"{k.c_name:<{width}} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
+                      f"{r.stack_bytes:>6}  {_variant_text(k)}", file=sys.stderr)
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
@@ -157,6 +159,14 @@ def run(argv: list[str]) -> int:
     except OSError as e:
         print(f"tesserac: error: cannot write {out!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _variant_text(k: KernelInfo) -> str:
+    """Which alignment variant a kernel is, for --info."""
+    if k.aligned:
+        symbols = f"; {', '.join(k.align_symbols)} multiples of 16" if k.align_symbols else ""
+        return f"aligned: {', '.join(k.align_tensors)} 16-byte aligned{symbols}"
+    return "generic (any alignment)" if k.align_tensors else "-"
 
 
 def main(argv: list[str] | None = None) -> None:

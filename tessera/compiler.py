@@ -98,8 +98,9 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
                     variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                     line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
                     skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                    verify: Any = None) -> CompileResult:
-    """Specialize, check, lower and emit one variant. Raises CompileError with every diagnostic."""
+                    verify: Any = None, alignment: str = "both") -> CompileResult:
+    """Specialize, check, lower and emit one variant. Raises CompileError with every diagnostic.
+    `alignment`: which alignment variants of kernels with copies to emit (cstmt.Options)."""
     src = front.source
 
     def work() -> CompileResult:
@@ -116,7 +117,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
             return CompileResult(src, module, "", ())
         assert isinstance(module, L.Module)
         opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
-                       source_name=os.path.basename(src.path), restrict=restrict)
+                       source_name=os.path.basename(src.path), restrict=restrict, alignment=alignment)
         emitted = module
         if only_kernel is not None:
             emitted = L.Module(module.path, module.consts, module.tables, tuple(

@@ -30,6 +30,12 @@ class KernelInfo:
     # Tensor parameters are declared __restrict__: the launch refuses overlapping arrays
     # where one of them is mut (compile with restrict=False to allow aliasing).
     restrict: bool = True
+    # Alignment variants (transpile/copy_plan.py): a kernel whose copies are faster when the
+    # `align_tensors` are 16-byte aligned and the `align_symbols` multiples of 16 has an aligned
+    # variant (`aligned` True), which a launch picks when its arrays allow.
+    aligned: bool = False
+    align_tensors: tuple[str, ...] = ()
+    align_symbols: tuple[str, ...] = ()
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -43,5 +49,6 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
                        for p in k["params"])
         out.append(KernelInfo(k["name"], k["c_name"], params, tuple(k["tile"]), int(k["dynamic_smem"]),
                               tuple((str(n), v) for n, v in k["const_values"]), int(k["line"]),
-                              bool(k.get("restrict", True))))
+                              bool(k.get("restrict", True)), bool(k.get("aligned", False)),
+                              tuple(map(str, k.get("align_tensors", ()))), tuple(map(str, k.get("align_symbols", ())))))
     return tuple(out)

@@ -25,6 +25,9 @@ MAX_INT_DIGITS = 40
 # Constant expressions are computed exactly; a result of 2**128 or more (beyond any product or
 # shift of two 64-bit values) is an overflow, which keeps repeated squaring cheap.
 MAX_CONST_BITS = 128
+# tpipeline(stages=S): each stage is another copy of every pipelined buffer; beyond 8 the shared
+# memory is better spent on larger tiles.
+MAX_STAGES = 8
 
 
 

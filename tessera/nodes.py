@@ -250,6 +250,7 @@ class For:
     body: tuple[Stmt, ...]
     var_ty: ScalarType | None = None
     step_value: int | None = None  # the step when it is a compile-time constant
+    stages: int | None = None  # tpipeline: the number of buffers of each pipelined copy
 
 
 @dataclass(frozen=True)

@@ -218,3 +218,63 @@ def test_lowering_the_whole_module_keeps_constants_and_tables() -> None:
     module = lower(after(text, "check-cooperation"))
     assert [(c.name, c.value) for c in module.consts] == [("A", 3)]
     assert [(t.name, t.values) for t in module.tables] == [("T", (1.0, 2.0))]
+
+
+# ---- pipeline-copies -------------------------------------------------------------------------------
+
+PIPELINED = kernel("""
+s = tshared.alloc(f32[64])
+for i in tpipeline(0, n, 64, stages=3):
+    tcopy_async(s, x[i:i + 64])
+    y[i + tile_id(0)] = s[tile_id(0)]
+""")
+
+
+def test_pipeline_copies_keeps_the_loop_until_its_pass() -> None:
+    text = dump_lir(after(PIPELINED, "fold-constants"))
+    assert "buffer shared s: f32[64]\n" in text
+    assert "for i:i32 in range(0:i32, n:i32, 64:i32) stages=3:  # line 4\n" \
+           "        copy async s[0:i32+:64] <- x[{i:i32}+:64]  # line 5\n" in text
+
+
+def test_pipeline_copies_multi_buffers_and_issues_ahead() -> None:
+    text = dump_lir(after(PIPELINED, "pipeline-copies"))
+    body = text[text.index("    alloc s"):]
+    assert "buffer shared s: f32[3, 64]\n" in text
+    expected = textwrap.dedent("""\
+        alloc s  # line 3
+        const decl %k0_i_4:i32 = 0:i32  # line 4
+        if (%k0_i_4:i32 < n:i32):  # line 4
+            copy async s[0:i32, 0:i32+:64] <- x[{%k0_i_4:i32}+:64]  # line 5
+        commit  # line 4
+        const decl %k1_i_4:i32 = 64:i32  # line 4
+        if (%k1_i_4:i32 < n:i32):  # line 4
+            copy async s[1:i32, 0:i32+:64] <- x[{%k1_i_4:i32}+:64]  # line 5
+        commit  # line 4
+        decl %stage_i_4:i32 = 2:i32  # line 4
+        for i:i32 in range(0:i32, n:i32, 64:i32):  # line 4
+            %stage_i_4:i32 = (0:i32 if (%stage_i_4:i32 == 2:i32) else (%stage_i_4:i32 + 1:i32))  # line 4
+            wait 1 + barrier  # line 4
+            const decl %next_i_4:i32 = {i:i32 + 128}  # line 4
+            const decl %fill_i_4:i32 = (2:i32 if (%stage_i_4:i32 == 0:i32) else (%stage_i_4:i32 - 1:i32))  # line 4
+            if (%next_i_4:i32 < n:i32):  # line 4
+                copy async s[%fill_i_4:i32, 0:i32+:64] <- x[{%next_i_4:i32}+:64]  # line 5
+            commit  # line 4
+            store y[{i:i32 + tile_id(0:i32):i32}] = load s[%stage_i_4:i32, {tile_id(0:i32):i32}]:f32  # line 6
+        wait 0  # line 4
+        """)
+    assert body == textwrap.indent(expected, "    ")
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_pipeline_copies_one_and_two_stages(stages: int) -> None:
+    text = dump_lir(after(PIPELINED.replace("stages=3", f"stages={stages}"), "pipeline-copies"))
+    if stages == 1:  # a plain loop: one buffer, copy, wait for it, use it
+        assert "buffer shared s: f32[64]\n" in text
+        assert "for i:i32 in range(0:i32, n:i32, 64:i32):  # line 4\n" \
+               "        barrier  # line 4\n" \
+               "        copy async s[0:i32+:64] <- x[{i:i32}+:64]  # line 5\n" \
+               "        commit  # line 4\n" \
+               "        wait 0 + barrier  # line 4\n" in text
+    else:
+        assert "buffer shared s: f32[2, 64]\n" in text and "wait 0 + barrier" in text and "%k1_i_4" not in text

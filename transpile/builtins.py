@@ -39,6 +39,7 @@ class Builtin:
     name: str
     rule: str                 # the typing rule: CallChecker.rule_<rule>
     node: str                 # the IR node: intrinsic | collective | atomic | barrier | fence | print | assert | copy
+                              # | commit | wait
     coop: Coop = Coop.NONE    # who must call it together
     result: Vary = Vary.UNIFORM  # how its result varies over the tiles (beyond its arguments)
     printer: str = ""         # the printer rule (CPrinter.c_<printer>) for intrinsics and collectives
@@ -101,9 +102,12 @@ TABLE: tuple[Builtin, ...] = (
             doc="every tile of the group waits; earlier shared-memory writes become visible"),
     Builtin("tfence", "tfence", "fence", cuda="__threadfence", doc="orders memory at a scope"),
     Builtin("tcopy", "tcopy", "copy", Coop.GROUP, cuda="tsr_copy", doc="the group copies a view"),
-    Builtin("tcopy_async", "not_yet", "copy", Coop.GROUP, doc="asynchronous tcopy (not supported yet)"),
-    Builtin("tcommit", "not_yet", "barrier", Coop.GROUP, doc="close a group of async copies (not supported yet)"),
-    Builtin("twait", "not_yet", "barrier", Coop.GROUP, doc="wait for async copies (not supported yet)"),
+    Builtin("tcopy_async", "tcopy_async", "copy", Coop.GROUP, cuda="tsr_copy_async",
+            doc="the group copies a global view to shared memory with cp.async"),
+    Builtin("tcommit", "tcommit", "commit", Coop.GROUP, cuda="tsr_cp_async_commit",
+            doc="close the current group of asynchronous copies"),
+    Builtin("twait", "twait", "wait", Coop.GROUP, cuda="tsr_cp_async_wait",
+            doc="wait until at most n committed groups are pending, then tbarrier()"),
     # ---- warp operations (all 32 lanes)
     Builtin("warp_sum", "warp_reduce", "collective", Coop.WARP, Vary.WARP, "warp_reduce", "tsr_warp_sum",
             doc="sum over the warp, in every lane"),

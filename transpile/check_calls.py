@@ -219,10 +219,6 @@ class CallChecker(MemoryChecker):
         msg = e.args[1] if len(e.args) == 2 else N.StrLit(e.loc, "assertion failed")
         return self._typed(e, name, (c, N.replace(msg, ty=N.STR)), N.VOID)
 
-    def rule_not_yet(self, e: N.Call, name: str) -> N.Expr:
-        self.sink.error(e.loc, f"{name} is not supported yet (asynchronous copies come with the pipeline issue)")
-        return e
-
     # ---- memory, cooperation
     def rule_tbarrier(self, e: N.Call, name: str) -> N.Expr:
         self._arity(e, name, 0)

@@ -132,6 +132,34 @@ class MemoryChecker(ExprChecker):
             return e
         return self._typed(e, name, (dst, src), N.VOID)
 
+    def rule_tcopy_async(self, e: N.Call, name: str) -> N.Expr:
+        typed = self.rule_tcopy(e, name)
+        if not isinstance(typed, N.Call) or typed.ty is None:
+            return typed
+        dst, src = (a.ty for a in typed.args)
+        assert isinstance(dst, N.ViewType) and isinstance(src, N.ViewType)
+        if not isinstance(dst.base, N.ArrayType) or not isinstance(src.base, N.TensorType):
+            self.sink.error(e.loc, "tcopy_async() copies a view of a global tensor into shared memory; "
+                            "use tcopy() for the other directions")
+            return e
+        return typed
+
+    def rule_tcommit(self, e: N.Call, name: str) -> N.Expr:
+        self._arity(e, name, 0)
+        return self._typed(e, name, (), N.VOID)
+
+    def rule_twait(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 0, 1, ("n",)):
+            return e
+        arg = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name == "n"), None)
+        if arg is not None and e.args and e.kwargs:
+            self.sink.error(e.kwargs[0].loc, "twait() got n twice")
+            return e
+        n = 0 if arg is None else self.const_int(arg, "the n of twait() (groups left pending)", 0, 255)
+        if n is None:
+            return e
+        return self._typed(e, name, (N.IntLit(e.loc, n, I32),), N.VOID)
+
     def view(self, e: N.Expr, name: str, what: str) -> N.Index | None:
         if isinstance(e, N.Name):
             t = self.expr(e)
@@ -185,15 +213,12 @@ class MemoryChecker(ExprChecker):
     def extent(self, s: N.Slice, lo: N.Expr, hi: N.Expr | None, dim: N.Expr) -> int | None:
         if hi is None:
             hi = dim
-        ext_expr: N.Expr | None = None
-        if isinstance(hi, N.BinOp) and hi.op == "+":
-            if same_expr(hi.left, lo):
-                ext_expr = hi.right
-            elif same_expr(hi.right, lo):
-                ext_expr = hi.left
-        if ext_expr is None:
-            ext_expr = N.BinOp(s.loc, "-", hi, lo)
-        v = self.try_const(ext_expr)
+        v = self.try_const(N.BinOp(s.loc, "-", hi, lo))
+        rest = _without_terms(hi, lo)
+        if rest is not None and not isinstance(v, int):
+            parts = [self.try_const(x) for x in rest]
+            if rest and all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+                v = sum(parts)  # type: ignore[arg-type]
         if not isinstance(v, int) or isinstance(v, bool):
             self.sink.error(s.loc, "the extent of a view (stop - start) must be a compile-time constant: write "
                             "the slice as A[r0:r0 + BM] with BM constant")
@@ -202,6 +227,25 @@ class MemoryChecker(ExprChecker):
             self.sink.error(s.loc, f"the extent of a view (stop - start) must be at least 1, not {v}")
             return None
         return v
+
+
+def _terms(e: N.Expr) -> list[N.Expr]:
+    """The operands of a chain of additions: ((a + b) + c) gives [a, b, c]."""
+    if isinstance(e, N.BinOp) and e.op == "+":
+        return _terms(e.left) + _terms(e.right)
+    return [e]
+
+
+def _without_terms(hi: N.Expr, lo: N.Expr) -> list[N.Expr] | None:
+    """The terms of `hi` left after taking out those of `lo` (`r0 + BM + 2` less `r0` is
+    [BM, 2]), or None when `lo` is not part of `hi`."""
+    rest = _terms(hi)
+    for term in _terms(lo):
+        k = next((i for i, x in enumerate(rest) if same_expr(x, term)), None)
+        if k is None:
+            return None
+        del rest[k]
+    return rest
 
 
 def _root(v: N.Expr) -> str:

@@ -15,10 +15,11 @@ from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS
+from tessera.transpile.copy_plan import Divisors, copy_plan
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.cterms import c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.names import c_ident
-from tessera.transpile.shared_plan import shared_layout
+from tessera.transpile.shared_plan import arch_number, shared_layout
 
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
@@ -33,6 +34,9 @@ class Options:
     check_bounds: bool = False
     source_name: str = "input.tsr"
     restrict: bool = True
+    # Kernels whose copies depend on alignment (copy_plan): emit the "generic" variant, the
+    # "aligned" one, or "both" (tesserac's default; the runtime compiles the one a launch needs).
+    alignment: str = "both"
 
 
 def line_file_name(name: str) -> str:
@@ -62,6 +66,7 @@ class BodyPrinter:
         self.opts = opts
         self.lines: list[str] = []
         self.depth = 1
+        self._divisors: Divisors | None = None
 
     def emit(self, text: str, loc: Loc | None = None) -> None:
         if loc is not None and self.opts.line_info:
@@ -258,18 +263,47 @@ class BodyPrinter:
         ext = tuple(x for x in s.dst.extents if x is not None)
         d = (1,) * (3 - len(ext)) + ext
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
+        plan = copy_plan(self.fn, s, self.pr.ctx.buffers, self.divisors())
         dp, ds, dl = self.view_parts(s.dst)
         sp, ss, sl = self.view_parts(s.src)
-        targs = f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}"
+        name = "tsr_copy_async" if s.async_ and self.async_copies else "tsr_copy"
+        targs = (f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}, {plan.vb}, "
+                 f"{str(plan.check).lower()}")
         tail = ""
         if self.opts.check_bounds:
-            shared = [str(self.pr.ctx.buffers[v.buf].space == "shared").lower() for v in (s.dst, s.src)]
-            targs += f", {shared[0]}, {shared[1]}"
+            if name == "tsr_copy":
+                shared = [str(self.pr.ctx.buffers[v.buf].space == "shared").lower() for v in (s.dst, s.src)]
+                targs += f", {shared[0]}, {shared[1]}"
             tail = f", {s.loc.line}"
-        self.emit(f"tsr_copy<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail});", s.loc)
+        self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail});", s.loc)
+
+    @property
+    def async_copies(self) -> bool:
+        """cp.async exists from sm_80 on; below, tcopy_async is tcopy and tcommit does nothing."""
+        return arch_number(self.opts.arch) >= 80
+
+    def s_AsyncCommit(self, s: L.AsyncCommit) -> None:
+        if self.async_copies:
+            self.emit("tsr_cp_async_commit();", s.loc)
+        else:
+            self.emit(f"// tcommit: the copies are synchronous on {self.opts.arch}", s.loc)
+
+    def s_AsyncWait(self, s: L.AsyncWait) -> None:
+        if self.async_copies:
+            self.emit(f"tsr_cp_async_wait<{s.pending}>();", s.loc)
+        if s.barrier:
+            self.emit("__syncthreads();", s.loc)
+        elif not self.async_copies:
+            self.emit(f"// the copies are synchronous on {self.opts.arch}: nothing to wait for", s.loc)
+
+    def divisors(self) -> Divisors:
+        if self._divisors is None:
+            self._divisors = Divisors(self.fn)
+        return self._divisors
 
     def view_parts(self, v: L.View) -> tuple[str, str, str]:
-        """Origin pointer, the two outer strides (elements) and the three valid extents of a view."""
+        """Origin pointer, the strides (elements) of the three copied dimensions and how many
+        elements of each exist from the origin."""
         b = self.pr.ctx.buffers[v.buf]
         name = c_ident(v.buf)
         dims = [self.pr.expr(d) for d in b.shape]
@@ -286,7 +320,7 @@ class BodyPrinter:
             starts.append(start)
             if extent is not None:
                 kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})"))
-            else:
+            elif v.checked:
                 guards.append(f"({start}) < {dims[k]}")
         offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
                             if s != "0") or "0"
@@ -299,7 +333,7 @@ class BodyPrinter:
         lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x in kept]
         if guards:
             lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
-        return ptr, f"{kept[0][0]}, {kept[1][0]}", ", ".join(lim)
+        return ptr, ", ".join(st for st, _ in kept), ", ".join(lim)
 
 
 def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:

@@ -4,6 +4,7 @@ The template only lays the file out; C text comes from cprinter (expressions) an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
@@ -13,6 +14,7 @@ import jinja2
 from tessera.dtypes import I32, SCALARS, c_literal
 from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
+from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
 from tessera.transpile.cprinter import Context, CPrinter
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
 from tessera.transpile.lir_visit import all_exprs, statements
@@ -78,6 +80,38 @@ def _recursive(fn: L.Function) -> bool:
         isinstance(s, L.Invoke) and s.func == fn.name for s in statements(fn.body))
 
 
+def has_alignment_variants(fn: L.Function) -> bool:
+    """Whether an aligned variant of kernel `fn` copies in wider chunks or with fewer tests."""
+    if fn.kind != "kernel" or fn.aligned or not copied_tensors(fn):
+        return False
+    aligned = dataclasses.replace(fn, aligned=True)
+    generic_div, aligned_div = Divisors(fn), Divisors(aligned)
+    buffers = {b.name: b for b in fn.buffers}
+    copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
+    return any(copy_plan(fn, s, buffers, generic_div) != copy_plan(aligned, s, buffers, aligned_div) for s in copies)
+
+
+def _alignment_variants(module: L.Module, alignment: str) -> list[L.Function]:
+    """The functions to emit: kernels with alignment variants as `alignment` asks."""
+    out: list[L.Function] = []
+    for fn in module.functions:
+        variants = has_alignment_variants(fn)
+        if not variants or alignment in ("generic", "both"):
+            out.append(fn)
+        if variants and alignment in ("aligned", "both"):
+            out.append(dataclasses.replace(fn, aligned=True))
+    return out
+
+
+def _unique(name: str, names: dict[str, str]) -> str:
+    taken = set(names.values())
+    cname, n = name, 1
+    while cname in taken:
+        n += 1
+        cname = f"{name}_v{n}"
+    return cname
+
+
 def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
     names = module_names(module)
     declared = {c.name: c.dtype for c in module.consts if finite(c)}
@@ -90,11 +124,11 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
                   for t in module.tables]
     functions = []
     infos: list[KernelInfo] = []
-    for fn in module.functions:
+    for fn in _alignment_variants(module, opts.alignment):
         ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
         body = print_body(fn, CPrinter(fn, ctx), opts)
-        cname = names[fn.name]
+        cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
         if fn.kind == "device":
             params = ", ".join(f"{p.dtype.c_compute} {c_ident(p.name)}" for p in fn.params)
             functions.append({"kernel": False, "name": cname, "ret": fn.ret.c_compute if fn.ret else "void",
@@ -104,9 +138,14 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         pinfo = param_infos(fn)
         layout = shared_layout(fn)
         dyn = layout.total_bytes if layout.dynamic else 0
+        variants = fn.aligned or has_alignment_variants(fn)
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
-                                fn.loc.line, opts.restrict))
+                                fn.loc.line, opts.restrict, fn.aligned, copied_tensors(fn) if variants else (),
+                                aligned_symbols(fn) if variants else ()))
         summary = f"group {'x'.join(map(str, fn.tile))}"
+        if fn.aligned:
+            summary += (", for 16-byte-aligned " + ", ".join(copied_tensors(fn)) +
+                        "".join(f", {s} % 16 == 0" for s in aligned_symbols(fn)))
         if layout.total_bytes:
             summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,

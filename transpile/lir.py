@@ -13,7 +13,7 @@ the syntax tree:
   sum of terms with constant coefficients, so that a pass can reason about contiguity and
   alignment; the C prints the index as written);
 - synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
-  operations), `Atomic`, `Copy`;
+  operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
   Python scoping makes visible after the block that assigns it), and `For` has its bounds.
 
@@ -178,16 +178,20 @@ class Buffer:
     loc: Loc
     mut: bool = False  # global tensors: may be stored to
     pad: int = 0       # shared arrays: elements of padding after each innermost row
+    stages: int = 1    # shared arrays multi-buffered by a tpipeline: the leading dimension
+    pipeline: Loc | None = None  # ... and the loop that does it
 
 
 @dataclass(frozen=True)
 class View:
     """A box of a buffer: per dimension its start, and its constant extent (None: an indexed
-    dimension, dropped from the view)."""
+    dimension, dropped from the view). `checked`: whether an indexed dimension's start may be out
+    of range (then the view is empty); False where the compiler made the index itself."""
 
     buf: str
     starts: tuple[Expr, ...]
     extents: tuple[int | None, ...]
+    checked: bool = True
 
 
 # ---- statements ---------------------------------------------------------------------------------
@@ -269,6 +273,7 @@ class For:
     step: Expr
     body: tuple[Stmt, ...]
     unroll: bool = False
+    stages: int | None = None  # a tpipeline loop, until the pipeline-copies pass expands it
 
     @property
     def trip_count(self) -> int | None:
@@ -310,11 +315,30 @@ class Fence:
 
 @dataclass(frozen=True)
 class Copy:
-    """The whole group copies `src` to `dst` (views of the same extents)."""
+    """The whole group copies `src` to `dst` (views of the same extents); `async_`: with cp.async
+    (global to shared), landing when an `AsyncWait` covers the group of copies it belongs to."""
 
     loc: Loc
     dst: View
     src: View
+    async_: bool = False
+
+
+@dataclass(frozen=True)
+class AsyncCommit:
+    """Closes the tile's current group of asynchronous copies."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class AsyncWait:
+    """Waits until at most `pending` committed groups of asynchronous copies are in flight, then,
+    with `barrier`, acts as a `Barrier` (the copies become visible to the whole group)."""
+
+    loc: Loc
+    pending: int
+    barrier: bool = True
 
 
 @dataclass(frozen=True)
@@ -349,7 +373,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | Break | Continue | Return | Barrier | Fence | Copy \
-    | Eval | Invoke | Print | Assert
+    | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 
@@ -386,6 +410,9 @@ class Function:
     tile: tuple[int, ...] = ()            # kernels: the group shape
     shared_budget: int | None = None
     launch_bounds: int | None = None
+    # Kernels: the variant that assumes 16-byte-aligned copied tensors whose shape symbols are
+    # multiples of 16 (transpile/copy_plan.py), picked at launch where the arrays allow it.
+    aligned: bool = False
 
     @property
     def tile_count(self) -> int:

@@ -82,15 +82,20 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.For):
             trips = f" trips={s.trip_count}" if s.trip_count is not None else ""
+            stages = f" stages={s.stages}" if s.stages is not None else ""
             out.append(f"{pad}for {expr(s.var)} in {'unrolled ' if s.unroll else ''}range({expr(s.start)}, "
-                       f"{expr(s.stop)}, {expr(s.step)}){trips}:{ln}")
+                       f"{expr(s.stop)}, {expr(s.step)}){trips}{stages}:{ln}")
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.Return):
             out.append(f"{pad}return{' ' + expr(s.value) if s.value is not None else ''}{ln}")
         elif isinstance(s, L.Fence):
             out.append(f"{pad}fence {s.scope}{ln}")
         elif isinstance(s, L.Copy):
-            out.append(f"{pad}copy {_view(s.dst)} <- {_view(s.src)}{ln}")
+            out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{ln}")
+        elif isinstance(s, L.AsyncCommit):
+            out.append(f"{pad}commit{ln}")
+        elif isinstance(s, L.AsyncWait):
+            out.append(f"{pad}wait {s.pending}{' + barrier' if s.barrier else ''}{ln}")
         elif isinstance(s, L.Eval):
             out.append(f"{pad}{expr(s.expr)}{ln}")
         elif isinstance(s, L.Invoke):

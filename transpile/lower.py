@@ -248,7 +248,13 @@ class _Function:
             assert isinstance(msg, N.StrLit)
             return L.Assert(s.loc, self.expr(e.args[0]), msg.value)
         if node == "copy":
-            return L.Copy(s.loc, self.view(e.args[0]), self.view(e.args[1]))
+            return L.Copy(s.loc, self.view(e.args[0]), self.view(e.args[1]), async_=e.func.id == "tcopy_async")
+        if node == "commit":
+            return L.AsyncCommit(s.loc)
+        if node == "wait":
+            n = e.args[0]
+            assert isinstance(n, N.IntLit)
+            return L.AsyncWait(s.loc, n.value)
         return L.Eval(s.loc, self.expr(e))
 
     def for_(self, s: N.For) -> list[L.Stmt]:
@@ -278,9 +284,9 @@ class _Function:
             # top of each iteration, so that after the loop it holds the last value, as in Python.
             counter = L.Var(self.temp(f"%i_{var}"), ty)
             body = (L.Assign(s.loc, L.Var(s.var, ty), counter), *body)
-            out.append(L.For(s.loc, counter, start, stop, step, body, unroll))
+            out.append(L.For(s.loc, counter, start, stop, step, body, unroll, s.stages))
         else:
-            out.append(L.For(s.loc, L.Var(s.var, ty), start, stop, step, body, unroll))
+            out.append(L.For(s.loc, L.Var(s.var, ty), start, stop, step, body, unroll, s.stages))
         return out
 
     def temp(self, base: str) -> str:

@@ -115,15 +115,19 @@ def _check(fn: L.Function, sink: DiagnosticSink, arch: str) -> None:
             if end > budget:
                 b = fn.buffer(slot.name)
                 assert b is not None
+                stages = f", {b.stages} tpipeline stages" if b.stages > 1 else ""
                 sink.error(b.loc, f"shared memory allocations need {end} bytes, over the kernel's budget of "
-                           f"{budget} bytes (shared({budget}))", Note(f"'{slot.name}' takes {slot.nbytes} bytes"))
+                           f"{budget} bytes (shared({budget}))",
+                           Note(f"'{slot.name}' takes {slot.nbytes} bytes{stages}"))
                 break
     limit = arch_limit(arch)
     need = layout.total_bytes + layout.scratch_bytes
     if need > limit:
         first = next((b for b in fn.buffers if b.space == "shared"), None)
+        notes = [Note(f"'{b.name}' is kept {b.stages} times (tpipeline stages={b.stages}, line {b.pipeline.line})",
+                      b.pipeline) for b in fn.buffers if b.stages > 1 and b.pipeline is not None]
         sink.error(first.loc if first else fn.loc, f"kernel '{fn.name}' needs {need} bytes of shared memory, "
-                   f"over the {limit} bytes a group can have on {arch}")
+                   f"over the {limit} bytes a group can have on {arch}", *notes)
 
 
 def plan_shared(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:

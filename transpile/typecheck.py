@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType
 from tessera.errors import DiagnosticSink, Loc, Note
+from tessera.limits import MAX_STAGES
 from tessera.transpile.check_arrays import ArrayDeclChecker
 from tessera.transpile.check_consts import ConstRangeChecker
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, base_name, is_scalar, scalar_type, type_name
@@ -124,10 +125,10 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(it.loc, "a for loop iterates over range(...), static_range(...) or tpipeline(...)")
             return s
         kind = it.func.id
-        if kind == "tpipeline":
-            self.sink.error(it.loc, "tpipeline is not supported yet (it comes with the asynchronous pipeline issue)")
+        stages = self.stages(it) if kind == "tpipeline" else None
+        if kind == "tpipeline" and stages is None:
             return s
-        if it.kwargs:
+        if it.kwargs and kind != "tpipeline":
             self.sink.error(it.kwargs[0].loc, f"{kind}() takes no keyword arguments")
             return s
         if not 1 <= len(it.args) <= 3:
@@ -181,7 +182,19 @@ class FunctionChecker(ArrayDeclChecker):
         new_iter = N.replace(it, args=tuple(args), func=N.replace(it.func, ref="builtin"), ty=var_ty)
         step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
-        return N.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step)
+        return N.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step, stages=stages)
+
+    def stages(self, it: N.Call) -> int | None:
+        """The `stages=S` of a tpipeline(...): a compile-time constant, 2 when left out."""
+        value: N.Expr | None = None
+        for k in it.kwargs:
+            if k.name != "stages":
+                self.sink.error(k.loc, f"tpipeline() got an unexpected keyword argument '{k.name}'")
+                return None
+            value = k.value
+        if value is None:
+            return 2
+        return self.const_int(value, "the stages of tpipeline()", 1, MAX_STAGES)
 
     def whole_tensor(self, target: N.Expr) -> bool:
         """`C[:] = A + B` is a map-kernel statement, which this version does not support yet."""
