@@ -132,9 +132,9 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
                    skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                   verify: Any = None) -> CompileResult:
+                   verify: Any = None, alignment: str = "both") -> CompileResult:
     """Compile one source (front end and one variant). Raises CompileError with every diagnostic."""
     front = front_end(src, defines, stop_after=stop_after)
     return compile_variant(front, arch=arch, variants=variants, debug=debug, line_info=line_info,
                            check_bounds=check_bounds, stop_after=stop_after, skip_unbound=skip_unbound,
-                           only_kernel=only_kernel, restrict=restrict, verify=verify)
+                           only_kernel=only_kernel, restrict=restrict, verify=verify, alignment=alignment)

@@ -65,7 +65,7 @@ def test_info_reports_registers_shared_and_spills(capsys, tmp_path) -> None:
     err = capsys.readouterr().err
     assert "registers" in err and "spill" in err
     row = next(line for line in err.splitlines() if line.startswith("matmul_BM64_BN64"))
-    regs, shared, st, ld, _stack = (int(v) for v in row.split()[1:])
+    regs, shared, st, ld, _stack = (int(v) for v in row.split()[1:6])
     assert 0 < regs <= 255 and shared == 9472 and st == 0 and ld == 0
 
 

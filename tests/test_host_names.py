@@ -117,7 +117,9 @@ def test_only_the_launch_entry_points_are_exported(tmp_path) -> None:
     mod = tessera.compile(ITEMS, backend="cpu")
     from tessera.runtime.cpu import cached_library
 
-    path = cached_library(mod._variant(None, {}).library_key)
+    variant = mod._variant(None, {})
+    variant.library()  # built on first use
+    path = cached_library(variant.library_key)
     assert path is not None
     lib = tmp_path / "lib.so"  # the cache hands out a path valid in this process only (/proc/self/fd)
     lib.write_bytes(path.read_bytes())
