@@ -12,10 +12,11 @@ from tessera.transpile.builtins import BUILTINS, RESERVED, TABLE, Coop, Vary
 from tessera.transpile.check_calls import CallChecker
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.emit import device_header
+from tessera.transpile.header_parts import SECTIONS
 from tests.conftest import ROOT
 
 HOST = "\n".join(p.read_text() for p in sorted((ROOT / "runtime" / "host").glob("*.h")))
-DEVICE = device_header()
+DEVICE = device_header([s.name for s in SECTIONS])  # every section
 # What the host's C library provides to the prelude (math.h, stdio.h) under the same name.
 LIBC = {f + s for f in ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "fabs",
                         "pow", "fma", "fmin", "fmax") for s in ("", "f")} | {"printf"}

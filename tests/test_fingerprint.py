@@ -74,9 +74,24 @@ def test_fingerprint_of_this_installation() -> None:
     assert set(dirs) == set(PACKAGES) and all(dirs.values())
     files = {f"{pkg}/{rel}" for pkg, top in dirs.items() for rel in fp._files(top, set())}
     for want in ("tessera/api.py", "tessera.transpile/emit.py", "tessera.grammar/tsr.lark",
-                 "tessera.templates/module.cu.j2", "tessera.runtime/host/tessera_host.h"):
+                 "tessera.templates/module.cu.j2", "tessera.templates/device/core.cuh",
+                 "tessera.templates/tessera_copy.cuh", "tessera.runtime/host/tessera_host.h"):
         assert want in files, want
     assert fp.fingerprint() == fp.fingerprint_of(fp._package_dirs())
+
+
+def test_a_wheel_ships_every_template() -> None:
+    """Every template file (the module template, every device header section) matches a
+    package-data pattern, so a wheel holds it and an installed wheel's fingerprint covers it."""
+    from tessera.runtime.fingerprint import SUFFIXES
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11
+    root = Path(__file__).resolve().parent.parent
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    templates = root / "templates"
+    shipped = {p for pattern in patterns["tessera.templates"] for p in templates.glob(pattern)}
+    files = {p for p in templates.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES) and p.suffix != ".py"}
+    assert files and files <= shipped, sorted(str(p.relative_to(templates)) for p in files - shipped)
 
 
 def test_fingerprint_is_computed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ warnings and no spills."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from tessera.compiler import compile_source, load_source
 from tessera.runtime.nvrtc import compile_cuda
 from tessera.transpile.emit import device_header
+from tessera.transpile.header_parts import SECTIONS
 from tessera.transpile.shared_plan import shared_layout
 from tests.conftest import ROOT, SAMPLES
 
@@ -29,11 +31,16 @@ def test_the_seed_sample_is_there_as_written() -> None:
 
 
 def _without_header(cuda: str) -> str:
-    """The emitted file with the static device header (the same in every file) replaced by a marker,
-    so that the golden files hold what differs per program."""
-    header = device_header()
+    """The emitted file with the device header sections it includes (listed in its third line)
+    replaced by one marker naming their files, so that the golden files hold what differs per
+    program and show which sections it uses."""
+    listed = re.search(r"^// Device header sections: (.+)$", cuda, re.MULTILINE)
+    assert listed is not None
+    names = listed.group(1).split(", ")
+    header = device_header(names)
     assert header in cuda
-    return cuda.replace(header, "// <templates/tessera_device.cuh is inlined here>\n")
+    files = ", ".join(s.file for s in SECTIONS if s.name in names)
+    return cuda.replace(header, f"// <inlined here: {files}>\n")
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=IDS)

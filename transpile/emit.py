@@ -1,6 +1,7 @@
 """Rendering a lowered module through the Jinja template (templates/module.cu.j2), and the kernel
 metadata the runtime needs to launch what was emitted (parameter order, shapes, shared memory).
-The template only lays the file out; C text comes from cprinter (expressions) and cstmt (bodies)."""
+The template only lays the file out; C text comes from cprinter (expressions) and cstmt (bodies),
+and the file starts with the device header sections the module uses (header_parts)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import functools
 import importlib.resources
 import re
+from collections.abc import Sequence
 
 import jinja2
 
@@ -17,6 +19,7 @@ from tessera.transpile import lir as L
 from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
 from tessera.transpile.cprinter import Context, CPrinter
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
+from tessera.transpile.header_parts import SECTIONS, sections
 from tessera.transpile.lir_visit import all_exprs, statements
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
@@ -35,9 +38,13 @@ def _env() -> jinja2.Environment:
                               keep_trailing_newline=True, autoescape=False)
 
 
-def device_header() -> str:
-    """The static headers every emitted file starts with (as the template includes them)."""
-    return _template_source("tessera_device.cuh") + _template_source("tessera_copy.cuh")
+_SECTION_FILES = {s.name: s.file for s in SECTIONS}
+
+
+def device_header(names: Sequence[str]) -> str:
+    """The text of the device header sections `names` (header_parts), as an emitted file that
+    includes them holds it."""
+    return "".join(_template_source(_SECTION_FILES[n]) for n in names)
 
 
 def _safe_comment(text: str) -> str:
@@ -151,8 +158,10 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,
                           "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
                           "line": fn.loc.line, "summary": summary, "body": body})
+    header = sections(module, opts)
     text = _env().get_template("module.cu.j2").render(
         version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
+        sections=", ".join(header), header_files=[_SECTION_FILES[n] for n in header],
         constants=constants, tables=table_rows, functions=functions)
     return text, tuple(infos)
