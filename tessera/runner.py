@@ -77,9 +77,31 @@ def _histogram() -> Case:
                 lambda a: {"hist": np.bincount(a["data"], minlength=256).astype(np.uint32)}, rtol=0, atol=0)
 
 
+def _sgemm() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.standard_normal((300, 70)).astype(np.float32),
+                "B": rng.standard_normal((70, 260)).astype(np.float32), "C": np.zeros((300, 260), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=((260 + 127) // 128, (300 + 127) // 128)),
+                lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
+
+
+def _blur3() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal((75, 100)).astype(np.float32), "out": np.zeros((73, 98), np.float32)}
+
+    def expect(a: Arrays) -> Arrays:
+        x = a["x"].astype(np.float64)
+        total = np.zeros((73, 98))
+        for i in range(3):
+            for j in range(3):
+                total += x[i:i + 73, j:j + 98]
+        return {"out": (total / 9.0).astype(np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["out"], grid=((98 + 31) // 32, 3)), expect)
+
+
 CASES: dict[str, Callable[[], Case]] = {"sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce,
                                         "transpose": _transpose, "matmul": _matmul, "softmax": _softmax,
-                                        "histogram": _histogram}
+                                        "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

@@ -59,3 +59,8 @@ def cache_warnings(record: list) -> list[str]:
     from tessera.runtime.cache import TesseraCacheWarning
 
     return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]
+
+
+def sample_of(kernel: str) -> str:
+    """The sample file that defines `kernel` (a kernel with a case in tessera.runner)."""
+    return str(next(p for p in SAMPLES if f"def {kernel}(" in p.read_text()))

@@ -11,7 +11,7 @@ import pytest
 
 import tessera
 from tessera.runner import CASES, check_kernel
-from tests.conftest import ROOT
+from tests.conftest import ROOT, sample_of
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 
@@ -22,7 +22,7 @@ def compile_cpu(text: str, **kw) -> tessera.api.Module:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_samples_match_numpy(name: str) -> None:
-    mod = tessera.load(ROOT / "samples" / f"{name}.tsr", backend="cpu")
+    mod = tessera.load(sample_of(name), backend="cpu")
     ok, message = check_kernel(mod, name, seed=1)
     assert ok, message
 

@@ -19,7 +19,7 @@ from tessera.compiler import compile_source, load_source
 from tessera.runner import CASES, check_kernel
 from tessera.runtime import cuda as cuda_backend
 from tessera.runtime.launch_args import Bound
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, sample_of
 
 _PTX_SIZES = {"u64": 8, "s64": 8, "b64": 8, "f64": 8, "u32": 4, "s32": 4, "b32": 4, "f32": 4,
               "u16": 2, "s16": 2, "b16": 2, "u8": 1, "s8": 1, "b8": 1}
@@ -119,7 +119,7 @@ def test_auto_explains_why_it_chose_the_cpu() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_samples_on_the_device_match_numpy(name: str) -> None:
-    mod = tessera.load(ROOT / "samples" / f"{name}.tsr", backend="cuda")
+    mod = tessera.load(sample_of(name), backend="cuda")
     ok, message = check_kernel(mod, name, seed=2)
     assert ok, message
 
