@@ -1,4 +1,5 @@
-"""GPU benchmark: vector add, tiled matmul, row softmax and reduction on the CUDA backend.
+"""GPU benchmark: vector add, tiled matmul, the pipelined SGEMM at 4096³ (against cuBLAS), row softmax
+and reduction on the CUDA backend.
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
@@ -73,6 +74,9 @@ def reference_time(fn, repeat: int) -> float | None:
     return statistics.median(times)
 
 
+SGEMM_SIZE = 4096  # the pipelined SGEMM's M = N = K, against cuBLAS (CuPy's or PyTorch's A @ A)
+
+
 def references(n: int, m: int, rows: int, cols: int):
     try:
         import cupy as xp
@@ -84,17 +88,21 @@ def references(n: int, m: int, rows: int, cols: int):
         a = torch.rand(n, device="cuda")
         A = torch.rand(m, m, device="cuda")
         s = torch.rand(rows, cols, device="cuda", dtype=torch.float16)
-        return {"vector_add": lambda: a + a, "matmul": lambda: A @ A,
+        S = torch.rand(SGEMM_SIZE, SGEMM_SIZE, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False  # FP32 SIMT against FP32, not TF32 tensor cores
+        return {"vector_add": lambda: a + a, "matmul": lambda: A @ A, "sgemm_4096": lambda: S @ S,
                 "softmax": lambda: torch.softmax(s.float(), 1).half(), "reduce": lambda: a.sum()}
     a = xp.random.rand(n, dtype=xp.float32)
     A = xp.random.rand(m, m, dtype=xp.float32)
     s = xp.random.rand(rows, cols).astype(xp.float16)
+    S = xp.random.rand(SGEMM_SIZE, SGEMM_SIZE, dtype=xp.float32)
 
     def softmax():
         x = s.astype(xp.float32)
         e = xp.exp(x - x.max(1, keepdims=True))
         return (e / e.sum(1, keepdims=True)).astype(xp.float16)
-    return {"vector_add": lambda: a + a, "matmul": lambda: A @ A, "softmax": softmax, "reduce": lambda: a.sum()}
+    return {"vector_add": lambda: a + a, "matmul": lambda: A @ A, "sgemm_4096": lambda: S @ S, "softmax": softmax,
+            "reduce": lambda: a.sum()}
 
 
 def main() -> int:
@@ -125,6 +133,10 @@ def main() -> int:
     rows_out.append(("vector_add", t, 3 * a.nbytes / (t / 1e3) / bw, "bandwidth"))
     t = mm.matmul.benchmark(A, A, np.empty_like(A), grid=(m // 64, m // 64), repeat=args.repeat)
     rows_out.append(("matmul", t, 2 * m**3 / (t / 1e3) / flops, "FP32 peak"))
+    sg = tessera.load(ROOT / "samples" / "sgemm_pipelined.tsr", backend="cuda")
+    S = rng.random((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
+    t = sg.sgemm.benchmark(S, S, np.empty_like(S), grid=(SGEMM_SIZE // 128, SGEMM_SIZE // 128), repeat=args.repeat)
+    rows_out.append(("sgemm_4096", t, 2 * SGEMM_SIZE**3 / (t / 1e3) / flops, "FP32 peak"))
     t = sm.softmax.benchmark(x16, np.empty_like(x16), grid=rows, repeat=args.repeat)
     rows_out.append(("softmax", t, 2 * x16.nbytes / (t / 1e3) / bw, "bandwidth"))
     t = red.warp_reduce.benchmark(a, np.zeros(1, np.float32), grid=1024, repeat=args.repeat)
@@ -135,6 +147,8 @@ def main() -> int:
         ref = reference_time(refs[kname], args.repeat) if kname in refs else None
         ratio = f"{ms / ref:.2f}x" if ref else "-"
         print(f"{kname:<12} {ms:>9.3f} {frac:>8.1%} {what:<10} {ref if ref else float('nan'):>13.3f} {ratio:>12}")
+        if kname == "sgemm_4096" and ref:
+            print(f"{'':<12} pipelined SGEMM at {SGEMM_SIZE}^3: {ref / ms:.2f} of cuBLAS (goal >= 0.8, FP32 SIMT)")
     return 0
 
 
