@@ -219,8 +219,7 @@ class _Variant:
         self.library_key = library_key
         self._cuda = cuda
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
-        self._rebuild = rebuild    # () -> (CUDA C, cache, metadata key, front end): to build the library
-        self._arch = "sm_90"
+        self._rebuild = rebuild    # () -> (CUDA C, arch, cache, metadata key, front end): to build the library
         self._lib: Any = None  # CpuLibrary or CudaLibrary, once loaded
 
     def kernel(self, name: str) -> KernelInfo:
@@ -253,12 +252,12 @@ class _Variant:
         """Compile the library (NVRTC or the host compiler) and record it in the metadata cache."""
         if self._rebuild is None:
             raise TesseraError("internal error: a kernel library cannot be built; retry")
-        cuda, cache, key, front = self._rebuild()
+        cuda, arch, cache, key, front = self._rebuild()
         assert cuda, "a variant with kernels has CUDA C"
         if self.backend == "cuda":
             from tessera.runtime.cuda import compile_for_device
 
-            self.library_key, self._artifact = compile_for_device(cuda, self._arch)
+            self.library_key, self._artifact = compile_for_device(cuda, arch)
         else:
             from tessera.runtime.cpu import build_library
 
@@ -302,12 +301,11 @@ class _Variant:
             variant = _Variant._compile(mod, kernel, consts, aligned)
             if variant.kernels:
                 cache.put_bytes(key, variant._meta())
-        variant._arch = mod.arch
 
-        def rebuild() -> tuple[str, Any, str, Any]:
+        def rebuild() -> tuple[str, str, Any, str, Any]:
             if variant._cuda is None:  # metadata from the cache: transpile again to build
                 variant._cuda = _Variant._compile(mod, kernel, consts, aligned)._cuda
-            return variant._cuda or "", cache, key, mod._front
+            return variant._cuda or "", mod.arch, cache, key, mod._front
 
         variant._rebuild = rebuild
         return variant

@@ -98,22 +98,28 @@ def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _strides(b: L.Buffer, div: Divisors) -> tuple[tuple[int, ...], int]:
-    """Per dimension, what divides its stride (elements), and the base alignment in bytes."""
+@dataclass(frozen=True)
+class _Side:
+    """What is known of one view of a copy: all but `base` in elements."""
+
+    shared: bool
+    base: int    # what divides the buffer's base address (bytes)
+    origin: int  # what divides the view's offset from the base
+    outer: int   # what divides every stride of the outer sliced dimensions
+    limit: int   # what divides the count of innermost elements from the origin (a tensor's edge)
+
+    def whole_chunks(self, vb: int, e: int) -> bool:
+        """Whether chunks of `vb` bytes (`e` elements) are aligned and wholly in or out."""
+        return self.base % vb == 0 and self.origin % e == 0 and self.outer % e == 0 and self.limit % e == 0
+
+
+def _side(b: L.Buffer, v: L.View, div: Divisors) -> _Side:
     dims = [div.of(d) for d in b.shape]
     if b.space == "shared":
         dims[-1] = int(b.shape[-1].value) + b.pad  # type: ignore[union-attr]
     strides = [1] * len(dims)
     for k in range(len(dims) - 2, -1, -1):
         strides[k] = min(strides[k + 1] * dims[k + 1], _BIG)
-    base = ALIGN if b.space == "shared" or div.aligned else b.elem.size
-    return tuple(strides), base
-
-
-def _side(b: L.Buffer, v: L.View, div: Divisors) -> tuple[int, int, int]:
-    """(what divides the origin offset, what divides every outer stride, what divides the count of
-    innermost elements from the origin), all in elements."""
-    strides, _ = _strides(b, div)
     origin = 0
     for start, stride in zip(v.starts, strides):
         origin = math.gcd(origin, min(div.of(start) * stride, _BIG))
@@ -127,31 +133,24 @@ def _side(b: L.Buffer, v: L.View, div: Divisors) -> tuple[int, int, int]:
         limit = _BIG  # the whole row exists
     else:
         limit = math.gcd(div.of(dim), div.of(start))
-    return origin or _BIG, outer or _BIG, limit
+    base = ALIGN if b.space == "shared" or div.aligned else b.elem.size
+    return _Side(b.space == "shared", base, origin or _BIG, outer or _BIG, limit)
 
 
-def copy_plan(fn: L.Function, s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> CopyPlan:
-    dst, src = buffers[s.dst.buf], buffers[s.src.buf]
-    size = dst.elem.size
+def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> CopyPlan:
+    views = (s.dst, s.src)
+    size = buffers[s.dst.buf].elem.size
+    if any(v.extents[-1] is None for v in views):  # a column: its elements are not contiguous
+        return CopyPlan(size, False)
     row = next(x for x in reversed(s.dst.extents) if x is not None) * size
-    sides = [(b, v) for b, v in ((dst, s.dst), (src, s.src))]
-    vb = size
-    if any(v.extents[-1] is None for _, v in sides):  # a column: its elements are not contiguous
-        return CopyPlan(vb, False)
-    for cand in (16, 8, 4):
-        if cand <= size or row % cand:
-            continue
-        e = cand // size
+    sides = [_side(buffers[v.buf], v, div) for v in views]
+    for vb in (16, 8, 4):
+        e = vb // size
         # Constant strides of shared memory (padding) rule a width out for good.
-        if any(b.space == "shared" and _side(b, v, div)[1] % e for b, v in sides):
+        if vb <= size or row % vb or any(side.shared and side.outer % e for side in sides):
             continue
-        vb = cand
-        break
-    if vb == size:
-        return CopyPlan(vb, False)
-    e = vb // size
-    proven = all(_strides(b, div)[1] % vb == 0 and all(x % e == 0 for x in _side(b, v, div)) for b, v in sides)
-    return CopyPlan(vb, not proven)
+        return CopyPlan(vb, not all(side.whole_chunks(vb, e) for side in sides))
+    return CopyPlan(size, False)
 
 
 __all__ = ["ALIGN", "CopyPlan", "Divisors", "aligned_symbols", "copied_tensors", "copy_plan"]

@@ -263,7 +263,7 @@ class BodyPrinter:
         ext = tuple(x for x in s.dst.extents if x is not None)
         d = (1,) * (3 - len(ext)) + ext
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
-        plan = copy_plan(self.fn, s, self.pr.ctx.buffers, self.divisors())
+        plan = copy_plan(s, self.pr.ctx.buffers, self.divisors())
         dp, ds, dl = self.view_parts(s.dst)
         sp, ss, sl = self.view_parts(s.src)
         name = "tsr_copy_async" if s.async_ and self.async_copies else "tsr_copy"

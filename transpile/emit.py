@@ -95,18 +95,19 @@ def has_alignment_variants(fn: L.Function) -> bool:
     generic_div, aligned_div = Divisors(fn), Divisors(aligned)
     buffers = {b.name: b for b in fn.buffers}
     copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
-    return any(copy_plan(fn, s, buffers, generic_div) != copy_plan(aligned, s, buffers, aligned_div) for s in copies)
+    return any(copy_plan(s, buffers, generic_div) != copy_plan(s, buffers, aligned_div) for s in copies)
 
 
-def _alignment_variants(module: L.Module, alignment: str) -> list[L.Function]:
-    """The functions to emit: kernels with alignment variants as `alignment` asks."""
-    out: list[L.Function] = []
+def _alignment_variants(module: L.Module, alignment: str) -> list[tuple[L.Function, bool]]:
+    """The functions to emit, kernels with alignment variants as `alignment` asks, each with
+    whether it is one of a pair of alignment variants."""
+    out: list[tuple[L.Function, bool]] = []
     for fn in module.functions:
         variants = has_alignment_variants(fn)
         if not variants or alignment in ("generic", "both"):
-            out.append(fn)
+            out.append((fn, variants))
         if variants and alignment in ("aligned", "both"):
-            out.append(dataclasses.replace(fn, aligned=True))
+            out.append((dataclasses.replace(fn, aligned=True), True))
     return out
 
 
@@ -131,7 +132,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
                   for t in module.tables]
     functions = []
     infos: list[KernelInfo] = []
-    for fn in _alignment_variants(module, opts.alignment):
+    for fn, variants in _alignment_variants(module, opts.alignment):
         ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
         body = print_body(fn, CPrinter(fn, ctx), opts)
@@ -145,7 +146,6 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         pinfo = param_infos(fn)
         layout = shared_layout(fn)
         dyn = layout.total_bytes if layout.dynamic else 0
-        variants = fn.aligned or has_alignment_variants(fn)
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
                                 fn.loc.line, opts.restrict, fn.aligned, copied_tensors(fn) if variants else (),
                                 aligned_symbols(fn) if variants else ()))

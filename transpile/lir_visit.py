@@ -104,10 +104,15 @@ def statements(body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt]:
             yield from statements(b)
 
 
+def stmt_walk(s: L.Stmt) -> Iterator[L.Expr]:
+    """Every expression a statement evaluates itself, sub-expressions included."""
+    for e in stmt_exprs(s):
+        yield from walk(e)
+
+
 def all_exprs(body: tuple[L.Stmt, ...]) -> Iterator[L.Expr]:
     for s in statements(body):
-        for e in stmt_exprs(s):
-            yield from walk(e)
+        yield from stmt_walk(s)
 
 
 def map_expr(e: L.Expr, fn: Callable[[L.Expr], L.Expr]) -> L.Expr:

@@ -39,7 +39,7 @@ from tessera.dtypes import I32, ScalarType
 from tessera.errors import DiagnosticSink, Loc
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine
-from tessera.transpile.lir_visit import map_body, map_stmt_exprs, statements, stmt_exprs, walk
+from tessera.transpile.lir_visit import map_body, map_stmt_exprs, statements, stmt_walk
 
 
 def pipeline_copies(module: L.Module, sink: DiagnosticSink) -> L.Module:
@@ -52,7 +52,7 @@ def pipeline_copies(module: L.Module, sink: DiagnosticSink) -> L.Module:
 def _callees(s: L.Stmt) -> list[str]:
     """The device functions a statement calls itself (not in its nested bodies)."""
     names = [s.func] if isinstance(s, L.Invoke) else []
-    return names + [e.func for e in (x for ex in stmt_exprs(s) for x in walk(ex)) if isinstance(e, L.Call)]
+    return names + [e.func for e in stmt_walk(s) if isinstance(e, L.Call)]
 
 
 def _commits_or_waits(module: L.Module, name: str, seen: set[str]) -> bool:
@@ -79,7 +79,7 @@ class _Function:
         self.errors = len(sink.items)
 
     def run(self) -> L.Function:
-        loops = [s for s in _all_statements(self.fn.body) if isinstance(s, L.For) and s.stages is not None]
+        loops = [s for s in statements(self.fn.body) if isinstance(s, L.For) and s.stages is not None]
         if not loops:
             return self.fn
         for loop in loops:
@@ -106,12 +106,12 @@ class _Function:
         for c in lead:
             self.owner[c.dst.buf] = loop.loc
             self.stages[c.dst.buf] = loop.stages or 1
-        self.check_body(rest, loop)
+        pipelined = {c.dst.buf for c in lead}
+        self.check_body(rest, loop, pipelined)
         self.check_views(lead, loop)
-        self.check_outside(loop)
+        self.check_outside(loop, pipelined)
 
-    def check_body(self, rest: tuple[L.Stmt, ...], loop: L.For) -> None:
-        pipelined = {c.dst.buf for c in _split(loop)[0]}
+    def check_body(self, rest: tuple[L.Stmt, ...], loop: L.For, pipelined: set[str]) -> None:
         for s, depth in _with_loop_depth(rest):
             what = _forbidden(s, depth)
             if what:
@@ -123,7 +123,7 @@ class _Function:
                 self.sink.error(s.loc, f"'{target}' is filled by the pipelined copies of the tpipeline at line "
                                 f"{loop.loc.line} and cannot be stored to in its body")
                 return
-            for e in (x for ex in stmt_exprs(s) for x in walk(ex)):
+            for e in stmt_walk(s):
                 if isinstance(e, L.Atomic) and e.buf in pipelined:
                     self.sink.error(s.loc, f"'{e.buf}' is filled by the pipelined copies of the tpipeline at line "
                                     f"{loop.loc.line} and cannot be updated atomically in its body")
@@ -136,24 +136,25 @@ class _Function:
     def check_views(self, lead: tuple[L.Copy, ...], loop: L.For) -> None:
         """A copy is issued S - 1 iterations early: its views may use the loop variable and values
         that stay fixed while the loop runs, nothing the body changes."""
-        changed = {s.var.name for s in _all_statements(loop.body) if isinstance(s, (L.Assign, L.Decl))}
+        changed = {s.var.name for s in statements(loop.body) if isinstance(s, (L.Assign, L.Decl))}
         changed -= {v.name for v in _loop_vars(loop)}
         for c in lead:
-            for e in (x for v in (c.dst, c.src) for start in v.starts for x in walk(start)):
+            for e in stmt_walk(c):  # the starts of both views
                 if isinstance(e, L.Var) and e.name in changed:
                     self.sink.error(c.loc, f"the views of a pipelined copy may not use '{e.name}', which the loop "
                                     "body changes: the copy is issued before the iterations that change it")
                     return
-                if isinstance(e, (L.Load, L.Atomic)) and self.fn.buffer(e.buf) is not None and \
-                        self.fn.buffer(e.buf).space in ("shared", "regs"):  # type: ignore[union-attr]
+                if not isinstance(e, (L.Load, L.Atomic)):
+                    continue
+                buf = self.fn.buffer(e.buf)
+                if buf is not None and buf.space in ("shared", "regs"):
                     self.sink.error(c.loc, f"the views of a pipelined copy may not read '{e.buf}' (shared or "
                                     "register memory, which the loop body may change)")
                     return
 
-    def check_outside(self, loop: L.For) -> None:
-        pipelined = {c.dst.buf for c in _split(loop)[0]}
-        inside = {id(s) for s in _all_statements(loop.body)} | {id(loop)}
-        for s in _all_statements(self.fn.body):
+    def check_outside(self, loop: L.For, pipelined: set[str]) -> None:
+        inside = {id(s) for s in statements(loop.body)} | {id(loop)}
+        for s in statements(self.fn.body):
             if id(s) in inside or isinstance(s, L.Alloc):
                 continue
             used = _buffers_used(s) & pipelined
@@ -279,10 +280,6 @@ def _split(loop: L.For) -> tuple[tuple[L.Copy, ...], tuple[L.Stmt, ...]]:
     return lead, body[end:]
 
 
-def _all_statements(body: tuple[L.Stmt, ...]) -> list[L.Stmt]:
-    return list(statements(body))
-
-
 def _with_loop_depth(body: tuple[L.Stmt, ...], depth: int = 0) -> Iterator[tuple[L.Stmt, int]]:
     """Every statement of `body` with the number of loops around it inside `body`."""
     for s in body:
@@ -321,7 +318,7 @@ def _stored_buffer(s: L.Stmt) -> str | None:
 
 
 def _buffers_used(s: L.Stmt) -> set[str]:
-    used = {e.buf for e in (x for ex in stmt_exprs(s) for x in walk(ex)) if isinstance(e, (L.Load, L.Atomic))}
+    used = {e.buf for e in stmt_walk(s) if isinstance(e, (L.Load, L.Atomic))}
     if isinstance(s, (L.Store, L.Fill)):
         used.add(s.buf)
     if isinstance(s, L.Copy):
