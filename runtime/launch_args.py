@@ -4,6 +4,7 @@ nothing is written unless every check passes; each error names the parameter."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +154,14 @@ def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, 
                                   f"pass separate arrays, or compile with restrict=False")
 
 
+def map_grid(info: KernelInfo, array: Any) -> int:
+    """The grid of a map kernel launched without one: enough groups for every element (`map_width`
+    per tile), at least one, at most the grid's limit (the kernel strides over the rest)."""
+    count = math.prod(int(d) for d in array.shape)
+    per_group = math.prod(info.tile) * info.map_width
+    return max(1, min(-(-count // per_group), MAX_GRID[0]))
+
+
 def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, device_ok: bool = False) -> Bound:
     """Check `args`/`kwargs` against `info`; raises LaunchError naming the parameter."""
     user = [p for p in info.params if p.kind != "shape"]
@@ -192,6 +201,8 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             raise LaunchError(f"{info.name}(): shape symbol '{p.name}' is not bound by any argument")
         if p.kind == "shape" and shapes[p.name] >= 2**31:
             raise LaunchError(f"{info.name}(): shape symbol '{p.name}' = {shapes[p.name]} does not fit in i32")
+    if explicit is None and info.map_width and "grid_groups" not in shapes:
+        explicit = (map_grid(info, arrays[info.map_tensor]), 1, 1)
     if explicit is None:
         if "grid_groups" not in shapes:
             raise LaunchError(f"{info.name}(): no grid given and no parameter's shape uses grid_groups; "

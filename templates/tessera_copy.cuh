@@ -9,12 +9,6 @@
 // compiler picks VB from what it knows: the row width, shared-memory strides, the alignment its
 // kernel variant assumes and what it proves about the views' origins. With CHECK, what it could
 // not prove is tested once per copy, falling back to single elements.
-template <int BYTES> struct tsr_chunk;
-template <> struct tsr_chunk<16> { typedef uint4 type; };
-template <> struct tsr_chunk<8> { typedef uint2 type; };
-template <> struct tsr_chunk<4> { typedef unsigned int type; };
-template <> struct tsr_chunk<2> { typedef unsigned short type; };
-template <> struct tsr_chunk<1> { typedef unsigned char type; };
 
 // Calls f(row, k) for the calling tile's chunks: row in [0, ROWS) (i = row / D1, j = row % D1),
 // k the chunk within the row.

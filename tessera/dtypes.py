@@ -75,6 +75,7 @@ SCALARS: dict[str, ScalarType] = {
 
 BOOL = SCALARS["bool"]
 I32 = SCALARS["i32"]
+I64 = SCALARS["i64"]
 F32 = SCALARS["f32"]
 
 

@@ -36,6 +36,10 @@ class KernelInfo:
     aligned: bool = False
     align_tensors: tuple[str, ...] = ()
     align_symbols: tuple[str, ...] = ()
+    # Map kernels (section 8): elements per tile and step (0: not a map kernel), and a tensor
+    # whose size is the element count (the grid may be left out at launch).
+    map_width: int = 0
+    map_tensor: str = ""
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -50,5 +54,6 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
         out.append(KernelInfo(k["name"], k["c_name"], params, tuple(k["tile"]), int(k["dynamic_smem"]),
                               tuple((str(n), v) for n, v in k["const_values"]), int(k["line"]),
                               bool(k.get("restrict", True)), bool(k.get("aligned", False)),
-                              tuple(map(str, k.get("align_tensors", ()))), tuple(map(str, k.get("align_symbols", ())))))
+                              tuple(map(str, k.get("align_tensors", ()))), tuple(map(str, k.get("align_symbols", ()))),
+                              int(k.get("map_width", 0)), str(k.get("map_tensor", ""))))
     return tuple(out)

@@ -28,6 +28,8 @@ MAX_CONST_BITS = 128
 # tpipeline(stages=S): each stage is another copy of every pipelined buffer; beyond 8 the shared
 # memory is better spent on larger tiles.
 MAX_STAGES = 8
+# vectorize(w) in map kernels: elements per tile and step; 16 covers 16 bytes of u8 or 64 of f32.
+MAX_VECTORIZE = 16
 
 
 

@@ -172,7 +172,8 @@ class Slice:
 class Index:
     loc: Loc
     base: Expr
-    indices: tuple[Expr, ...]  # Slice allowed only in views
+    indices: tuple[Expr, ...]  # Slice allowed only in views and whole-tensor targets (`Z[:]`);
+    # typed, `()` on a tensor of a map kernel: its element at the position being computed
     ty: Type | None = None
 
 
@@ -348,12 +349,23 @@ class FuncDef:
     const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
 
     @property
+    def is_map(self) -> bool:
+        """A map kernel (section 8): a kernel with a whole-tensor statement (`Z[:] = ...`; typed, the
+        target is the element `Index(Z, ())`)."""
+        return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target) for s in self.body)
+
+    @property
     def is_kernel(self) -> bool:
         """Decorated `@kernel` (known from parsing on; `kind` is set by the kernel-headers pass)."""
         return any(d.name == "kernel" for d in self.decorators)
 
 
 Item = ConstDef | TableDef | FuncDef
+
+
+def is_whole_tensor(target: Expr) -> bool:
+    """`Z[:]` (any slices, before typing) or the element of a map tensor (typed)."""
+    return isinstance(target, Index) and (not target.indices or any(isinstance(i, Slice) for i in target.indices))
 
 
 @dataclass(frozen=True)

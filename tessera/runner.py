@@ -99,9 +99,51 @@ def _blur3() -> Case:
     return Case(make, lambda k, a: k(a["x"], a["out"], grid=((98 + 31) // 32, 3)), expect)
 
 
-CASES: dict[str, Callable[[], Case]] = {"sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce,
-                                        "transpose": _transpose, "matmul": _matmul, "softmax": _softmax,
-                                        "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3}
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (nearest even), as the uint16 bits a bf16 tensor takes."""
+    f = np.asarray(x, np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), bits)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bfloat16 bits."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _map(n: int, dtype: type, saxpy: bool) -> Case:
+    """The map samples (elementwise.tsr) on an odd size: exact, as NumPy computes f16 (in f32,
+    rounding each operation)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        x: np.ndarray = rng.standard_normal(n).astype(dtype)
+        y: np.ndarray = rng.standard_normal(n).astype(dtype)
+        return {"X": x, "Y": y} if saxpy else {"X": x, "Y": y, "Z": np.zeros(n, dtype)}
+    if saxpy:
+        return Case(make, lambda k, a: k(1.5, a["X"], a["Y"]), lambda a: {"Y": dtype(1.5) * a["X"] + a["Y"]}, 0, 0)
+    return Case(make, lambda k, a: k(a["X"], a["Y"], a["Z"]), lambda a: {"Z": a["X"] + a["Y"]}, 0, 0)
+
+
+def _bias_gelu() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        x, b = (bf16_bits(rng.standard_normal((129, 1001))) for _ in range(2))
+        return {"X": x, "B": b, "Y": np.zeros_like(x)}
+
+    def expect(a: Arrays) -> Arrays:
+        def r(v: np.ndarray | float) -> np.ndarray:  # one bf16 operation: computed in f32, rounded
+            return bf16_values(bf16_bits(np.asarray(v, np.float32)))
+        h = r(bf16_values(a["X"]) + bf16_values(a["B"]))
+        t = r(np.tanh(r(r(0.7978845608) * r(h + r(r(r(r(0.044715) * h) * h) * h)))))
+        return {"Y": bf16_bits(r(r(r(0.5) * h) * r(r(1.0) + t)))}
+    return Case(make, lambda k, a: k(a["X"], a["B"], a["Y"]), expect, 0, 0)
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
+    "softmax": _softmax, "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3,
+    "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),
+    "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
+    "bias_gelu_bf16": _bias_gelu}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

@@ -558,8 +558,8 @@ REVIEW_CASES = [
     ("bitwise-on-bool", "@kernel tile[(32,)]\ndef k(b: bool, c: bool, y: mut i32[1]):\n    d = b & c\n", 3, 11,
      "'&' needs integer operands, not bool"),
     ("nested-table", "const SW: i32[2, 2] = [[0, 1], [1, 0]]\n", 1, 24, "one flat list in row-major order"),
-    ("map-kernel-statement", "@kernel tile[(32,)]\ndef k(x: f32[n], y: mut f32[n]):\n    y[:] = x\n", 3, 5,
-     "whole-tensor statements (map kernels, C[:] = ...) are not supported yet"),
+    ("map-kernel-statement-mixed", "@kernel tile[(32,)]\ndef k(x: f32[n], y: mut f32[n]):\n    y[:] = x\n"
+     "    y[0] = 1.0\n", 4, 5, "a map kernel assigns whole tensors: write y[:] = ..., not single elements"),
     ("constant-memory-overflow", "const T: f32[17000] = [" + ", ".join(["0.5"] * 17000) + "]\n", 1, 1,
      "over the 65536 bytes of constant memory"),
 ]

@@ -59,6 +59,8 @@ class CPrinter(BuiltinPrinter):
         self.fn = fn
         self.ctx = ctx
         self.tile = fn.tile
+        # In a map kernel's loop (cmap): the C lvalue of each tensor's element being computed.
+        self.elements: dict[str, str] = {}
 
     def expr(self, e: L.Expr) -> str:
         return self.p(e)[0]
@@ -193,6 +195,8 @@ class CPrinter(BuiltinPrinter):
 
     def element(self, name: str, index: tuple[L.Expr, ...]) -> str:
         """The C lvalue of an element (no f16 conversion)."""
+        if not index:
+            return self.elements[name]
         buf = self.ctx.buffers[name]
         cname = self.ctx.names.get(name, c_ident(name)) if buf.space == "const" else c_ident(name)
         if buf.space == "global":

@@ -15,6 +15,7 @@ from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS
+from tessera.transpile.cmap import print_element_loop
 from tessera.transpile.copy_plan import Divisors, copy_plan
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.cterms import c_string, nonzero_literal, store_fn, var_name
@@ -217,6 +218,9 @@ class BodyPrinter:
         self.emit(f"for ({s.var.dtype.c_compute} {var} = {self.pr.expr(s.start)}; {cond}; {inc}) {{", s.loc)
         self.block(s.body)
         self.emit("}")
+
+    def s_ElementLoop(self, s: L.ElementLoop) -> None:
+        print_element_loop(self, s)
 
     def s_Break(self, s: L.Break) -> None:
         self.emit("break;", s.loc)

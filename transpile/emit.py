@@ -16,6 +16,7 @@ import jinja2
 from tessera.dtypes import I32, SCALARS, c_literal
 from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
+from tessera.transpile.cmap import element_loop, has_vector_variant, map_tensors
 from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
 from tessera.transpile.cprinter import Context, CPrinter
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
@@ -88,14 +89,29 @@ def _recursive(fn: L.Function) -> bool:
 
 
 def has_alignment_variants(fn: L.Function) -> bool:
-    """Whether an aligned variant of kernel `fn` copies in wider chunks or with fewer tests."""
-    if fn.kind != "kernel" or fn.aligned or not copied_tensors(fn):
+    """Whether an aligned variant of kernel `fn` copies in wider chunks or with fewer tests, or
+    moves a map kernel's elements with vector accesses."""
+    if fn.kind != "kernel" or fn.aligned:
+        return False
+    if has_vector_variant(fn):
+        return True
+    if not copied_tensors(fn):
         return False
     aligned = dataclasses.replace(fn, aligned=True)
     generic_div, aligned_div = Divisors(fn), Divisors(aligned)
     buffers = {b.name: b for b in fn.buffers}
     copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
     return any(copy_plan(s, buffers, generic_div) != copy_plan(s, buffers, aligned_div) for s in copies)
+
+
+def alignment_assumptions(fn: L.Function) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the aligned variant of kernel `fn` assumes: the tensors that start on a 16-byte
+    boundary and the shape symbols that are multiples of 16."""
+    loop = element_loop(fn)
+    if loop is not None:
+        read, written = map_tensors(loop)
+        return tuple(dict.fromkeys(read + written)), ()
+    return copied_tensors(fn), aligned_symbols(fn)
 
 
 def _alignment_variants(module: L.Module, alignment: str) -> list[tuple[L.Function, bool]]:
@@ -146,13 +162,16 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         pinfo = param_infos(fn)
         layout = shared_layout(fn)
         dyn = layout.total_bytes if layout.dynamic else 0
+        tensors, symbols = alignment_assumptions(fn) if variants else ((), ())
+        loop = element_loop(fn)
+        map_info = (loop.width, map_tensors(loop)[1][0]) if loop is not None else (0, "")
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
-                                fn.loc.line, opts.restrict, fn.aligned, copied_tensors(fn) if variants else (),
-                                aligned_symbols(fn) if variants else ()))
+                                fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info))
         summary = f"group {'x'.join(map(str, fn.tile))}"
+        if loop is not None:
+            summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"
         if fn.aligned:
-            summary += (", for 16-byte-aligned " + ", ".join(copied_tensors(fn)) +
-                        "".join(f", {s} % 16 == 0" for s in aligned_symbols(fn)))
+            summary += (", for 16-byte-aligned " + ", ".join(tensors) + "".join(f", {s} % 16 == 0" for s in symbols))
         if layout.total_bytes:
             summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,

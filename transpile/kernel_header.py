@@ -16,6 +16,7 @@ import math
 from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
 from tessera.errors import DiagnosticSink, Loc
+from tessera.limits import MAX_VECTORIZE
 from tessera.transpile.check_expr import ExprChecker, Sym
 from tessera.transpile.consts import Value, type_of_value
 from tessera.transpile.resolve_constants import module_env
@@ -111,8 +112,11 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
             shared = checker.const_int(c.args[0], "the shared-memory budget", 1)
             ok = ok and shared is not None
         elif name == "vectorize":
-            sink.error(c.loc, "vectorize(...) is for map kernels, which are not supported yet")
-            ok = False
+            vectorize = checker.const_int(c.args[0], "the vector width", 1, MAX_VECTORIZE)
+            if vectorize is not None and vectorize & (vectorize - 1):
+                sink.error(c.args[0].loc, f"the vector width must be a power of two (1, 2, 4, 8 or 16), not {vectorize}")
+                vectorize = None
+            ok = ok and vectorize is not None
         else:
             bounds = checker.const_int(c.args[0], "launch_bounds", 1, 32)
             ok = ok and bounds is not None

@@ -287,6 +287,20 @@ class For:
 
 
 @dataclass(frozen=True)
+class ElementLoop:
+    """A map kernel's elements (spec section 8): the grid's tiles run `body` once for each of the
+    `count` elements, `width` consecutive ones per tile and step (vectorize), the grid striding
+    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor whose shape is
+    the map's is its element at the position being computed; the aligned variant of the kernel
+    (`Function.aligned`) moves whole steps of `width` elements with vector accesses."""
+
+    loc: Loc
+    count: Expr  # i64: the product of the tensors' dimensions
+    width: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
 class Break:
     loc: Loc
 
@@ -372,7 +386,7 @@ class Assert:
     message: str
 
 
-Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | Break | Continue | Return | Barrier | Fence | Copy \
+Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
     | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------

@@ -86,6 +86,9 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}for {expr(s.var)} in {'unrolled ' if s.unroll else ''}range({expr(s.start)}, "
                        f"{expr(s.stop)}, {expr(s.step)}){trips}{stages}:{ln}")
             _stmts(s.body, depth + 1, out)
+        elif isinstance(s, L.ElementLoop):
+            out.append(f"{pad}for each of the {expr(s.count)} elements, {s.width} per tile:{ln}")
+            _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.Return):
             out.append(f"{pad}return{' ' + expr(s.value) if s.value is not None else ''}{ln}")
         elif isinstance(s, L.Fence):

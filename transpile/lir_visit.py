@@ -91,7 +91,7 @@ def stmt_exprs(s: L.Stmt) -> tuple[L.Expr, ...]:
 def bodies(s: L.Stmt) -> tuple[tuple[L.Stmt, ...], ...]:
     if isinstance(s, L.If):
         return (s.then, s.orelse)
-    if isinstance(s, (L.While, L.For)):
+    if isinstance(s, (L.While, L.For, L.ElementLoop)):
         return (s.body,)
     return ()
 
@@ -165,7 +165,7 @@ def map_body(body: tuple[L.Stmt, ...], fn: Callable[[L.Stmt], L.Stmt | tuple[L.S
             then, orelse = map_body(s.then, fn), map_body(s.orelse, fn)
             if then is not s.then or orelse is not s.orelse:
                 s = _replace(s, then=then, orelse=orelse)
-        elif isinstance(s, (L.While, L.For)):
+        elif isinstance(s, (L.While, L.For, L.ElementLoop)):
             inner = map_body(s.body, fn)
             if inner is not s.body:
                 s = _replace(s, body=inner)

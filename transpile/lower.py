@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tessera import nodes as N
-from tessera.dtypes import I32, SCALARS, ScalarType, promote
+from tessera.dtypes import I32, I64, SCALARS, ScalarType, promote
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine
@@ -355,11 +355,25 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
     params, buffers, consts = _params(fn)
     lw = _Function(fn, {**env, **dict(fn.const_values)}, buffers)
     body = lw.block(fn.body)
+    if fn.kind == "kernel" and fn.is_map:
+        body = (_element_loop(fn, body, {b.name: b for b in buffers}),)
     ret = SCALARS[fn.ret] if fn.ret else None
     cfg = fn.config
     out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
                      cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None)
     return hoist_function(out) if hoist else out
+
+
+def _element_loop(fn: N.FuncDef, body: tuple[L.Stmt, ...], buffers: dict[str, L.Buffer]) -> L.ElementLoop:
+    """A map kernel's statements as the body of the loop over its elements (the tensors' elements
+    are the `()`-indexed loads and stores the typed tree's `Index(X, ())` lowered to)."""
+    first = next(s for s in body if isinstance(s, L.Store) and not s.index)
+    count: L.Expr | None = None
+    for d in buffers[first.buf].shape:
+        dim = L.converted(d, I64)
+        count = dim if count is None else L.Binary("*", count, dim, I64)
+    assert count is not None and fn.config is not None
+    return L.ElementLoop(body[0].loc, count, fn.config.vectorize or 1, body)
 
 
 def lower(module: N.Module) -> L.Module:

@@ -12,7 +12,8 @@ import dataclasses
 from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
 from tessera.errors import DiagnosticSink, Loc, Note
-from tessera.transpile.callgraph import uses_warp_ops
+from tessera.transpile.builtins import Coop
+from tessera.transpile.callgraph import coop_class, uses_warp_ops
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym
 from tessera.transpile.consts import type_of_value
 from tessera.transpile.typecheck import FunctionChecker, check_function
@@ -54,7 +55,7 @@ class ModuleChecker:
         return dataclasses.replace(self.module, items=tuple(items))
 
     def func(self, fn: N.FuncDef) -> N.FuncDef | None:
-        sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False})
+        sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False, "coop": Coop.NONE})
         if not self.declare(fn.name, fn.loc, sym):
             return None
         checker = FunctionChecker(self.sink, self.syms, fn)
@@ -69,8 +70,9 @@ class ModuleChecker:
         checked = check_function(self.sink, self.syms, fn, checker.params, later)
         sym.extra["def"] = checked
         if checked.kind == "device":  # what callers need to know (kernels are not called)
-            sym.extra["warp"] = uses_warp_ops(checked, {k: s.extra["warp"] for k, s in self.syms.items()
-                                                        if s.ref == "func"})
+            funcs = [(k, s) for k, s in self.syms.items() if s.ref == "func"]
+            sym.extra["warp"] = uses_warp_ops(checked, {k: s.extra["warp"] for k, s in funcs})
+            sym.extra["coop"] = coop_class(checked, {k: s.extra["coop"] for k, s in funcs})
         return checked
 
     def params(self, fn: N.FuncDef, checker: FunctionChecker) -> tuple[N.Param, ...] | None:

@@ -17,12 +17,12 @@ from tessera import nodes as N
 from tessera.dtypes import SCALARS, ScalarType
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.limits import MAX_STAGES
-from tessera.transpile.check_arrays import ArrayDeclChecker
 from tessera.transpile.check_consts import ConstRangeChecker
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym, base_name, is_scalar, scalar_type, type_name
+from tessera.transpile.check_map import MapChecker
 
 
-class FunctionChecker(ArrayDeclChecker):
+class FunctionChecker(MapChecker):
     """Checks one kernel or device function body."""
 
     def __init__(self, sink: DiagnosticSink, module_syms: dict[str, Sym], fn: N.FuncDef) -> None:
@@ -67,6 +67,8 @@ class FunctionChecker(ArrayDeclChecker):
 
     # -- statements
     def stmt(self, s: N.Stmt) -> N.Stmt:
+        if self.map is not None and not self.map_allows(s):
+            return s
         return getattr(self, "s_" + type(s).__name__)(s)
 
     def s_Pass(self, s: N.Pass) -> N.Stmt:
@@ -196,18 +198,8 @@ class FunctionChecker(ArrayDeclChecker):
             return 2
         return self.const_int(value, "the stages of tpipeline()", 1, MAX_STAGES)
 
-    def whole_tensor(self, target: N.Expr) -> bool:
-        """`C[:] = A + B` is a map-kernel statement, which this version does not support yet."""
-        if isinstance(target, N.Index) and any(isinstance(i, N.Slice) for i in target.indices):
-            self.sink.error(target.loc, "whole-tensor statements (map kernels, C[:] = ...) are not supported yet; "
-                            "index the elements in a loop")
-            return True
-        return False
-
     def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
-        if self.whole_tensor(s.target):
-            return s
-        target = self.store_target(s.target)
+        target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
         value = self.scalar_expr(s.value)
         tt = scalar_type(target)
         if tt is None or value.ty is None:
@@ -262,12 +254,10 @@ class FunctionChecker(ArrayDeclChecker):
             self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
 
     def s_Assign(self, s: N.Assign) -> N.Stmt:
-        if self.whole_tensor(s.target):
-            return s
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
-            target = self.store_target(s.target)
+            target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
             value = self.scalar_expr(s.value, "stored value")
             tt, vt = scalar_type(target), scalar_type(value)
             if tt is None or vt is None:
@@ -324,6 +314,7 @@ class FunctionChecker(ArrayDeclChecker):
                                    value=value, declares=True)
 
     def run(self) -> N.FuncDef:
+        self.start_map()
         body = self.body(self.fn.body)
         ConstRangeChecker(self.sink, self.try_const).run(body)
         if not self.in_kernel and self.fn.ret and not _always_returns(body):

@@ -84,6 +84,7 @@ class _LirVerifier:
         self.buffers = {b.name: b for b in fn.buffers} | {
             t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, BOOL) for d in t.shape), t.loc)
             for t in module.tables}
+        self.map_shape: tuple[L.Expr, ...] | None = None  # inside a map kernel's ElementLoop
 
     def fail(self, what: str, node: object) -> None:
         raise VerifyError(f"{self.fn.name}: {what}: {node}")
@@ -126,7 +127,12 @@ class _LirVerifier:
         if b is None:
             self.fail(f"unknown buffer '{buf}'", node)
             return
-        if len(index) != len(b.shape):
+        if not index:  # the element of a map kernel's tensor
+            if b.space != "global" or self.map_shape is None:
+                self.fail("element of a map outside an element loop or of something that is not a tensor", node)
+            elif b.shape != self.map_shape:
+                self.fail("map tensor of another shape than the map's", node)
+        elif len(index) != len(b.shape):
             self.fail(f"'{buf}' has {len(b.shape)} dimensions, indexed with {len(index)}", node)
         if any(not i.dtype.is_int for i in index):
             self.fail("non-integer index", node)
@@ -142,6 +148,9 @@ class _LirVerifier:
                     if x.dtype != s.var.dtype:
                         self.fail("loop bound of another type than the loop variable", s)
                 self.block(s.body, scope | {s.var.name}, False)
+                continue
+            if isinstance(s, L.ElementLoop):
+                self.element_loop(s, scope, top)
                 continue
             if isinstance(s, L.Decl):
                 if s.init is not None:
@@ -160,6 +169,17 @@ class _LirVerifier:
             self.statement(s, scope)
             for b in bodies(s):
                 self.block(b, scope, False)
+
+    def element_loop(self, s: L.ElementLoop, scope: set[str], top: bool) -> None:
+        self.expr(s.count, scope)
+        if not top or self.fn.kind != "kernel" or s.count.dtype.name != "i64" or s.width < 1:
+            self.fail("element loop outside a kernel's top level, or with a count that is not i64", s)
+        stores = [x for x in s.body if isinstance(x, L.Store) and not x.index]
+        if not stores:
+            self.fail("element loop that stores no element", s)
+        self.map_shape = self.buffers[stores[0].buf].shape
+        self.block(s.body, scope, False)
+        self.map_shape = None
 
     def statement(self, s: L.Stmt, scope: set[str]) -> None:
         exprs = stmt_exprs(s)

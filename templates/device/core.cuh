@@ -66,3 +66,11 @@ __device__ __forceinline__ void tsr_fill(T* first, T value) {
 #pragma unroll
     for (int i = 0; i < N; ++i) first[i] = value;
 }
+
+// The word that moves BYTES bytes in one access (copies, map kernels' vector accesses).
+template <int BYTES> struct tsr_chunk;
+template <> struct tsr_chunk<16> { typedef uint4 type; };
+template <> struct tsr_chunk<8> { typedef uint2 type; };
+template <> struct tsr_chunk<4> { typedef unsigned int type; };
+template <> struct tsr_chunk<2> { typedef unsigned short type; };
+template <> struct tsr_chunk<1> { typedef unsigned char type; };
