@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tessera.dtypes import F32, c_literal
 from tessera.transpile import lir as L
+from tessera.transpile.cterms import var_name
 from tessera.transpile.lir_visit import statements, stmt_walk
 from tessera.transpile.names import c_ident
 
@@ -94,18 +96,25 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop) -> None:
     width = s.width
     read, written = map_tensors(s)
     buffers = bp.pr.ctx.buffers
+    pair = _pair_type(bp.fn, s)
+    lanes, ctype = (width // 2, _PAIRS[pair][0]) if pair else (width, "")
     bp.emit(f"const long long tsr_first = tsr_step + (long long){bp.pr.tid()} * {width};")
     bp.emit(f"if (tsr_first + {width} <= tsr_count) {{  // whole words")
     bp.depth += 1
     for t in dict.fromkeys(read + written):
-        decl = f"alignas(16) {buffers[t].elem.c_storage} {_lanes(t)}[{width}];"
-        bp.emit(decl + (f" tsr_vload({_lanes(t)}, {c_ident(t)} + tsr_first);" if t in read else ""))
+        ptr = f"reinterpret_cast<const {ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
+        decl = f"alignas(16) {ctype or buffers[t].elem.c_storage} {_lanes(t)}[{lanes}];"
+        bp.emit(decl + (f" tsr_vload({_lanes(t)}, {ptr});" if t in read else ""))
     bp.emit("#pragma unroll")
-    bp.emit(f"for (int tsr_e = 0; tsr_e < {width}; ++tsr_e) {{")
-    _body(bp, s, {t: f"{_lanes(t)}[tsr_e]" for t in _all(s)})
+    bp.emit(f"for (int tsr_e = 0; tsr_e < {lanes}; ++tsr_e) {{" + ("  // two elements at a time" if pair else ""))
+    if pair:
+        _PairPrinter(bp, pair).block(s.body)
+    else:
+        _body(bp, s, {t: f"{_lanes(t)}[tsr_e]" for t in _all(s)})
     bp.emit("}")
     for t in written:
-        bp.emit(f"tsr_vstore({c_ident(t)} + tsr_first, {_lanes(t)});")
+        ptr = f"reinterpret_cast<{ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
+        bp.emit(f"tsr_vstore({ptr}, {_lanes(t)});")
     bp.depth -= 1
     bp.emit("} else {  // the tail: one element at a time")
     bp.depth += 1
@@ -114,6 +123,79 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop) -> None:
     bp.emit("}")
     bp.depth -= 1
     bp.emit("}")
+
+
+# f16/bf16 pair math: the C pair type, the splat of a float, and + - * as correctly rounded pair
+# operations (the `_rn` forms are never contracted into a fused multiply-add).
+_PAIRS = {"f16": ("__half2", "__float2half2_rn"), "bf16": ("__nv_bfloat162", "__float2bfloat162_rn")}
+_PAIR_OPS = {"+": "__hadd2_rn", "-": "__hsub2_rn", "*": "__hmul2_rn"}
+
+
+def _pair_type(fn: L.Function, s: L.ElementLoop) -> str | None:
+    """"f16" or "bf16" when the whole body computes in that type with + - * and negation only (on
+    its tensors' elements, locals, scalar parameters and constants), so that pair instructions give
+    exactly the per-operation rounding of the language; else None."""
+    read, written = map_tensors(s)
+    elems = {b.elem.name for b in fn.buffers if b.name in read + written}
+    if len(elems) != 1 or s.width % 2:
+        return None
+    half = elems.pop()
+    if half not in _PAIRS:
+        return None
+    for st in statements(s.body):
+        if isinstance(st, L.Decl):
+            ok = st.var.dtype.name == half
+        elif isinstance(st, (L.Assign, L.Store)):
+            ok = st.op in (None, *_PAIR_OPS) and (st.op_type is None or st.op_type.name == half)
+        else:
+            ok = False
+        for e in stmt_walk(st):
+            ok = ok and e.dtype.name == half and (
+                isinstance(e, (L.Const, L.Var)) or (isinstance(e, L.Load) and not e.index)
+                or (isinstance(e, L.Binary) and e.op in _PAIR_OPS) or (isinstance(e, L.Unary) and e.op == "-"))
+        if not ok:
+            return None
+    return half
+
+
+class _PairPrinter:
+    """The body of a map kernel's vector step over pairs of f16/bf16 elements (`_pair_type`)."""
+
+    def __init__(self, bp: BodyPrinter, half: str) -> None:
+        self.bp = bp
+        self.ctype, self.splat = _PAIRS[half]
+        self.scalars = {p.name for p in bp.fn.params if p.kind != "tensor"}
+
+    def block(self, body: tuple[L.Stmt, ...]) -> None:
+        self.bp.depth += 1
+        for st in body:
+            if isinstance(st, L.Decl):
+                assert st.init is not None
+                self.bp.emit(f"{self.ctype} {var_name(st.var.name)} = {self.expr(st.init)};", st.loc)
+            elif isinstance(st, L.Assign):
+                self.bp.emit(f"{var_name(st.var.name)} = {self.update(var_name(st.var.name), st.op, st.value)};",
+                             st.loc)
+            else:
+                assert isinstance(st, L.Store)
+                self.bp.emit(f"{_lanes(st.buf)}[tsr_e] = {self.update(_lanes(st.buf) + '[tsr_e]', st.op, st.value)};",
+                             st.loc)
+        self.bp.depth -= 1
+
+    def update(self, target: str, op: str | None, value: L.Expr) -> str:
+        return self.expr(value) if op is None else f"{_PAIR_OPS[op]}({target}, {self.expr(value)})"
+
+    def expr(self, e: L.Expr) -> str:
+        if isinstance(e, L.Load):
+            return f"{_lanes(e.buf)}[tsr_e]"
+        if isinstance(e, L.Var):
+            name = var_name(e.name)
+            return f"{self.splat}({name})" if e.name in self.scalars else name
+        if isinstance(e, L.Const):
+            return f"{self.splat}({c_literal(float(e.value), F32)})"
+        if isinstance(e, L.Unary):
+            return f"__hneg2({self.expr(e.x)})"
+        assert isinstance(e, L.Binary)
+        return f"{_PAIR_OPS[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
 
 
 def _lanes(tensor: str) -> str:

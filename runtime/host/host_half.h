@@ -186,6 +186,21 @@ inline __nv_bfloat16 __short_as_bfloat16(short s) {
   return __nv_bfloat16(__nv_bfloat16_raw{static_cast<unsigned short>(s)});
 }
 
+// Pairs, for the vector path of map kernels, which computes f16/bf16 + - * two at a time with the
+// GPU's correctly rounded add.rn/sub.rn/mul.rn .f16x2/.bf16x2. Here each half is computed in float
+// and rounded once: the same result (float has at least 2p + 2 bits of either format's p).
+struct alignas(4) __half2 { __half x, y; };
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+#define TSR_PAIR_OPS(P, H, SPLAT)                                                               \
+  inline P SPLAT(float f) { P r; r.x = H(f); r.y = r.x; return r; }                             \
+  inline P __hadd2_rn(P a, P b) { P r; r.x = H(float(a.x) + float(b.x)); r.y = H(float(a.y) + float(b.y)); return r; } \
+  inline P __hsub2_rn(P a, P b) { P r; r.x = H(float(a.x) - float(b.x)); r.y = H(float(a.y) - float(b.y)); return r; } \
+  inline P __hmul2_rn(P a, P b) { P r; r.x = H(float(a.x) * float(b.x)); r.y = H(float(a.y) * float(b.y)); return r; } \
+  inline P __hneg2(P a) { P r; r.x = H(-float(a.x)); r.y = H(-float(a.y)); return r; }
+TSR_PAIR_OPS(__half2, __half, __float2half2_rn)
+TSR_PAIR_OPS(__nv_bfloat162, __nv_bfloat16, __float2bfloat162_rn)
+#undef TSR_PAIR_OPS
+
 namespace tsr {
 namespace detail {
 // Saturating float -> int conversions as the GPU's cvt.*i.s32.f32 do them:
