@@ -5,10 +5,10 @@ uses warp operations."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tessera import nodes as N
-from tessera.transpile.builtins import BUILTINS, Coop
+from tessera.transpile.builtins import BUILTINS, Builtin, Coop
 
 # The node types a field may hold, as its annotation spells them: such fields are the tree's edges.
 _NODE_WORDS = ("Expr", "Stmt", "Keyword", "Call", "Param", "Decorator", "Item")
@@ -74,13 +74,24 @@ def coop_class(fn: N.FuncDef, known: Mapping[str, Coop]) -> Coop:
     return best
 
 
-def uses_warp_ops(fn: N.FuncDef, known: Mapping[str, bool]) -> bool:
-    """Whether `fn` (or a device function it calls) uses warp operations, which need whole warps."""
+def uses_builtins(fn: N.FuncDef, known: Mapping[str, bool], test: Callable[[Builtin], bool]) -> bool:
+    """Whether `fn` calls a builtin that passes `test`, or a device function that does (`known`
+    says which of those defined before it do)."""
     for c in calls(fn):
         assert isinstance(c.func, N.Name)
         if c.func.ref == "func" and known.get(c.func.id, False):
             return True
         b = BUILTINS.get(c.func.id) if c.func.ref == "builtin" else None
-        if b is not None and b.coop == Coop.WARP:
+        if b is not None and test(b):
             return True
     return False
+
+
+def uses_warp_ops(fn: N.FuncDef, known: Mapping[str, bool]) -> bool:
+    """Whether `fn` (or a device function it calls) uses warp operations, which need whole warps."""
+    return uses_builtins(fn, known, lambda b: b.coop == Coop.WARP)
+
+
+def uses_indices(fn: N.FuncDef, known: Mapping[str, bool]) -> bool:
+    """Whether `fn` (or a device function it calls) uses a tile or group index."""
+    return uses_builtins(fn, known, lambda b: b.rule in ("index", "index_axis"))

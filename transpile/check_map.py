@@ -163,4 +163,8 @@ class MapChecker(ArrayDeclChecker):
             if sym is not None and sym.ref == "func" and sym.extra.get("coop", Coop.NONE) != Coop.NONE:
                 self.map_error(e.loc, f"{name}() uses cooperative operations, which a map kernel cannot call")
                 return e
+            if sym is not None and sym.ref == "func" and sym.extra.get("indices"):
+                self.map_error(e.loc, f"{name}() uses tile or group indices, which a map kernel cannot call: it "
+                               "computes every element the same way")
+                return e
         return super().x_Call(e)

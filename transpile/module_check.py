@@ -13,7 +13,7 @@ from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.builtins import Coop
-from tessera.transpile.callgraph import coop_class, uses_warp_ops
+from tessera.transpile.callgraph import coop_class, uses_indices, uses_warp_ops
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym
 from tessera.transpile.consts import type_of_value
 from tessera.transpile.typecheck import FunctionChecker, check_function
@@ -55,7 +55,8 @@ class ModuleChecker:
         return dataclasses.replace(self.module, items=tuple(items))
 
     def func(self, fn: N.FuncDef) -> N.FuncDef | None:
-        sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False, "coop": Coop.NONE})
+        sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False, "coop": Coop.NONE,
+                                                                  "indices": False})
         if not self.declare(fn.name, fn.loc, sym):
             return None
         checker = FunctionChecker(self.sink, self.syms, fn)
@@ -73,6 +74,7 @@ class ModuleChecker:
             funcs = [(k, s) for k, s in self.syms.items() if s.ref == "func"]
             sym.extra["warp"] = uses_warp_ops(checked, {k: s.extra["warp"] for k, s in funcs})
             sym.extra["coop"] = coop_class(checked, {k: s.extra["coop"] for k, s in funcs})
+            sym.extra["indices"] = uses_indices(checked, {k: s.extra["indices"] for k, s in funcs})
         return checked
 
     def params(self, fn: N.FuncDef, checker: FunctionChecker) -> tuple[N.Param, ...] | None:
