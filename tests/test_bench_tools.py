@@ -1,9 +1,11 @@
 """The measuring tools of bench/vs_handwritten.py: the SASS loop finder (on made-up SASS and on a
 small kernel with known loops), and the hand-written baselines in bench/handwritten/, which must
-compile cleanly for sm_80 and sm_90 with the main loop the bench measures. No GPU needed."""
+compile cleanly for sm_80 and sm_90 with the main loop the bench measures. And bench/gpu_bench.py's
+map rows as far as they go without a GPU (its --dry-run, its table, its skip). No GPU needed."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tessera.errors import TesseraError
@@ -126,3 +128,84 @@ def test_handwritten_compiles_cleanly(file: str, kernel: str, ffma: int, arch: s
     assert (res.spill_stores, res.spill_loads, res.stack_bytes) == (0, 0, 0)
     loop = sass.main_loop(sass.function_sass(text, kernel))
     assert loop.count("FFMA") == ffma
+
+
+def _gpu_bench():
+    """bench/gpu_bench.py as a module (bench/ is not a package), loaded once."""
+    import importlib.util
+    import sys
+
+    if "gpu_bench" in sys.modules:
+        return sys.modules["gpu_bench"]
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "bench" / "gpu_bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_bench"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_bench_map_rows_bytes_and_arguments() -> None:
+    gb = _gpu_bench()
+    rows = {row.kernel: row for row in gb.MAP_ROWS}
+    assert list(rows) == ["vadd_f32", "saxpy_f32", "vadd_f16", "saxpy_f16"] and gb.MAP_N == 2**28
+    # read X, read Y, write Z (vector add) or Y (SAXPY): three arrays of n elements
+    assert rows["vadd_f32"].bytes_moved(gb.MAP_N) == rows["saxpy_f32"].bytes_moved(gb.MAP_N) == 3 * 2**30
+    assert rows["vadd_f16"].bytes_moved(gb.MAP_N) == rows["saxpy_f16"].bytes_moved(gb.MAP_N) == 3 * 2**29
+    arrays = rows["saxpy_f16"].host_arrays(5, np.random.default_rng(0))
+    assert rows["saxpy_f16"].args(arrays)[1:] == (arrays["X"], arrays["Y"]) and arrays["X"].dtype == np.float16
+    assert np.array_equal(rows["saxpy_f16"].reference(arrays["X"], arrays["Y"])(),
+                          rows["saxpy_f16"].expected(arrays))
+
+
+def test_gpu_bench_map_row_format() -> None:
+    gb = _gpu_bench()
+    # 3 GB in 1 ms against a 3.3 TB/s peak: 3000 GB/s, 90.9%, the goal met; no reference: no ratio
+    line = gb.format_map_row("vadd_f32", 1.0, 3 * 10**9, 3.3e12, None)
+    assert line.split() == ["vadd_f32", "1.000", "3000.0", "90.9%", "met", "-", "-"]
+    line = gb.format_map_row("saxpy_f16", 2.0, 3 * 10**9, 3.3e12, 1.0)
+    assert line.split() == ["saxpy_f16", "2.000", "1500.0", "45.5%", "MISSED", "1.000", "2.00x"]
+    assert gb.format_map_row("vector_add_scalar", 1.0, 10**9, 1e12, None, goal=False).split()[4] == "(compare)"
+    assert len(gb.map_header(None)) == len(line)
+
+
+@pytest.mark.usefixtures("shared_cache")
+def test_gpu_bench_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The map rows without a GPU: the full-size launch as the CUDA backend binds it (derived grid,
+    16-byte variant), and each kernel on the CPU backend against NumPy."""
+    gb = _gpu_bench()
+    assert gb.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "FAILED" not in out
+    for kernel, grid in [("vadd_f32", 2**28 // 1024), ("saxpy_f32", 2**28 // 1024),
+                         ("vadd_f16", 2**28 // 2048), ("saxpy_f16", 2**28 // 2048)]:
+        assert f"grid {grid} x 256 threads" in out.split(f"ok     {kernel} ")[1].splitlines()[0]
+        assert f"variant {kernel}_a16;" in out
+    assert "ok     vector_add_scalar" in out
+
+
+@pytest.mark.usefixtures("shared_cache")
+def test_gpu_bench_map_table_on_the_cpu_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_map's loop (arrays, launches without a grid, the scalar comparison row, the table) with
+    every module on the CPU backend, at 2^12 elements."""
+    from types import SimpleNamespace
+
+    import tessera
+
+    gb = _gpu_bench()
+    cpu = SimpleNamespace(load=lambda path, backend: tessera.load(path, backend="cpu"),
+                          compile=lambda source, backend: tessera.compile(source, backend="cpu"))
+    gb.bench_map(cpu, 1e12, 2, n=2**12)
+    lines = capsys.readouterr().out.splitlines()
+    assert "at 2^12 elements" in lines[1] and lines[2].split()[0] == "kernel"
+    assert [line.split()[0] for line in lines[3:]] == ["vadd_f32", "vector_add_scalar", "saxpy_f32", "vadd_f16",
+                                                        "saxpy_f16"]
+
+
+def test_gpu_bench_skips_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from tessera.runtime.devices import cuda_status
+
+    if cuda_status()[0]:
+        pytest.skip("a GPU is present: the bench would run")
+    assert _gpu_bench().main([]) == 0
+    assert capsys.readouterr().out.startswith("skipped: ")
