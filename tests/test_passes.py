@@ -18,6 +18,7 @@ from tessera.transpile import lir as L
 from tessera.transpile.fold import fold_constants
 from tessera.transpile.hoist import hoist_function, hoisted
 from tessera.transpile.lir_dump import dump_lir
+from tessera.transpile.lir_visit import stmt_walk
 from tessera.transpile.lower import lower, lower_function
 from tessera.transpile.pipeline import PASS_NAMES
 from tessera.transpile.resolve_constants import module_env
@@ -166,6 +167,63 @@ def test_lower_copies_bounds_that_could_change_and_keeps_invariant_ones() -> Non
     decl, stop, loop = fn.body[0:3]
     assert stop == L.Decl(stop.loc, L.Var("%stop_i", stop.var.dtype), L.Var("m", stop.var.dtype), const=True)
     assert loop.stop == stop.var and isinstance(loop.start, L.Intrinsic) and isinstance(loop.step, L.Intrinsic)
+
+
+MAP = kernel("""
+h = alpha * X
+Y[:] += h * (2.0 * 0.5)
+Z[:] = f16(Y) if Y > 0.0 else Z
+""", "alpha: f32, X: f16[M, N], Y: mut f32[M, N], Z: mut f16[M, N]", "@kernel tile[(64,)] vectorize(8)")
+
+MAP_LOWERED = """\
+module t.tsr
+kernel k tile(64,)(alpha: scalar f32, X: tensor f16, Y: tensor f32, Z: tensor f16, M: shape i32, N: shape i32):
+    buffer global X: f16[M:i32, N:i32]
+    buffer global Y: f32[M:i32, N:i32] mut
+    buffer global Z: f16[M:i32, N:i32] mut
+    for each of the (i64(M:i32) * i64(N:i32)) elements, 8 per tile:  # line 3
+        decl h:f32 = (alpha:f32 * f32(load X[]:f16))  # line 3
+        store Y[] +=[f32] (h:f32 * (2.0:f32 * 0.5:f32))  # line 4
+        store Z[] = (f16(load Y[]:f32) if (load Y[]:f32 > 0.0:f32) else load Z[]:f16)  # line 5
+"""
+
+
+def test_lower_makes_a_map_kernel_one_element_loop() -> None:
+    module = after(MAP, "lower")
+    assert dump_lir(module) == MAP_LOWERED
+    (fn,) = module.functions
+    (loop,) = fn.body
+    assert isinstance(loop, L.ElementLoop) and loop.width == 8 and loop.count.dtype == SCALARS["i64"]
+    loads = [e for s in loop.body for e in stmt_walk(s) if isinstance(e, L.Load)]
+    stores = [s for s in loop.body if isinstance(s, L.Store)]
+    assert [x.buf for x in loads] == ["X", "Y", "Y", "Z"] and [x.buf for x in stores] == ["Y", "Z"]
+    assert all(x.index == () for x in loads + stores)
+    # fold-constants works inside the loop; the later passes keep it
+    folded = dump_lir(after(MAP, "plan-shared"))
+    assert folded == MAP_LOWERED.replace("(h:f32 * (2.0:f32 * 0.5:f32))", "(h:f32 * 1.0:f32)")
+
+
+def test_the_verifier_checks_map_elements() -> None:
+    module = after(MAP, "lower")
+    (fn,) = module.functions
+    (loop,) = fn.body
+
+    def with_fn(**changes) -> L.Module:
+        return dataclasses.replace(module, functions=(dataclasses.replace(fn, **changes),))
+
+    with pytest.raises(VerifyError, match="element of a map outside an element loop"):
+        verify_lir(with_fn(body=loop.body))
+    other = tuple(dataclasses.replace(b, shape=b.shape[:1]) if b.name == "Z" else b for b in fn.buffers)
+    with pytest.raises(VerifyError, match="map tensor of another shape than the map's"):
+        verify_lir(with_fn(buffers=other))
+    with pytest.raises(VerifyError, match="element loop that stores no element"):
+        verify_lir(with_fn(body=(dataclasses.replace(loop, body=loop.body[:1]),)))
+    with pytest.raises(VerifyError, match="count that is not i64"):
+        verify_lir(with_fn(body=(dataclasses.replace(loop, count=L.Const(5, SCALARS["i32"])),)))
+
+
+def test_the_map_sample_is_among_the_verified_programs() -> None:
+    assert ROOT / "samples" / "elementwise.tsr" in PROGRAMS
 
 
 # ---- fold-constants --------------------------------------------------------------------------------------
