@@ -28,10 +28,11 @@ from tessera.runtime.host_frames import frame_bytes, frames_asm
 
 # The kernel translation unit.  -fno-strict-aliasing: emitted CUDA C may type-pun through
 # pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
-# frame steps over the guard page below a fiber's stack.
+# frame steps over the guard page below a fiber's stack.  -ffp-contract=off: `a * b + c` rounds
+# twice, as NumPy computes it, on hosts whose compiler would fuse it (GCC on aarch64 does).
 KERNEL_FLAGS: tuple[str, ...] = (
     "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
-    "-DTESSERA_HOST",
+    "-ffp-contract=off", "-DTESSERA_HOST",
 )
 ENGINE_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-fvisibility=hidden", "-DTESSERA_HOST")
 LINK_FLAGS: tuple[str, ...] = ("-shared", "-pthread")

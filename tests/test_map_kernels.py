@@ -684,3 +684,55 @@ def test_no_warnings_and_no_spills(arch: str, which: str) -> None:
     for k in result.kernels:
         res = nv.kernel(k.c_name)
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_bytes == 0, (k.c_name, res)
+
+
+def test_a_constant_table_lookup_is_elementwise() -> None:
+    mod = tessera.compile("const T: f32[4] = [1.0, 2.0, 3.0, 4.0]\n"
+                          "@kernel tile[(64,)] vectorize(4)\n"
+                          "def k(x: i32[n], out: mut f32[n]):\n"
+                          "    out[:] = T[x % 4] + T[1]\n", backend="cpu")
+    x = np.arange(1001, dtype=np.int32)
+    out = np.zeros(1001, np.float32)
+    mod.k(x, out)
+    assert np.array_equal(out, np.array([1, 2, 3, 4], np.float32)[x % 4] + 2)
+
+
+@pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_f16_plus_minus_times_compute_in_pairs_without_fusing(arch: str) -> None:
+    """saxpy_f16's aligned variant multiplies and adds two elements at a time (HMUL2, HADD2: each
+    rounded, as the language computes f16); the generic variant and bias_gelu_bf16 (tanh) compute
+    in f32."""
+    cuda = _elementwise(arch).cuda
+    aligned = _kernel_text(cuda, "saxpy_f16_a16")
+    assert "alignas(16) __half2 tsr_lanes_X[4];" in aligned
+    assert "tsr_lanes_Y[tsr_e] = __hadd2_rn(__hmul2_rn(__float2half2_rn(alpha), tsr_lanes_X[tsr_e]), " \
+           "tsr_lanes_Y[tsr_e]);" in aligned
+    assert "__hadd2_rn" not in _kernel_text(cuda, "saxpy_f16") + _kernel_text(cuda, "bias_gelu_bf16_a16")
+    ops = _ops(_sass(arch), "saxpy_f16_a16")
+    assert "HMUL2" in ops and "HADD2" in ops and "HFMA2" not in ops  # (HFMA2.MMA moves constants)
+
+
+def test_bf16_pairs_are_bit_exact_on_the_cpu_backend() -> None:
+    from tessera.runner import bf16_bits, bf16_values
+
+    text = ("@kernel tile[(32,)] vectorize(8)\n"
+            "def k(X: bf16[n], B: bf16[n], Y: mut bf16[n], s: bf16):\n"
+            "    t = -(X - B) * s\n"
+            "    Y[:] = t + X * 0.3\n"
+            "    Y[:] -= B\n")
+    aligned = _kernel_text(compile_source(SourceFile("p.tsr", text)).cuda, "k_a16")
+    assert "__nv_bfloat162 t = __hmul2_rn(__hneg2(__hsub2_rn(" in aligned
+    assert "tsr_lanes_Y[tsr_e] = __hsub2_rn(tsr_lanes_Y[tsr_e], tsr_lanes_B[tsr_e]);" in aligned
+    mod = tessera.compile(text, backend="cpu")
+    rng = np.random.default_rng(3)
+    x, b = (bf16_bits(rng.standard_normal(1003) * 100) for _ in range(2))
+    y = np.zeros(1003, np.uint16)
+    mod.k(x, b, y, 1.7)
+
+    def r(v):
+        return bf16_values(bf16_bits(np.asarray(v, np.float32)))
+    xv, bv, s = bf16_values(x), bf16_values(b), r(1.7)
+    t = r(r(-r(xv - bv)) * s)
+    want = bf16_bits(r(r(t + r(xv * r(0.3))) - bv))
+    assert np.array_equal(y, want)

@@ -8,7 +8,8 @@ In a map kernel a tensor's name is its element at the position being computed (t
 `Index` with no indices, what `lower` turns into the element of the map's loop). Its body has only
 whole-tensor statements, assignments to locals (per element) and `pass`; every tensor it names has
 the same shape; it uses no tile or group indices, shared memory, register arrays, cooperative
-operations or atomics. A `vectorize(w)` clause is allowed on map kernels only.
+operations or atomics (constant tables may be indexed: a lookup is elementwise). A `vectorize(w)`
+clause is allowed on map kernels only.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class MapChecker(ArrayDeclChecker):
                            "not single elements")
             return False
         what = _STATEMENT_WHAT.get(type(s).__name__, "this statement")
+        if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Call) and isinstance(s.expr.func, N.Name):
+            what = f"{s.expr.func.id}()"
         hint = "; use `x if c else y` to choose per element" if isinstance(s, N.If) else ""
         self.map_error(s.loc, f"{what} is not allowed in a map kernel, whose body has only whole-tensor statements "
                        f"(Z[:] = ...) and assignments to locals{hint}; write a kernel with explicit indices for more")
@@ -95,7 +98,9 @@ class MapChecker(ArrayDeclChecker):
         """The target of `Z[:] = ...`, typed as Z's element (ty None after an error)."""
         assert isinstance(t, N.Index)
         if self.map is None:
-            self.sink.error(t.loc, "whole-tensor statements (Z[:] = ...) are only allowed in kernels (map kernels)")
+            where = "inside a block" if self.fn.kind == "kernel" else "in a device function"
+            self.sink.error(t.loc, "whole-tensor statements (Z[:] = ...) make up the top level of a map kernel's "
+                            f"body; this one is {where}")
             return N.replace(t, ty=None)
         if not isinstance(t.base, N.Name):
             self.sink.error(t.loc, "a whole-tensor statement assigns a tensor parameter: Z[:] = ...")
@@ -141,7 +146,8 @@ class MapChecker(ArrayDeclChecker):
         return N.Index(e.loc, t, (), t.ty.elem)
 
     def x_Index(self, e: N.Index) -> N.Expr:
-        if self.map is not None:
+        table = isinstance(e.base, N.Name) and (sym := self.lookup(e.base.id)) is not None and sym.ref == "table"
+        if self.map is not None and not table:
             self.sink.error(e.loc, "in a map kernel a tensor's name is its element at the position being computed; "
                             f"it cannot be indexed (write {base_name(e.base)}, not {base_name(e.base)}[...])")
             return e

@@ -200,6 +200,8 @@ class FunctionChecker(MapChecker):
 
     def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
         target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
+        if N.is_whole_tensor(s.target) and target.ty is None:
+            return s
         value = self.scalar_expr(s.value)
         tt = scalar_type(target)
         if tt is None or value.ty is None:
@@ -258,6 +260,8 @@ class FunctionChecker(MapChecker):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
             target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
+            if N.is_whole_tensor(s.target) and target.ty is None:
+                return s
             value = self.scalar_expr(s.value, "stored value")
             tt, vt = scalar_type(target), scalar_type(value)
             if tt is None or vt is None:
