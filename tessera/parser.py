@@ -174,6 +174,14 @@ def _syntax_error(err: UnexpectedInput, src: SourceFile) -> Diagnostic:
         ch = src.text[pos] if pos < len(src.text) else "?"
         if ch == "\t":
             msg = "unexpected tab"
+        elif ch == "'":
+            rest = src.text[pos + 1:pos + 6]
+            special = next((w for w in ("-inf'", "inf'", "nan'") if rest.startswith(w)), None)
+            negated = src.text[:pos].rstrip().endswith("-float(")
+            word = ("-" if negated else "") + (special or "")[:-1]
+            msg = ("unexpected character \"'\": .tsr strings use double quotes" if special is None else
+                   f"unexpected character \"'\": write {word} for {'-' if negated else ''}float('{special[:-1]}'): "
+                   ".tsr has the float constants inf and nan")
         elif ch.isprintable():
             msg = f"unexpected character {ch!r}"
         else:

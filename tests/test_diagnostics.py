@@ -325,6 +325,19 @@ CATALOG: list[Case] = [
     Case("map-calls-device-function-with-indices",
          "@device\ndef me() -> f32:\n    return f32(tile_linear_id())\n\n" + kern("out[:] = x + me()"), 7, 18,
          "me() uses tile or group indices, which a map kernel cannot call"),
+    # ---- Python habits
+    Case("python-float-cast", kern("a = float(m)"), 3, 9, "'float' is not a .tsr type; write f32(x) (or f64(x))"),
+    Case("python-int-cast", kern("a = int(x[0])"), 3, 9, "'int' is not a .tsr type; write i32(x) (or i64(x))"),
+    Case("python-shape-attribute", kern("a = x.shape[0]"), 3, 9,
+         "'x' has no .shape: its dimensions are [n], which the body uses by name (write n for x.shape[0])"),
+    Case("python-float-inf-single-quotes", kern("a = -float('inf')"), 3, 16,
+         "write -inf for -float('inf'): .tsr has the float constants inf and nan"),
+    Case("python-float-inf-double-quotes", kern('a = float("inf")'), 3, 9, 'write inf for float("inf")'),
+    Case("python-single-quoted-string", kern("tprint('x')"), 3, 12, ".tsr strings use double quotes"),
+    Case("builtin-name-as-local-reported-once", kern("max = 3.0\nout[0] = max + 1.0\nout[1] = max"), 3, 5,
+         "'max' is a builtin name and cannot be redefined"),
+    Case("rejected-allocation-reported-once", kern("s = tshared.alloc(f32[m])\ns[0] = 1.0\nout[0] = s[0]"), 3, 27,
+         "a dimension of tshared.alloc() must be a compile-time constant"),
     # ---- tprint / tassert strings
     Case("tprint-percent-s", kern('tprint("name %s\\n", 1)'), 3, 12, "unsupported conversion '%s'"),
     Case("tprint-length-modifier", kern('tprint("%lld\\n", m)'), 3, 12, "drop the length modifier in '%lld'"),
@@ -755,3 +768,15 @@ def test_cooperation_check_is_linear_in_loop_depth(tmp_path, capsys) -> None:
     assert run([str(path), "-o", str(tmp_path / "deep.cu")]) == 1
     assert time.process_time() - t < 10
     assert f"case.tsr:{depth + 6}:{4 * (depth + 2) + 1}: error: tbarrier() must be reached" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body", ["max = 3.0\nout[0] = max + 1.0\nout[1] = max",
+                                  "s = tshared.alloc(f32[m])\ns[0] = 1.0\nout[0] = s[0]",
+                                  "exp = 2.0\nout[0] = exp(1.0)"])
+def test_a_rejected_definition_gives_no_follow_on_errors(body: str, tmp_path, capsys) -> None:
+    """A builtin's name used as a local, or an allocation that was rejected: one error, not one
+    more at every later use of the name."""
+    path = _write(tmp_path, kern(body))
+    assert run([str(path), "-o", str(tmp_path / "o.cu")]) == 1
+    err = capsys.readouterr().err
+    assert err.count(": error:") == 1, err

@@ -17,6 +17,11 @@ Inside a device function a value may also depend on a parameter. Then the functi
 as the argument does, and a cooperative operation under a condition on a parameter makes the
 function require a uniform (or warp-uniform) argument there, which is checked at each call.
 
+A comparison of the linear tile index with a multiple of 32 (`tile_linear_id() < 64`, or a local
+that only ever holds `tile_linear_id()`), and its division by a multiple of 32 (or a right shift by
+5 or more), are the same for the 32 lanes of a warp (warps are runs of 32 consecutive linear
+indices): they vary per warp, not per lane, and may guard warp operations.
+
 The analysis is a fixed point over the whole body, one linear walk per round; taints only grow, so
 it ends after a few rounds whatever the nesting depth.
 """
@@ -29,6 +34,8 @@ from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Loc, Note
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
 from tessera.transpile.callgraph import coop_class, tree_children
+from tessera.transpile.consts import NotConstant, Value, evaluate
+from tessera.transpile.resolve_constants import module_env
 
 UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
 
@@ -82,8 +89,11 @@ class _Ctl:
 
 
 class _Walker:
-    def __init__(self, fn: N.FuncDef, facts: dict[str, FunctionFacts], sink: DiagnosticSink) -> None:
+    def __init__(self, fn: N.FuncDef, facts: dict[str, FunctionFacts], sink: DiagnosticSink,
+                 env: dict[str, Value] | None = None) -> None:
         self.fn = fn
+        self.env = {**(env or {}), **dict(fn.const_values)}
+        self.linear = _linear_locals(fn)
         self.facts = facts
         self.sink = sink
         self.params = {p.name: i for i, p in enumerate(fn.params)} if fn.kind == "device" else {}
@@ -119,6 +129,11 @@ class _Walker:
             return a.join(self.expr(e.right, ctl.deeper(a, e.left.loc)))
         if isinstance(e, N.Call) and isinstance(e.func, N.Name):
             return self.call(e, ctl)
+        if isinstance(e, (N.Compare, N.BinOp)) and self.per_warp(e):
+            t = NONE
+            for operand in tree_children(e):
+                t = t.join(self.expr(operand, ctl))
+            return t.cap(WARP)
         if isinstance(e, N.Index):
             t = NONE
             for i in e.indices:
@@ -131,6 +146,33 @@ class _Walker:
         for operand in tree_children(e):
             t = t.join(self.expr(operand, ctl))
         return t
+
+    def per_warp(self, e: N.Compare | N.BinOp) -> bool:
+        """`tile_linear_id() < 64`, `t >= 32`, `t // 32`, `t >> 5`: the same in the 32 lanes of a warp."""
+        if isinstance(e, N.BinOp):
+            k = self.constant(e.right)
+            return self.is_linear(e.left) and k is not None and (
+                (e.op == "//" and k > 0 and k % 32 == 0) or (e.op == ">>" and k >= 5))
+        if len(e.ops) != 1 or e.ops[0] not in ("<", "<=", ">", ">="):
+            return False
+        (a, b), op = e.operands, e.ops[0]
+        if not self.is_linear(a):
+            a, b, op = b, a, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+        k = self.constant(b)
+        if not self.is_linear(a) or k is None:
+            return False
+        return (k if op in ("<", ">=") else k + 1) % 32 == 0
+
+    def is_linear(self, e: N.Expr) -> bool:
+        """The tile's linear index within its group (warps are its runs of 32)."""
+        return (isinstance(e, N.Name) and e.id in self.linear) or _is_tile_linear_id(e)
+
+    def constant(self, e: N.Expr) -> int | None:
+        try:
+            v = evaluate(e, self.env)
+        except NotConstant:
+            return None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     def call(self, e: N.Call, ctl: _Ctl) -> Taint:
         assert isinstance(e.func, N.Name)
@@ -234,7 +276,8 @@ class _Walker:
                                Note("the tile-dependent condition or loop is here", ctl.where)))
         else:
             self.found.append((e.loc, f"{name}() must be reached by all 32 lanes of the warp, but it is under "
-                               "control flow that depends on the lane",
+                               "control flow that depends on the lane; a condition that is the same in a whole "
+                               "warp may guard it, such as warp_id() == 0 or tile_linear_id() < 32",
                                Note("the lane-dependent condition or loop is here", ctl.where)))
 
     def arguments(self, e: N.Call, facts: FunctionFacts, taints: list[Taint]) -> None:
@@ -268,12 +311,34 @@ class _Walker:
 
 
 
+def _is_tile_linear_id(e: object) -> bool:
+    return isinstance(e, N.Call) and isinstance(e.func, N.Name) and e.func.id == "tile_linear_id" \
+        and e.func.ref == "builtin" and not e.args
+
+
+def _linear_locals(fn: N.FuncDef) -> frozenset[str]:
+    """Locals that only ever hold `tile_linear_id()` (`t = tile_linear_id()`, never changed)."""
+    linear: set[str] = set()
+    other: set[str] = set()
+    stack: list[object] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (N.Assign, N.AugAssign)) and isinstance(n.target, N.Name):
+            plain = isinstance(n, N.Assign) and _is_tile_linear_id(n.value)
+            (linear if plain else other).add(n.target.id)
+        elif isinstance(n, N.For):
+            other.add(n.var)
+        stack.extend(tree_children(n))
+    return frozenset(linear - other)
+
+
 def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:
     facts: dict[str, FunctionFacts] = {}
+    env = module_env(module)
     for fn in module.items:
         if not isinstance(fn, N.FuncDef):
             continue
-        found = _Walker(fn, facts, sink).run()
+        found = _Walker(fn, facts, sink, env).run()
         if fn.kind == "device":
             found.coop = coop_class(fn, {k: f.coop for k, f in facts.items()})
         facts[fn.name] = found

@@ -20,6 +20,9 @@ from tessera.transpile.builtins import RESERVED
 from tessera.transpile.consts import NotConstant, Value, evaluate
 
 BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
+# Python's names for conversions, with what to write instead.
+PYTHON_TYPES = {"float": "write f32(x) (or f64(x)) to convert to a float",
+                "int": "write i32(x) (or i64(x)) to convert to an integer"}
 
 
 @dataclass
@@ -151,7 +154,15 @@ class ExprChecker:
 
     later_funcs: dict[str, Loc] = {}  # set per function by check_function
 
+    # Names whose definition was rejected with an error: their uses are not reported again.
+    quiet: frozenset[str] | set[str] = frozenset()
+
     def undefined(self, loc: Loc, name: str) -> None:
+        if name in self.quiet:
+            return
+        if name in PYTHON_TYPES:
+            self.sink.error(loc, f"'{name}' is not a .tsr type; {PYTHON_TYPES[name]}")
+            return
         if name in self.later_funcs:
             where = self.later_funcs[name]
             self.sink.error(loc, f"'{name}' is defined later in the file (line {where.line}); a function can "
@@ -209,7 +220,8 @@ class ExprChecker:
             if e.id == "WARP_SIZE":
                 return N.replace(e, ty=I32, ref="builtin")
             if e.id in BUILTIN_NAMES:
-                self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
+                if e.id not in self.quiet:
+                    self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
                 return e
             self.undefined(e.loc, e.id)
             return e
@@ -353,9 +365,16 @@ class ExprChecker:
         return N.replace(e, base=base, indices=tuple(idx), ty=elem)
 
     def x_Attr(self, e: N.Attr) -> N.Expr:
+        sym = self.lookup(e.base.id) if isinstance(e.base, N.Name) else None
         if isinstance(e.base, N.Name) and e.base.id == "tshared" and e.name == "alloc":
             self.sink.error(e.loc, "tshared.alloc is only allowed as the value of an assignment at the "
                             "top level of a kernel body")
+        elif e.name == "shape" and sym is not None and isinstance(sym.ty, (N.TensorType, N.ArrayType)):
+            dims = sym.ty.dims if isinstance(sym.ty, N.TensorType) else sym.ty.shape
+            names = [d.id if isinstance(d, N.Name) else str(d.value) if isinstance(d, N.IntLit) else str(d)
+                     for d in dims]
+            self.sink.error(e.loc, f"'{sym.name}' has no .shape: its dimensions are [{', '.join(names)}], which the "
+                            f"body uses by name (write {names[0]} for {sym.name}.shape[0])")
         else:
             self.sink.error(e.loc, f"unknown attribute '{e.name}'")
         return e

@@ -38,6 +38,7 @@ class FunctionChecker(MapChecker):
         self.block_counter = 0
         self.loop_depth = 0
         self.loop_vars: list[str] = []
+        self.quiet: set[str] = set()
         self.bare_alloc: Sym | None = None
         self.bare_elem: ScalarType | None = None
 
@@ -279,6 +280,8 @@ class FunctionChecker(MapChecker):
         name = s.target.id
         special = self.special_value(s)
         if special is not None:
+            if special is s and self.lookup(name) is None:  # a rejected array declaration
+                self.quiet.add(name)
             return special
         existing = self.lookup(name)
         value = self.scalar_expr(s.value, "assigned value")
@@ -298,6 +301,7 @@ class FunctionChecker(MapChecker):
             self.cannot_assign(s.target, existing)
             return s
         if not self.check_new_name(name, s.target.loc):
+            self.quiet.add(name)
             return s
         ty = value.ty
         if s.annotation:
