@@ -13,7 +13,10 @@ import numpy as np
 
 from tessera.errors import LaunchError
 from tessera.kernel_info import KernelInfo, ParamInfo
-from tessera.runtime.launch_args import Bound
+from tessera.runtime.launch_args import Bound, check_shared
+
+# The shared memory a group may have on the CPU backend: what an sm_90 GPU allows (opt-in).
+CPU_SHARED_LIMIT = 227 * 1024
 
 # C types of scalar parameters as the emitted kernels declare them (compute types).
 _C_SCALAR = {"bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
@@ -107,6 +110,7 @@ class CpuLibrary:
                num_threads: int | None = None, timeout: float | None = None) -> None:
         from tessera.runtime.host_launch import launch
 
+        check_shared(info, bound, CPU_SHARED_LIMIT, "the CPU backend (as sm_90)")
         arrays = bound.arrays
         if check_bounds:
             # Run on copies so that a failing launch leaves the caller's arrays untouched.
@@ -120,7 +124,7 @@ class CpuLibrary:
             else:
                 args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
         try:
-            launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, info.dynamic_smem, args,
+            launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, bound.smem, args,
                    num_threads=num_threads or _default_threads(), timeout=timeout)
         except LaunchError as e:
             if str(e).startswith(info.name):

@@ -16,7 +16,7 @@ import numpy as np
 
 from tessera.errors import LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo
-from tessera.runtime.launch_args import Bound
+from tessera.runtime.launch_args import Bound, check_shared
 
 _SCALAR_CTYPES: dict[str, Any] = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
                   "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
@@ -129,12 +129,14 @@ class CudaLibrary:
         device()
         self.module = _check(drv.cuModuleLoadData(image), "cuModuleLoadData")
         self.functions: dict[str, Any] = {}
+        self.opted_in: dict[str, int] = {}  # kernel -> the dynamic shared memory it may use, above 48 KiB
         for k in kernels:
             f = _check(drv.cuModuleGetFunction(self.module, k.c_name.encode()), "cuModuleGetFunction", k.name)
             if k.dynamic_smem > STATIC_SMEM_LIMIT:
                 _check(drv.cuFuncSetAttribute(
                     f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem),
                     "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", k.name)
+                self.opted_in[k.name] = k.dynamic_smem
             self.functions[k.name] = f
 
     def _upload(self, info: KernelInfo, bound: Bound, allocations: list) -> tuple[dict[str, int], list]:
@@ -157,7 +159,18 @@ class CudaLibrary:
         return pointers, copy_back
 
     def _launch(self, info: KernelInfo, bound: Bound, argv: ctypes.Array, stream: Any) -> None:
-        _check(_driver().cuLaunchKernel(self.functions[info.name], *bound.grid, *_block(info), info.dynamic_smem,
+        f = self.functions[info.name]
+        if bound.smem > max(STATIC_SMEM_LIMIT, self.opted_in.get(info.name, 0)):  # launch-sized arrays
+            drv = _driver()
+            limit = _check(drv.cuDeviceGetAttribute(
+                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device().handle),
+                "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", info.name)
+            check_shared(info, bound, int(limit), f"device {device().name}")
+            _check(drv.cuFuncSetAttribute(
+                f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bound.smem),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", info.name)
+            self.opted_in[info.name] = bound.smem
+        _check(_driver().cuLaunchKernel(f, *bound.grid, *_block(info), bound.smem,
                                         stream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
 
     def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False) -> None:

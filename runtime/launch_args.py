@@ -43,6 +43,7 @@ class Bound:
     arrays: dict[str, Any]        # tensor parameter -> the user's array (or device object)
     scalars: dict[str, int | float | bool]
     shapes: dict[str, int]
+    smem: int = 0                 # dynamic shared memory bytes: constant arrays, then launch-sized ones
 
 
 def _fail(kernel: str, param: str, message: str) -> LaunchError:
@@ -208,4 +209,30 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             raise LaunchError(f"{info.name}(): no grid given and no parameter's shape uses grid_groups; "
                               f"pass grid=N or launch as {info.name}[N](...)")
         explicit = normalize_grid(info.name, shapes["grid_groups"])
-    return Bound(explicit, arrays, scalars, shapes)
+    return Bound(explicit, arrays, scalars, shapes, shared_bytes(info, scalars))
+
+
+def shared_bytes(info: KernelInfo, scalars: dict[str, int | float | bool]) -> int:
+    """The dynamic shared memory of a launch: the constant part, then each launch-sized array
+    (16-byte aligned), its dimensions from the integer parameters."""
+    total = info.dynamic_smem
+    for name, size, dims, pad in info.smem_sized:
+        count = 1
+        for k, d in enumerate(dims):
+            n = int(scalars[d]) if isinstance(d, str) else d
+            if n < 1:
+                raise LaunchError(f"{info.name}(): parameter '{d}' = {n} sizes the shared array '{name}'; "
+                                  "it must be at least 1")
+            count *= n + (pad if k == len(dims) - 1 else 0)
+        total += -(-count * size // 16) * 16
+    return total
+
+
+def check_shared(info: KernelInfo, bound: Bound, limit: int, device: str) -> None:
+    """A launch whose shared memory is over `limit` is refused, naming the launch-sized arrays."""
+    if bound.smem <= limit:
+        return
+    sized = ", ".join(f"'{n}' [{', '.join(f'{d} = {bound.scalars[d]}' if isinstance(d, str) else str(d) for d in dims)}]"
+                      for n, _, dims, _ in info.smem_sized)
+    raise LaunchError(f"{info.name}(): the group needs {bound.smem} bytes of shared memory ({info.dynamic_smem} for "
+                      f"the constant arrays, the rest for {sized}), over the {limit} bytes {device} allows")

@@ -40,6 +40,9 @@ class KernelInfo:
     # whose size is the element count (the grid may be left out at launch).
     map_width: int = 0
     map_tensor: str = ""
+    # Shared arrays sized at launch (after the `dynamic_smem` bytes of constant ones): per array,
+    # its name, element size, dimensions (ints and integer parameter names) and row padding.
+    smem_sized: tuple[tuple[str, int, tuple[int | str, ...], int], ...] = ()
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -55,5 +58,7 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
                               tuple((str(n), v) for n, v in k["const_values"]), int(k["line"]),
                               bool(k.get("restrict", True)), bool(k.get("aligned", False)),
                               tuple(map(str, k.get("align_tensors", ()))), tuple(map(str, k.get("align_symbols", ()))),
-                              int(k.get("map_width", 0)), str(k.get("map_tensor", ""))))
+                              int(k.get("map_width", 0)), str(k.get("map_tensor", "")),
+                              tuple((str(n), int(size), tuple(d if isinstance(d, str) else int(d) for d in dims), int(pad))
+                                    for n, size, dims, pad in k.get("smem_sized", ()))))
     return tuple(out)

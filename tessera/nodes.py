@@ -32,10 +32,11 @@ class TensorType:
 
 @dataclass(frozen=True)
 class ArrayType:
-    """A shared-memory or register array with constant dimensions."""
+    """A shared-memory or register array with constant dimensions; a shared array's dimension may
+    also be the name of an integer scalar parameter (its size is set at launch)."""
 
     elem: ScalarType
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]
     space: str  # "shared" | "regs" | "const"
     pad: int = 0
 

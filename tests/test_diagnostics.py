@@ -325,6 +325,13 @@ CATALOG: list[Case] = [
     Case("map-calls-device-function-with-indices",
          "@device\ndef me() -> f32:\n    return f32(tile_linear_id())\n\n" + kern("out[:] = x + me()"), 7, 18,
          "me() uses tile or group indices, which a map kernel cannot call"),
+    # ---- launch-sized shared memory
+    Case("launch-sized-array-in-tcopy", kern("s = tshared.alloc(f32[m])\ntcopy(s, x[0:128])"), 4, 11,
+         "tcopy() needs shared arrays of constant shape; 's' is sized at launch by 'm'"),
+    Case("launch-sized-by-float-parameter",
+         kern("s = tshared.alloc(f32[a])", "@kernel tile[(128,)]\ndef k(x: f32[n], a: f32):\n"), 3, 27,
+         "a dimension of tshared.alloc() must be a compile-time constant"),
+    Case("launch-sized-tregs", kern("r = tregs(f32[m], 0.0)"), 3, 19, "a dimension of tregs() must be a compile-time constant"),
     # ---- Python habits
     Case("python-float-cast", kern("a = float(m)"), 3, 9, "'float' is not a .tsr type; write f32(x) (or f64(x))"),
     Case("python-int-cast", kern("a = int(x[0])"), 3, 9, "'int' is not a .tsr type; write i32(x) (or i64(x))"),
@@ -336,7 +343,7 @@ CATALOG: list[Case] = [
     Case("python-single-quoted-string", kern("tprint('x')"), 3, 12, ".tsr strings use double quotes"),
     Case("builtin-name-as-local-reported-once", kern("max = 3.0\nout[0] = max + 1.0\nout[1] = max"), 3, 5,
          "'max' is a builtin name and cannot be redefined"),
-    Case("rejected-allocation-reported-once", kern("s = tshared.alloc(f32[m])\ns[0] = 1.0\nout[0] = s[0]"), 3, 27,
+    Case("rejected-allocation-reported-once", kern("s = tshared.alloc(f32[m * 2])\ns[0] = 1.0\nout[0] = s[0]"), 3, 27,
          "a dimension of tshared.alloc() must be a compile-time constant"),
     # ---- tprint / tassert strings
     Case("tprint-percent-s", kern('tprint("name %s\\n", 1)'), 3, 12, "unsupported conversion '%s'"),
@@ -771,7 +778,7 @@ def test_cooperation_check_is_linear_in_loop_depth(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("body", ["max = 3.0\nout[0] = max + 1.0\nout[1] = max",
-                                  "s = tshared.alloc(f32[m])\ns[0] = 1.0\nout[0] = s[0]",
+                                  "s = tshared.alloc(f32[m * 2])\ns[0] = 1.0\nout[0] = s[0]",
                                   "exp = 2.0\nout[0] = exp(1.0)"])
 def test_a_rejected_definition_gives_no_follow_on_errors(body: str, tmp_path, capsys) -> None:
     """A builtin's name used as a local, or an allocation that was rejected: one error, not one

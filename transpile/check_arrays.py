@@ -30,6 +30,14 @@ class ArrayDeclChecker(CallChecker):
         sym.ty = N.ArrayType(elem, (budget // elem.size,), "shared")
         sym.extra["typed"] = True
 
+    def launch_sized(self, d: N.Expr) -> str | None:
+        """A dimension of tshared.alloc that is an integer scalar parameter: the array's size is
+        set at launch (spec section 7, launch-sized shared memory)."""
+        sym = self.lookup(d.id) if isinstance(d, N.Name) else None
+        if sym is None or sym.ref != "param" or not isinstance(sym.ty, ScalarType) or not sym.ty.is_int:
+            return None
+        return sym.name
+
     def special_value(self, s: N.Assign) -> N.Stmt | None:
         """`x = tshared.alloc...` and `x = tregs(...)`: array declarations."""
         v = s.value
@@ -85,9 +93,10 @@ class ArrayDeclChecker(CallChecker):
                             "dimensions, such as f32[64, 32]")
             return s
         elem = SCALARS[spec.base.id]
-        shape: list[int] = []
+        shape: list[int | str] = []
         for d in spec.indices:
-            n = self.const_int(d, f"a dimension of {kind}()", 1)
+            sized = self.launch_sized(d) if is_shaped else None
+            n = sized if sized is not None else self.const_int(d, f"a dimension of {kind}()", 1)
             if n is None:
                 return s
             shape.append(n)
@@ -108,7 +117,7 @@ class ArrayDeclChecker(CallChecker):
         if init.ty is None:
             return s
         init = self.assignable(init, elem, v.args[1].loc, "a register array element")
-        total = math.prod(shape)
+        total = math.prod(int(d) for d in shape)
         if total > 4096:
             self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
             return s

@@ -160,13 +160,23 @@ class MemoryChecker(ExprChecker):
             return e
         return self._typed(e, name, (N.IntLit(e.loc, n, I32),), N.VOID)
 
+    def constant_shape(self, ty: N.ArrayType, e: N.Expr, name: str) -> bool:
+        sized = [d for d in ty.shape if isinstance(d, str)]
+        if sized:
+            array = base_name(e.base if isinstance(e, N.Index) else e)
+            self.sink.error(e.loc, f"{name}() needs shared arrays of constant shape; '{array}' is sized at "
+                            f"launch by '{sized[0]}'")
+        return not sized
+
     def view(self, e: N.Expr, name: str, what: str) -> N.Index | None:
         if isinstance(e, N.Name):
             t = self.expr(e)
             if t.ty is None:
                 return None
             if isinstance(t.ty, N.ArrayType) and t.ty.space == "shared":
-                return N.Index(e.loc, t, (), N.ViewType(t.ty, t.ty.shape))
+                if not self.constant_shape(t.ty, e, name):
+                    return None
+                return N.Index(e.loc, t, (), N.ViewType(t.ty, tuple(int(d) for d in t.ty.shape)))
             self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
             return None
         if not isinstance(e, N.Index):
@@ -180,7 +190,9 @@ class MemoryChecker(ExprChecker):
         if isinstance(bt, N.TensorType):
             dims = bt.dims
         elif isinstance(bt, N.ArrayType) and bt.space == "shared":
-            dims = tuple(N.IntLit(e.loc, d) for d in bt.shape)
+            if not self.constant_shape(bt, e, name):
+                return None
+            dims = tuple(N.IntLit(e.loc, int(d)) for d in bt.shape)
         else:
             self.sink.error(e.loc, f"the {what} of {name}() must be a view of a tensor or a shared array")
             return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tessera.dtypes import F32, ScalarType, c_literal
+from tessera.dtypes import F32, I32, ScalarType, c_literal
 from tessera.transpile import lir as L
 from tessera.transpile.cbuiltins import BuiltinPrinter
 from tessera.transpile.cterms import (
@@ -202,6 +202,11 @@ class CPrinter(BuiltinPrinter):
         if buf.space == "global":
             idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
             return f"{cname}[{self.flat_index(idx, buf.shape)}]"
+        if buf.space == "shared" and not all(isinstance(d, L.Const) for d in buf.shape):  # sized at launch
+            idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
+            rows = buf.shape[:-1] + (L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad
+                                     else buf.shape[-1],)
+            return f"{cname}[{self.flat_index(idx, rows)}]"
         return cname + "".join(f"[{self.checked(i, d, name, k)[0]}]" for k, (i, d) in enumerate(zip(index, buf.shape)))
 
     def access(self, name: str, index: tuple[L.Expr, ...], how: str) -> str:

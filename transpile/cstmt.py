@@ -18,7 +18,7 @@ from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.cmap import print_element_loop
 from tessera.transpile.copy_plan import Divisors, copy_plan
 from tessera.transpile.cprinter import CPrinter
-from tessera.transpile.cterms import c_string, nonzero_literal, store_fn, var_name
+from tessera.transpile.cterms import UNARY, c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.names import c_ident
 from tessera.transpile.shared_plan import arch_number, shared_layout
 
@@ -94,7 +94,12 @@ class BodyPrinter:
         if layout.scratch_bytes:
             self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
                       "  // group reductions")
-        if layout.dynamic and layout.slots:
+        if layout.dynamic and layout.sized:
+            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
+                      f"  // {layout.total_bytes} bytes of shared memory, then the arrays sized at launch")
+            self.emit(f"unsigned long long tsr_smem_end = {layout.total_bytes};  // where the next launch-sized "
+                      "array starts")
+        elif layout.dynamic and layout.slots:
             self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
 
@@ -162,6 +167,15 @@ class BodyPrinter:
             return
         layout = shared_layout(self.fn)
         ctype = b.elem.c_storage
+        if b.name in layout.sized:
+            dims = [self.pr.wrap(d, UNARY) for d in b.shape]
+            if b.pad:
+                dims[-1] = f"({dims[-1]} + {b.pad})"
+            count = " * ".join(f"(unsigned long long){d}" for d in dims)
+            self.emit(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tsr_dynamic_smem + tsr_smem_end);  "
+                      "// sized at launch", s.loc)
+            self.emit(f"tsr_smem_end += ({count} * {b.elem.size} + 15) / 16 * 16;", s.loc)
+            return
         if layout.dynamic:
             slot = layout.slot(b.name)
             rows = dims_suffix(shape[1:], b.pad) if len(shape) > 1 else ""

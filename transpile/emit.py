@@ -21,7 +21,7 @@ from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensor
 from tessera.transpile.cprinter import Context, CPrinter
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
 from tessera.transpile.header_parts import SECTIONS, sections
-from tessera.transpile.lir_visit import all_exprs, statements
+from tessera.transpile.lir_visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
 
@@ -127,6 +127,18 @@ def _alignment_variants(module: L.Module, alignment: str) -> list[tuple[L.Functi
     return out
 
 
+def _sized_arrays(fn: L.Function, names: tuple[str, ...]) -> tuple[tuple[str, int, tuple[int | str, ...], int], ...]:
+    """The launch-sized shared arrays as KernelInfo describes them."""
+    out = []
+    for name in names:
+        b = fn.buffer(name)
+        assert b is not None
+        dims = tuple(int(d.value) if isinstance(d, L.Const) else
+                     next(x.name for x in walk(d) if isinstance(x, L.Var)) for d in b.shape)
+        out.append((name, b.elem.size, dims, b.pad))
+    return tuple(out)
+
+
 def _unique(name: str, names: dict[str, str]) -> str:
     taken = set(names.values())
     cname, n = name, 1
@@ -166,7 +178,8 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         loop = element_loop(fn)
         map_info = (loop.width, map_tensors(loop)[1][0]) if loop is not None else (0, "")
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
-                                fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info))
+                                fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
+                                _sized_arrays(fn, layout.sized)))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if loop is not None:
             summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"
@@ -174,6 +187,8 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
             summary += (", for 16-byte-aligned " + ", ".join(tensors) + "".join(f", {s} % 16 == 0" for s in symbols))
         if layout.total_bytes:
             summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
+        if layout.sized:
+            summary += ", shared " + ", ".join(layout.sized) + " sized at launch"
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,
                           "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
                           "line": fn.loc.line, "summary": summary, "body": body})

@@ -121,7 +121,8 @@ class _Function:
         base_ty = v.base.ty
         if not v.indices:  # a whole shared array
             assert isinstance(base_ty, N.ArrayType)
-            return L.View(v.base.id, tuple(L.Const(0, I32) for _ in base_ty.shape), base_ty.shape)
+            return L.View(v.base.id, tuple(L.Const(0, I32) for _ in base_ty.shape),
+                          tuple(int(d) for d in base_ty.shape))  # constant: check_memory makes sure
         starts: list[L.Expr] = []
         extents: list[int | None] = []
         kept = iter(v.ty.extents)
@@ -190,13 +191,19 @@ class _Function:
         return [L.Store(s.loc, t.base.id, self.index(t.indices), value)]
 
     def array(self, s: N.Assign, name: str, ty: N.ArrayType) -> list[L.Stmt]:
-        shape = tuple(L.Const(d, I32) for d in ty.shape)
+        shape = tuple(L.Const(d, I32) if isinstance(d, int) else self.size_param(d) for d in ty.shape)
         self.buffers.append(L.Buffer(name, ty.space, ty.elem, shape, s.value.loc, mut=True, pad=ty.pad))
         if ty.space == "shared":
             return [L.Alloc(s.loc, name)]
         assert isinstance(s.value, N.Call)
         init = L.converted(self.expr(s.value.args[0]), ty.elem)
         return [L.Alloc(s.loc, name), L.Fill(s.loc, name, init)]
+
+    def size_param(self, name: str) -> L.Expr:
+        """A launch-sized dimension: the integer parameter, as i32."""
+        p = next(p for p in self.fn.params if p.name == name)
+        assert isinstance(p.ty, ScalarType)
+        return L.converted(L.Var(name, p.ty), I32)
 
     def aug_assign(self, s: N.AugAssign) -> list[L.Stmt]:
         t = s.target

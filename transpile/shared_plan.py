@@ -7,8 +7,10 @@ After:   the module, unchanged, when it fits; `shared_layout` gives
          a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
 
 Slots are 16-byte aligned, in declaration order. Above 48 KiB the kernel uses dynamic shared
-memory (the runtime opts in to the larger size). Group reductions need a small scratch buffer
-outside the user's budget.
+memory (the runtime opts in to the larger size). Launch-sized arrays (a dimension that is an
+integer parameter) also make it dynamic: they follow the constant slots, each 16-byte aligned,
+at offsets the kernel computes from its parameters; the launch checks their total against the
+device's limit. Group reductions need a small scratch buffer outside the user's budget.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class SharedSlot:
 class SharedLayout:
     slots: tuple[SharedSlot, ...]
     scratch_bytes: int      # for group reductions (static, outside the user's budget)
-    total_bytes: int        # user allocations, padded and aligned
+    total_bytes: int        # user allocations of constant size, padded and aligned
     dynamic: bool
+    sized: tuple[str, ...] = ()  # launch-sized arrays, placed after `total_bytes` in this order
 
     def slot(self, name: str) -> SharedSlot:
         return next(s for s in self.slots if s.name == name)
@@ -59,6 +62,11 @@ class SharedLayout:
 
 def _align(n: int, a: int = 16) -> int:
     return (n + a - 1) // a * a
+
+
+def launch_sized(b: L.Buffer) -> bool:
+    """A shared array with a dimension set at launch (an integer parameter)."""
+    return b.space == "shared" and not all(isinstance(d, L.Const) for d in b.shape)
 
 
 def buffer_bytes(b: L.Buffer) -> int:
@@ -97,13 +105,14 @@ def _layout(fn: L.Function) -> SharedLayout:
     slots: list[SharedSlot] = []
     offset = 0
     for b in fn.buffers:
-        if b.space != "shared":
+        if b.space != "shared" or launch_sized(b):
             continue
         nbytes = buffer_bytes(b)
         slots.append(SharedSlot(b.name, offset, nbytes))
         offset = _align(offset + nbytes)
     scratch = scratch_bytes(fn)
-    return SharedLayout(tuple(slots), scratch, offset, offset + scratch > STATIC_LIMIT)
+    sized = tuple(b.name for b in fn.buffers if launch_sized(b))
+    return SharedLayout(tuple(slots), scratch, offset, offset + scratch > STATIC_LIMIT or bool(sized), sized)
 
 
 def _check(fn: L.Function, sink: DiagnosticSink, arch: str) -> None:
