@@ -46,7 +46,9 @@ def test_the_table_covers_the_language() -> None:
              "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "ceil", "pow", "fma", "min", "max",
              "tprint", "tassert", "tbarrier", "tfence", "tcopy", "warp_sum", "warp_max", "warp_min", "shfl",
              "shfl_xor", "shfl_down", "group_sum", "group_max", "group_min", "atomic_add", "atomic_sub",
-             "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas"}
+             "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas",
+             "warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum", "group_cumsum", "atomic_inc",
+             "atomic_dec"}
     assert names <= set(BUILTINS)
     assert {"grid_groups", "WARP_SIZE", "tshared", "tregs", "range", "static_range", "tpipeline"} <= RESERVED
     if spec.exists():
@@ -58,3 +60,6 @@ def test_cooperation_classes_and_tile_dependence() -> None:
     assert BUILTINS["shfl"].coop == Coop.WARP and BUILTINS["warp_sum"].result == Vary.WARP
     assert BUILTINS["lane_id"].result == Vary.LANE and BUILTINS["group_id"].result == Vary.UNIFORM
     assert BUILTINS["atomic_add"].result == Vary.LANE and BUILTINS["atomic_add"].coop == Coop.NONE
+    assert all(BUILTINS[n].coop == Coop.WARP for n in ("warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum"))
+    assert BUILTINS["warp_ballot"].result == Vary.WARP and BUILTINS["warp_cumsum"].result == Vary.LANE
+    assert BUILTINS["group_cumsum"].coop == Coop.GROUP and BUILTINS["group_cumsum"].result == Vary.LANE

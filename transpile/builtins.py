@@ -121,6 +121,16 @@ TABLE: tuple[Builtin, ...] = (
             doc="x of lane lane_id() ^ mask"),
     Builtin("shfl_down", "shuffle", "collective", Coop.WARP, Vary.LANE, "shuffle", "__shfl_down_sync",
             doc="x of lane lane_id() + delta"),
+    Builtin("shfl_up", "shuffle", "collective", Coop.WARP, Vary.LANE, "shuffle", "__shfl_up_sync",
+            doc="x of lane lane_id() - delta (own x below lane delta)"),
+    Builtin("warp_any", "warp_vote", "collective", Coop.WARP, Vary.WARP, "warp_vote", "__any_sync",
+            doc="whether the predicate holds in some lane, in every lane"),
+    Builtin("warp_all", "warp_vote", "collective", Coop.WARP, Vary.WARP, "warp_vote", "__all_sync",
+            doc="whether the predicate holds in every lane, in every lane"),
+    Builtin("warp_ballot", "warp_vote", "collective", Coop.WARP, Vary.WARP, "warp_vote", "__ballot_sync",
+            doc="a u32 with bit i set where the predicate holds in lane i, in every lane"),
+    Builtin("warp_cumsum", "warp_reduce", "collective", Coop.WARP, Vary.LANE, "warp_reduce", "tsr_warp_cumsum",
+            doc="inclusive prefix sum over the lanes of the warp"),
     # ---- group reductions (the whole group)
     Builtin("group_sum", "group_reduce", "collective", Coop.GROUP, Vary.UNIFORM, "group_reduce",
             "tsr_group_sum", doc="sum over the group, in every tile"),
@@ -128,6 +138,8 @@ TABLE: tuple[Builtin, ...] = (
             "tsr_group_max", doc="maximum over the group, in every tile"),
     Builtin("group_min", "group_reduce", "collective", Coop.GROUP, Vary.UNIFORM, "group_reduce",
             "tsr_group_min", doc="minimum over the group, in every tile"),
+    Builtin("group_cumsum", "group_reduce", "collective", Coop.GROUP, Vary.LANE, "group_reduce",
+            "tsr_group_cumsum", doc="inclusive prefix sum over the group in tile_linear_id() order"),
     # ---- atomics (the old value differs from tile to tile)
     Builtin("atomic_add", "atomic", "atomic", result=Vary.LANE, cuda="atomicAdd", doc=_ATOMIC_DOC),
     Builtin("atomic_sub", "atomic", "atomic", result=Vary.LANE, cuda="atomicSub", doc=_ATOMIC_DOC),
@@ -139,6 +151,10 @@ TABLE: tuple[Builtin, ...] = (
     Builtin("atomic_exch", "atomic", "atomic", result=Vary.LANE, cuda="atomicExch", doc=_ATOMIC_DOC),
     Builtin("atomic_cas", "atomic", "atomic", result=Vary.LANE, cuda="atomicCAS",
             doc="compare and swap; returns the old value"),
+    Builtin("atomic_inc", "atomic", "atomic", result=Vary.LANE, cuda="atomicInc",
+            doc="u32: old >= bound ? 0 : old + 1; returns the old value"),
+    Builtin("atomic_dec", "atomic", "atomic", result=Vary.LANE, cuda="atomicDec",
+            doc="u32: old == 0 or old > bound ? bound : old - 1; returns the old value"),
 )
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in TABLE}

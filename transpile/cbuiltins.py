@@ -127,6 +127,12 @@ class BuiltinPrinter:
             return f"(({ty.c_compute})({inner}))" if ty.kind != "bool" else f"({inner} != 0)"
         return f"{f}(0xffffffffu, {v}, {lane})"
 
+    def c_warp_vote(self, e: L.Collective) -> str:
+        p = e.args[0]
+        pred = self.expr(p) if p.dtype.kind == "bool" else f"({self.expr(p)}) != 0"
+        text = f"{BUILTINS[e.op].cuda}(0xffffffffu, {pred})"
+        return text if e.op == "warp_ballot" else f"({text} != 0)"
+
     def c_group_reduce(self, e: L.Collective) -> str:
         ty = e.dtype
         ct = "int" if ty.is_int and ty.bits < 32 else ty.c_compute

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from tessera import nodes as N
-from tessera.dtypes import F32, I32, SCALARS, ScalarType, literal_adopts, promote
+from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.check_expr import Sym, scalar_type
 from tessera.transpile.check_memory import MemoryChecker
@@ -244,14 +244,25 @@ class CallChecker(MemoryChecker):
         self._warp_check(e, name)
         return self._typed(e, name, (a,), a.ty) if a.ty else e
 
+    def rule_warp_vote(self, e: N.Call, name: str) -> N.Expr:
+        # The predicate is any scalar, true where it is non-zero (as an `if` condition).
+        if not self._arity(e, name, 1):
+            return e
+        p = self.scalar_expr(e.args[0], f"predicate of {name}()")
+        self._warp_check(e, name)
+        if p.ty is None:
+            return e
+        return self._typed(e, name, (p,), SCALARS["u32"] if name == "warp_ballot" else BOOL)
+
     def rule_shuffle(self, e: N.Call, name: str) -> N.Expr:
         if not self._arity(e, name, 2):
             return e
+        what = {"shfl_down": "delta", "shfl_up": "delta", "shfl_xor": "mask"}.get(name, "lane")
         a = self.scalar_expr(e.args[0], f"argument of {name}()")
-        lane = self.scalar_expr(e.args[1], f"lane argument of {name}()")
+        lane = self.scalar_expr(e.args[1], f"{what} argument of {name}()")
         lane_ty = scalar_type(lane)
         if lane_ty is not None and not lane_ty.is_int:
-            self.sink.error(lane.loc, f"the lane argument of {name}() must be an integer, not {lane_ty}")
+            self.sink.error(lane.loc, f"the {what} argument of {name}() must be an integer, not {lane_ty}")
             return e
         self._warp_check(e, name)
         if a.ty is None or lane.ty is None:

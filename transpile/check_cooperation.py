@@ -197,7 +197,8 @@ class _Walker:
             return joined
         self.need(name, b.coop, e, ctl)
         if b.coop == Coop.GROUP:
-            return NONE  # the same in every tile of the group
+            # A group reduction is the same in every tile of the group; a group scan differs per tile.
+            return NONE if b.result == Vary.UNIFORM else Taint(b.result)
         if b.coop == Coop.WARP and b.result == WARP:
             return joined.cap(WARP)  # a warp reduction is the same in every lane
         return joined.join(Taint(b.result))

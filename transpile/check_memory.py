@@ -96,6 +96,9 @@ class MemoryChecker(ExprChecker):
             ok_types |= {"f16", "bf16"}
         if name in ("atomic_and", "atomic_or", "atomic_xor"):
             ok_types -= {"f32", "f64"}
+        if name in ("atomic_inc", "atomic_dec") and elem.name != "u32":
+            self.sink.error(e.args[0].loc, f"{name}() needs a u32 element, not {elem}")
+            return e
         if elem.name not in ok_types:
             self.sink.error(e.args[0].loc, f"{name}() is not available for {elem} elements")
             return e

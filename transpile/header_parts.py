@@ -9,8 +9,8 @@ includes only those it uses. This module is the one place that maps what a modul
     f16           device/f16.cuh            an f16 value, parameter, array or constant (cuda_fp16.h)
     bf16          device/bf16.cuh           the same for bf16 (cuda_bf16.h)
     race          device/race.cuh           check_bounds and a load or store of a shared array; copy
-    warp_reduce   device/warp_reduce.cuh    warp_sum, warp_max, warp_min
-    group_reduce  device/group_reduce.cuh   group_sum, group_max, group_min
+    warp_reduce   device/warp_reduce.cuh    warp_sum, warp_max, warp_min, warp_cumsum
+    group_reduce  device/group_reduce.cuh   group_sum, group_max, group_min, group_cumsum
     atomic_cas    device/atomic_cas.cuh     atomic_max, atomic_min, atomic_cas on f32/f64
     atomic_16     device/atomic_16.cuh      required by atomic_f16 and atomic_bf16 (the 16-bit CAS loop)
     atomic_f16    device/atomic_f16.cuh     an atomic on f16
