@@ -20,6 +20,8 @@ from tessera.transpile.builtins import RESERVED
 from tessera.transpile.consts import NotConstant, Value, evaluate
 
 BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
+# Builtin values that, like literals, take the type of the other operand.
+WEAK_VALUES = frozenset(["WARP_SIZE", "inf", "nan"])
 
 
 @dataclass
@@ -83,7 +85,7 @@ class ExprChecker:
             return True
         if isinstance(e, N.Name):
             s = self.lookup(e.id)
-            return bool(s and s.weak) or (s is None and e.id == "WARP_SIZE")
+            return bool(s and s.weak) or (s is None and e.id in WEAK_VALUES)
         if isinstance(e, N.Unary) and e.op in ("-", "+", "~"):
             return self.is_weak(e.operand)
         if isinstance(e, N.BinOp):
@@ -208,6 +210,8 @@ class ExprChecker:
                 return N.replace(e, ty=I32, ref="builtin")
             if e.id == "WARP_SIZE":
                 return N.replace(e, ty=I32, ref="builtin")
+            if e.id in ("inf", "nan"):  # a float that, like a literal, adopts the other operand's type
+                return N.replace(e, ty=F32, ref="builtin")
             if e.id in BUILTIN_NAMES:
                 self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
                 return e
