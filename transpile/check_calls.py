@@ -150,8 +150,8 @@ class CallChecker(MemoryChecker):
             return False
         if ty.bits < 32 and not weak:
             conv = "u32" if ty.kind == "uint" else "i32"
-            self.sink.error(a.loc, f"{name}() takes 32- or 64-bit integers, not {ty}; convert it first "
-                            f"({name}({conv}(x)))")
+            how = f"{name}({conv}(a), {conv}(b))" if name == "mulhi" else f"{name}({conv}(x))"
+            self.sink.error(a.loc, f"{name}() takes 32- or 64-bit integers, not {ty}; convert first ({how})")
             return False
         return True
 

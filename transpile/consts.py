@@ -163,8 +163,10 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
             return min(args) if name == "min" else max(args)
         if name == "abs" and len(args) == 1:
             return abs(args[0]) if _nonfinite(args[0]) else _checked(abs(args[0]), e.loc)
-        if name in SCALARS and len(args) == 1 and _nonfinite(args[0]) and SCALARS[name].is_float:
-            return args[0]
+        if name in SCALARS and len(args) == 1 and _nonfinite(args[0]):
+            if SCALARS[name].is_float:
+                return args[0]
+            raise NotConstant(e.loc, f"{args[0]!r} has no {name} value")
         if name in SCALARS and len(args) == 1:
             try:
                 return _checked(convert(args[0], SCALARS[name]), e.loc)
