@@ -87,9 +87,12 @@ def _float_arith(op: str, a: float, b: float, loc: Loc | None) -> Value:
     if op == "/":
         return a / b
     if op == "//":
-        return float(math.floor(_checked(a / b, loc)))  # floor(a / b) as in the C, a float
+        q = a / b
+        if _nonfinite(a) or _nonfinite(b):
+            return q  # inf, nan or a zero: its own floor
+        return float(math.floor(_checked(q, loc)))  # floor(a / b) as in the C, a float
     if op == "%":
-        return math.fmod(a, b)
+        return math.nan if _nonfinite(a) or math.isnan(b) else math.fmod(a, b)  # C's fmod
     raise NotConstant(loc)
 
 
