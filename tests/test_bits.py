@@ -334,3 +334,21 @@ def test_sass(arch: str) -> None:
     assert "IMAD.WIDE.U32.X" in ops["bits64"], ops["bits64"]
     assert not any(op.split(".")[0] in ("LDL", "STL") for o in ops.values() for op in o)
 
+
+
+def test_in_a_map_kernel() -> None:
+    """The bit builtins are elementwise intrinsics: a map kernel may use them (both variants)."""
+    src = ("@kernel tile[(128,)] vectorize(4)\ndef m(X: f32[n], Z: mut u32[n], P: mut i32[n], Y: mut f32[n]):\n"
+           "    Z[:] = bitcast(X, u32)\n    P[:] = popc(bitcast(X, i32))\n    Y[:] = max(X, -inf)\n")
+    mod = _cpu(src)
+    for n in (1, 7, 515):
+        x = np.resize(np.array([1.0, -np.inf, np.nan, 2.5, 0.0, -3.0, 7.0], np.float32), n)
+        z, p, y = np.zeros(n, np.uint32), np.zeros(n, np.int32), np.zeros(n, np.float32)
+        mod.m(x, z, p, y)
+        assert np.array_equal(z, x.view(np.uint32))
+        assert p.tolist() == [bin(int(v)).count("1") for v in x.view(np.uint32)]
+        assert np.array_equal(y, np.where(np.isnan(x), np.float32(-np.inf), x))
+        if n > 1:  # a misaligned view runs the generic variant
+            z2 = np.zeros(n, np.uint32)
+            mod.m(x[1:], z2[1:], p[1:], y[1:])
+            assert np.array_equal(z2[1:], x[1:].view(np.uint32))

@@ -168,18 +168,18 @@ class CallChecker(MemoryChecker):
         if not self._arity(e, name, 2):
             return e
         args = [self.scalar_expr(a, f"argument of {name}()") for a in e.args]
-        types = [scalar_type(a) for a in args]
-        if any(t is None for t in types):
+        types = [t for t in map(scalar_type, args) if t is not None]
+        if len(types) < len(args):
             return e
         weak = [self.is_weak(a) for a in args]
-        if not all(self._wide_int(a, t, name, True) for a, t in zip(args, types) if t is not None):
+        if not all(self._wide_int(a, t, name, True) for a, t in zip(args, types)):
             return e
-        strong = [t for t, w in zip(types, weak) if t is not None and not w]
-        ty = strong[0] if strong else promote(*(t for t in types if t is not None))
+        strong = [t for t, w in zip(types, weak) if not w]
+        ty = strong[0] if strong else promote(types[0], types[1])
         for t in strong[1:]:
             ty = promote(ty, t)
         for t, w in zip(types, weak):
-            if t is not None and w and not literal_adopts(t, ty):  # a literal too wide for the other type
+            if w and not literal_adopts(t, ty):  # a literal too wide for the other type widens it
                 ty = promote(ty, t)
         if ty.bits < 32:
             self._wide_int(e, ty, name)
