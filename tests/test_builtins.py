@@ -32,7 +32,7 @@ def test_every_entry_has_its_rules(b) -> None:
 
 @pytest.mark.parametrize("b", [b for b in TABLE if b.cuda], ids=lambda b: b.name)
 def test_every_c_function_exists_on_both_backends(b) -> None:
-    for name in filter(None, (b.cuda, b.cuda_f64)):
+    for name in filter(None, (b.cuda, b.cuda_f64, *b.also)):
         if name.startswith("tsr_"):
             assert re.search(rf"\b{name}\b", DEVICE), f"{name} is not in the device header"
         else:
@@ -48,9 +48,11 @@ def test_the_table_covers_the_language() -> None:
              "shfl_xor", "shfl_down", "group_sum", "group_max", "group_min", "atomic_add", "atomic_sub",
              "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas",
              "warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum", "group_cumsum", "atomic_inc",
-             "atomic_dec"}
+             "atomic_dec",
+             "popc", "clz", "ffs", "brev", "mulhi", "bitcast"}
     assert names <= set(BUILTINS)
-    assert {"grid_groups", "WARP_SIZE", "tshared", "tregs", "range", "static_range", "tpipeline"} <= RESERVED
+    assert {"grid_groups", "WARP_SIZE", "inf", "nan", "tshared", "tregs", "range", "static_range",
+            "tpipeline"} <= RESERVED
     if spec.exists():
         assert all(f"`{n}" in spec.read_text() or n in spec.read_text() for n in names)
 

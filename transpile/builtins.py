@@ -44,7 +44,8 @@ class Builtin:
     result: Vary = Vary.UNIFORM  # how its result varies over the tiles (beyond its arguments)
     printer: str = ""         # the printer rule (CPrinter.c_<printer>) for intrinsics and collectives
     cuda: str = ""            # C function for f32 (math) or the primitive behind the printer rule
-    cuda_f64: str = ""        # C function for f64 (math)
+    cuda_f64: str = ""        # C function for f64 (math) or for 64-bit integers (bits)
+    also: tuple[str, ...] = ()  # further C functions the printer rule emits (the prelude provides them too)
     positive: bool = False    # an index builtin whose value is always at least 1 (a count or extent)
     doc: str = ""
 
@@ -94,6 +95,23 @@ TABLE: tuple[Builtin, ...] = (
             doc="the smallest argument (integers too)"),
     Builtin("max", "minmax", "intrinsic", printer="minmax", cuda="fmaxf", cuda_f64="fmax",
             doc="the largest argument (integers too)"),
+    # ---- integers and bits (32- and 64-bit integers; narrower ones are a compile error)
+    Builtin("popc", "bits", "intrinsic", printer="bits", cuda="__popc", cuda_f64="__popcll",
+            doc="the number of set bits (i32)"),
+    Builtin("clz", "bits", "intrinsic", printer="bits", cuda="__clz", cuda_f64="__clzll",
+            doc="the number of leading zero bits (i32; the width for 0)"),
+    Builtin("ffs", "bits", "intrinsic", printer="bits", cuda="__ffs", cuda_f64="__ffsll",
+            doc="the 1-based index of the least significant set bit (i32; 0 for 0)"),
+    Builtin("brev", "bits", "intrinsic", printer="bits", cuda="__brev", cuda_f64="__brevll",
+            doc="the bits in reverse order (the operand's type)"),
+    Builtin("mulhi", "mulhi", "intrinsic", printer="mulhi", cuda="__mulhi", cuda_f64="__mul64hi",
+            also=("__umulhi", "__umul64hi"), doc="the high half of the full product (the common type)"),
+    Builtin("bitcast", "bitcast", "intrinsic", printer="bitcast", cuda="__float_as_uint",
+            cuda_f64="__double_as_longlong",
+            also=("__uint_as_float", "__longlong_as_double", "__half_as_ushort", "__ushort_as_half",
+                  "__bfloat16_as_ushort", "__ushort_as_bfloat16", "__float2half_rn", "__half2float",
+                  "__float2bfloat16_rn", "__bfloat162float"),
+            doc="the bits of a scalar read as the scalar type T of the same width"),
     # ---- debugging
     Builtin("tprint", "tprint", "print", cuda="printf", doc="device printf"),
     Builtin("tassert", "tassert", "assert", cuda="tsr_assert_fail", doc="checked when compiled with debug"),
@@ -160,7 +178,7 @@ TABLE: tuple[Builtin, ...] = (
 BUILTINS: dict[str, Builtin] = {b.name: b for b in TABLE}
 
 # Names that are builtins without being called like one: values, declarations and iterables.
-VALUES = frozenset(["grid_groups", "WARP_SIZE"])
+VALUES = frozenset(["grid_groups", "WARP_SIZE", "inf", "nan"])
 DECLARATIONS = frozenset(["tshared", "tregs"])
 ITERABLES = frozenset(["range", "static_range", "tpipeline"])
 RESERVED = frozenset(BUILTINS) | VALUES | DECLARATIONS | ITERABLES

@@ -13,6 +13,7 @@ from tessera.transpile.cterms import PRIMARY, UNARY, round_fn
 _AXES = "xyz"
 SCOPE_SUFFIX = {"group": "_block", "device": "", "mesh": "_system"}
 _U64 = "unsigned long long"
+_BITS_TYPE = {16: "unsigned short", 32: "unsigned int", 64: _U64}
 
 
 class BuiltinPrinter:
@@ -22,6 +23,7 @@ class BuiltinPrinter:
     tile: tuple[int, ...]
     expr: Callable[[L.Expr], str]
     p: Callable[[L.Expr], tuple[str, int]]
+    wrap: Callable[[L.Expr, int], str]
     element: Callable[[str, tuple[L.Expr, ...]], str]
 
     def p_Intrinsic(self, e: L.Intrinsic) -> tuple[str, int]:
@@ -109,6 +111,57 @@ class BuiltinPrinter:
         for a in e.args[1:]:
             text = f"{fname}({text}, {self.expr(a)})"
         return (f"({ty.c_compute})({text})", UNARY) if ty.is_int and ty.bits < 32 else (text, PRIMARY)
+
+    def _as(self, x: L.Expr, ctype: str) -> str:
+        """`x` as the C type `ctype` (a cast unless it already has that type)."""
+        if x.dtype.c_compute == ctype and not x.dtype.is_half:
+            return self.expr(x)
+        return f"({ctype}){self.wrap(x, UNARY)}"
+
+    def c_bits(self, e: L.Intrinsic) -> tuple[str, int]:
+        x = e.args[0]
+        ty = x.dtype
+        b = BUILTINS[e.op]
+        fname = b.cuda_f64 if ty.bits == 64 else b.cuda
+        wide = ty.bits == 64
+        if e.op in ("popc", "brev"):
+            text = f"{fname}({self._as(x, _U64 if wide else 'unsigned int')})"
+        else:
+            text = f"{fname}({self._as(x, 'long long' if wide else 'int')})"
+        if e.op == "brev" and ty.kind == "int":
+            return f"({ty.c_compute}){text}", UNARY
+        return text, PRIMARY
+
+    def c_mulhi(self, e: L.Intrinsic) -> tuple[str, int]:
+        ty = e.dtype
+        fname = {("int", 32): "__mulhi", ("uint", 32): "__umulhi", ("int", 64): "__mul64hi",
+                 ("uint", 64): "__umul64hi"}[ty.kind, ty.bits]
+        return f"{fname}({self.expr(e.args[0])}, {self.expr(e.args[1])})", PRIMARY
+
+    def c_bitcast(self, e: L.Intrinsic) -> tuple[str, int]:
+        x = e.args[0]
+        src, dst = x.dtype, e.dtype
+        if src == dst:
+            return self.p(x)
+        if src.is_int and dst.is_int:
+            return f"({dst.c_compute}){self.wrap(x, UNARY)}", UNARY
+        v = self.expr(x)
+        # the bits of x as an unsigned integer of its width
+        bits = {"f32": f"__float_as_uint({v})", "f64": f"__double_as_longlong({v})",
+                "f16": f"__half_as_ushort(__float2half_rn({v}))",
+                "bf16": f"__bfloat16_as_ushort(__float2bfloat16_rn({v}))"}.get(src.name)
+        if bits is None:
+            bits = self._as(x, _BITS_TYPE[src.bits])
+        if dst.is_int:
+            native = "long long" if src.name == "f64" else _BITS_TYPE[src.bits]
+            return (bits, PRIMARY) if native == dst.c_compute else (f"({dst.c_compute}){bits}", UNARY)
+        if dst.name == "f32":
+            return f"__uint_as_float({bits if src.is_float else self._as(x, 'unsigned int')})", PRIMARY
+        if dst.name == "f64":
+            return f"__longlong_as_double({bits if src.is_float else self._as(x, 'long long')})", PRIMARY
+        half = "__ushort_as_half" if dst.name == "f16" else "__ushort_as_bfloat16"
+        back = "__half2float" if dst.name == "f16" else "__bfloat162float"
+        return f"{back}({half}({bits}))", PRIMARY
 
     def c_warp_reduce(self, e: L.Collective) -> str:
         ty = e.dtype

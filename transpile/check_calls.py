@@ -146,6 +146,73 @@ class CallChecker(MemoryChecker):
         args, ty = self._promote_all(e, name, True)
         return self._typed(e, name, args, ty) if ty else e
 
+    # ---- integers and bits
+    def _wide_int(self, a: N.Expr, ty: ScalarType, name: str, weak: bool = False) -> bool:
+        """Whether `a` (of type `ty`) is a 32- or 64-bit integer (a literal of a narrower type is
+        too: it takes the other operand's type); reports why not."""
+        if not ty.is_int:
+            self.sink.error(a.loc, f"{name}() needs an integer argument, not {ty}")
+            return False
+        if ty.bits < 32 and not weak:
+            conv = "u32" if ty.kind == "uint" else "i32"
+            how = f"{name}({conv}(a), {conv}(b))" if name == "mulhi" else f"{name}({conv}(x))"
+            self.sink.error(a.loc, f"{name}() takes 32- or 64-bit integers, not {ty}; convert first ({how})")
+            return False
+        return True
+
+    def rule_bits(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 1):
+            return e
+        a = self.scalar_expr(e.args[0], f"argument of {name}()")
+        ty = scalar_type(a)
+        if ty is None or not self._wide_int(a, ty, name):
+            return e
+        return self._typed(e, name, (a,), ty if name == "brev" else I32)
+
+    def rule_mulhi(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 2):
+            return e
+        args = [self.scalar_expr(a, f"argument of {name}()") for a in e.args]
+        types = [t for t in map(scalar_type, args) if t is not None]
+        if len(types) < len(args):
+            return e
+        weak = [self.is_weak(a) for a in args]
+        if not all(self._wide_int(a, t, name, True) for a, t in zip(args, types)):
+            return e
+        strong = [t for t, w in zip(types, weak) if not w]
+        ty = strong[0] if strong else promote(types[0], types[1])
+        for t in strong[1:]:
+            ty = promote(ty, t)
+        for t, w in zip(types, weak):
+            if w and not literal_adopts(t, ty):  # a literal too wide for the other type widens it
+                ty = promote(ty, t)
+        if ty.bits < 32:
+            self._wide_int(e, ty, name)
+            return e
+        return self._typed(e, name, tuple(self.coerce(a, ty) for a in args), ty)
+
+    def rule_bitcast(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 2):
+            return e
+        a = self._numeric(e.args[0], name)
+        target = e.args[1]
+        if not isinstance(target, N.Name) or target.id not in SCALARS or self.lookup(target.id) is not None:
+            self.sink.error(target.loc, "the second argument of bitcast() must be a scalar type name "
+                            "(bitcast(x, u32))")
+            return e
+        ty = SCALARS[target.id]
+        src = scalar_type(a)
+        if src is None:
+            return e
+        if ty.kind == "bool":
+            self.sink.error(target.loc, "bitcast() cannot give bool; compare the bits instead (x != 0)")
+            return e
+        if src.bits != ty.bits:
+            self.sink.error(e.loc, f"bitcast() keeps the width: {src} is {src.bits} bits but {ty} is "
+                            f"{ty.bits} bits; convert first ({ty}(x)) or pick a {src.bits}-bit type")
+            return e
+        return self._typed(e, name, (a,), ty)
+
     def call_cast(self, e: N.Call, ty: ScalarType) -> N.Expr:
         if not self._arity(e, ty.name, 1):
             return e

@@ -23,6 +23,8 @@ BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
 # Python's names for conversions, with what to write instead.
 PYTHON_TYPES = {"float": "write f32(x) (or f64(x)) to convert to a float",
                 "int": "write i32(x) (or i64(x)) to convert to an integer"}
+# Builtin values that, like literals, take the type of the other operand.
+WEAK_VALUES = frozenset(["WARP_SIZE", "inf", "nan"])
 
 
 @dataclass
@@ -86,7 +88,7 @@ class ExprChecker:
             return True
         if isinstance(e, N.Name):
             s = self.lookup(e.id)
-            return bool(s and s.weak) or (s is None and e.id == "WARP_SIZE")
+            return bool(s and s.weak) or (s is None and e.id in WEAK_VALUES)
         if isinstance(e, N.Unary) and e.op in ("-", "+", "~"):
             return self.is_weak(e.operand)
         if isinstance(e, N.BinOp):
@@ -219,6 +221,8 @@ class ExprChecker:
                 return N.replace(e, ty=I32, ref="builtin")
             if e.id == "WARP_SIZE":
                 return N.replace(e, ty=I32, ref="builtin")
+            if e.id in ("inf", "nan"):  # a float that, like a literal, adopts the other operand's type
+                return N.replace(e, ty=F32, ref="builtin")
             if e.id in BUILTIN_NAMES:
                 if e.id not in self.quiet:
                     self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")

@@ -44,7 +44,9 @@ def _arith(op: str, a: Value, b: Value, loc: Loc | None) -> Value:
     if op in ("//", "%", "/") and b == 0:
         raise NotConstant(loc, "division by zero in a constant expression")
     try:
-        return _checked(_arith_raw(op, a, b, loc), loc)
+        r = _arith_raw(op, a, b, loc)
+        # inf and nan propagate (inf - 1 is inf); only finite operands may not overflow
+        return r if _nonfinite(a) or _nonfinite(b) else _checked(r, loc)
     except OverflowError:  # a float operation out of range (an int operand is below 2**128)
         raise NotConstant(loc, OVERFLOW_FLOAT) from None
 
@@ -85,10 +87,17 @@ def _float_arith(op: str, a: float, b: float, loc: Loc | None) -> Value:
     if op == "/":
         return a / b
     if op == "//":
-        return float(math.floor(_checked(a / b, loc)))  # floor(a / b) as in the C, a float
+        q = a / b
+        if _nonfinite(a) or _nonfinite(b):
+            return q  # inf, nan or a zero: its own floor
+        return float(math.floor(_checked(q, loc)))  # floor(a / b) as in the C, a float
     if op == "%":
-        return math.fmod(a, b)
+        return math.nan if _nonfinite(a) or math.isnan(b) else math.fmod(a, b)  # C's fmod
     raise NotConstant(loc)
+
+
+def _nonfinite(v: Value) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
 
 
 OVERFLOW_INT = f"constant expression overflows: its value needs more than {MAX_CONST_BITS} bits"
@@ -121,13 +130,15 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
             return env[e.id]
         if e.id == "WARP_SIZE":
             return 32
+        if e.id in ("inf", "nan"):
+            return math.inf if e.id == "inf" else math.nan
         raise NotConstant(e.loc, f"'{e.id}' is not a compile-time constant", e)
     if isinstance(e, N.Unary):
         v = evaluate(e.operand, env)
         if e.op == "not":
             return not v
         if e.op == "-":
-            return _checked(-v, e.loc)
+            return -v if _nonfinite(v) else _checked(-v, e.loc)
         if e.op == "+":
             return v
         if isinstance(v, bool) or not isinstance(v, int):
@@ -150,9 +161,15 @@ def evaluate(e: N.Expr, env: Mapping[str, Value]) -> Value:
         name = e.func.id
         args = [evaluate(a, env) for a in e.args]
         if name in ("min", "max") and len(args) >= 2:
+            if any(isinstance(a, float) and math.isnan(a) for a in args):
+                raise NotConstant(e.loc, "NaN in min/max")  # C's fmin/fmax ignore a NaN, Python's do not
             return min(args) if name == "min" else max(args)
         if name == "abs" and len(args) == 1:
-            return _checked(abs(args[0]), e.loc)
+            return abs(args[0]) if _nonfinite(args[0]) else _checked(abs(args[0]), e.loc)
+        if name in SCALARS and len(args) == 1 and _nonfinite(args[0]):
+            if SCALARS[name].is_float:
+                return args[0]
+            raise NotConstant(e.loc, f"{args[0]!r} has no {name} value")
         if name in SCALARS and len(args) == 1:
             try:
                 return _checked(convert(args[0], SCALARS[name]), e.loc)

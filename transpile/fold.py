@@ -56,6 +56,8 @@ def _int_result(v: int, ty: ScalarType) -> L.Const | None:
 def _float_result(op: str, a: float, b: float, ty: ScalarType) -> L.Const | None:
     if ty.name not in ("f32", "f64") or (op in ("/", "//", "%") and b == 0):
         return None
+    if not (math.isfinite(a) and math.isfinite(b)):  # inf and nan are left to the C
+        return None
     if ty.name == "f32":
         x, y = np.float32(a), np.float32(b)
     else:

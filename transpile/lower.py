@@ -15,6 +15,7 @@ function (hoist.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tessera import nodes as N
@@ -83,6 +84,8 @@ class _Function:
         if e.ref == "builtin":
             if e.id == "WARP_SIZE":
                 return L.Const(32, ty)
+            if e.id in ("inf", "nan"):  # printed as bits (c_literal): C has no portable constant for them
+                return L.Const(math.inf if e.id == "inf" else math.nan, ty)
             return L.Intrinsic(e.id, (), ty)
         return L.Var(e.id, ty)
 
