@@ -138,12 +138,35 @@ def _bias_gelu() -> Case:
     return Case(make, lambda k, a: k(a["X"], a["B"], a["Y"]), expect, 0, 0)
 
 
+def _compact(chunk: int) -> Case:
+    """compact.tsr: the positive values of each chunk (a warp's or a group's slice), packed."""
+    n = 100_003
+    groups = -(-n // 256)
+
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal(n).astype(np.float32), "out": np.zeros(n, np.float32),
+                "count": np.zeros(groups * 256 // chunk, np.int32)}
+
+    def expect(a: Arrays) -> Arrays:
+        out, count = np.zeros(n, np.float32), np.zeros(len(a["count"]), np.int32)
+        for c in range(len(count)):
+            seg = a["x"][c * chunk:(c + 1) * chunk]
+            kept = seg[seg > 0]
+            out[c * chunk:c * chunk + len(kept)] = kept
+            count[c] = len(kept)
+        return {"out": out, "count": count}
+
+    def launch(k: Kernel, a: Arrays) -> None:
+        k(a["x"], a["out"], a["count"], grid=groups)
+    return Case(make, launch, expect, 0, 0)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
     "softmax": _softmax, "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3,
     "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),
     "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
-    "bias_gelu_bf16": _bias_gelu}
+    "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256)}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:
