@@ -121,7 +121,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
         emitted = module
         if only_kernel is not None:
             emitted = L.Module(module.path, module.consts, module.tables, tuple(
-                f for f in module.functions if f.kind != "kernel" or f.name == only_kernel))
+                f for f in module.functions if f.kind != "kernel" or only_kernel in (f.name, f.base_name)))
         text, infos = render_module(emitted, opts)
         return CompileResult(src, module, text, infos)
 
