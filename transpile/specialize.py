@@ -126,13 +126,13 @@ def specialize(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Val
         if isinstance(item, N.FuncDef):
             known |= {p.name for p in item.params if p.qual == "const"}
             if item.type_params:
+                known |= {t.name for t in item.type_params if item.is_kernel}
                 if not check_type_params(item, module, sink):
                     continue
             if item.is_kernel:
                 given = variants.get(item.name, {})
                 instances = [item]
                 if item.type_params:
-                    known |= {t.name for t in item.type_params}
                     bindings = kernel_bindings(item, sink, given, defines, skip_unbound)
                     if bindings is None:
                         continue
