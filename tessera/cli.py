@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_defines(items: list[str], prog_error) -> dict:
-    out = {}
+    out: dict[str, int | float | bool | str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not NAME_RE.fullmatch(name) or len(name) > MAX_NAME_CHARS:

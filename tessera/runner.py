@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -154,7 +154,8 @@ def _blend() -> Case:
 
     def launch(k: Kernel, a: Arrays) -> None:
         for name in ("f16", "bf16", "f32", "f64"):
-            k(a[f"x_{name}"], a[f"y_{name}"], a[f"out_{name}"], 0.25, grid=(n + 255) // 256, **({"T": "bf16"} if name == "bf16" else {}))
+            types: dict[str, Any] = {"T": "bf16"} if name == "bf16" else {}
+            k(a[f"x_{name}"], a[f"y_{name}"], a[f"out_{name}"], 0.25, grid=(n + 255) // 256, **types)
 
     def expect(a: Arrays) -> Arrays:
         def lerp(x: np.ndarray, y: np.ndarray) -> np.ndarray:

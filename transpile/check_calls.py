@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from tessera import nodes as N
 from tessera.dtypes import F32, I32, SCALARS, ScalarType, literal_adopts, promote
-from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.errors import Note
+from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.check_expr import Sym, scalar_type
 from tessera.transpile.check_memory import MemoryChecker
 

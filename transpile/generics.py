@@ -55,7 +55,7 @@ def _sub(x: object, m: Mapping[str, str]) -> object:
         return x if all(a is b for a, b in zip(items, x)) else items
     if isinstance(x, N.Name):
         return N.replace(x, id=m[x.id]) if x.id in m else x
-    if not dataclasses.is_dataclass(x) or isinstance(x, type) or isinstance(x, N.Loc):
+    if not dataclasses.is_dataclass(x) or isinstance(x, (type, N.Loc)):
         return x
     changes: dict[str, object] = {}
     for f in dataclasses.fields(x):
