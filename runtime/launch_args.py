@@ -35,6 +35,83 @@ def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
     return (np.dtype(SCALARS[tsr_type].numpy),)
 
 
+def tsr_type_of(dtype: Any) -> str | None:
+    """The .tsr element type of a NumPy dtype (uint16 is u16: bf16 bits bind a type parameter only
+    by name, `T="bf16"`), or None."""
+    from tessera.dtypes import SCALARS
+
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return "bf16"
+    return next((t for t, s in SCALARS.items() if t != "bf16" and np.dtype(s.numpy) == dt), None)
+
+
+def _type_argument(kernel: str, name: str, value: Any) -> str:
+    """`T="f16"`, `T=np.float16` or `T=np.dtype("float16")` given at a launch: a .tsr type name."""
+    from tessera.dtypes import SCALARS
+
+    if isinstance(value, str) and value in SCALARS:
+        return value
+    try:
+        found = None if isinstance(value, str) and not value.strip() else tsr_type_of(value)
+    except TypeError:
+        found = None
+    if found is None:
+        raise LaunchError(f"{kernel}(): type parameter '{name}' must be a .tsr scalar type ({', '.join(SCALARS)}) "
+                          f"or a NumPy dtype of one, not {value!r}"[:400])
+    return found
+
+
+def _array_dtype(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.dtype
+    from tessera.runtime.device_arrays import describe, is_device_array
+
+    return describe(value).dtype if is_device_array(value) else None
+
+
+def bind_types(kernel: str, generic: dict[str, Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, str]:
+    """The binding of a generic kernel's type parameters for a launch (popping `T=` keywords from
+    `kwargs`): each type parameter takes the element type of the first array argument whose parameter
+    has it (or the `T=` keyword), and every other array with it must agree. A scalar argument never
+    binds a type parameter (a Python float has no element type). `generic`: {"params": [[name,
+    allowed or None], ...], "uses": [[parameter, type parameter or "", is a tensor], ...]} in order."""
+    params = [(str(n), tuple(a) if a is not None else None) for n, a in generic["params"]]
+    uses = [(str(p), str(t), bool(tensor)) for p, t, tensor in generic["uses"]]
+    out: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    for name, _ in params:
+        if name in kwargs:
+            out[name] = _type_argument(kernel, name, kwargs.pop(name))
+            origin[name] = f"{name}={out[name]!r}"
+    values = dict(zip((p for p, _, _ in uses), args))
+    values.update({k: v for k, v in kwargs.items() if k not in values})
+    for pname, tname, tensor in uses:
+        if not tname or not tensor or pname not in values:
+            continue
+        dt = _array_dtype(values[pname])
+        if dt is None:
+            continue  # not an array: bind() reports it
+        if tname in out:
+            if dt not in numpy_dtypes(out[tname]):
+                raise LaunchError(f"{kernel}(): type parameter '{tname}' is {out[tname]} from {origin[tname]}, but "
+                                  f"parameter '{pname}' has dtype {dt}; every argument of type {tname} must agree")
+            continue
+        found = tsr_type_of(dt)
+        if found is None:
+            raise _fail(kernel, pname, f"dtype {dt} is no .tsr element type, so it cannot bind '{tname}'")
+        out[tname] = found
+        origin[tname] = f"parameter '{pname}' (dtype {dt})"
+    for name, allowed in params:
+        if name not in out:
+            raise LaunchError(f"{kernel}(): type parameter '{name}' is not bound: no array argument has it as its "
+                              f"element type (a Python scalar has none); pass it by keyword: {name}='f32'")
+        if allowed is not None and out[name] not in allowed:
+            raise LaunchError(f"{kernel}(): type parameter '{name}' is {out[name]} from {origin[name]}, which is not "
+                              f"one of its allowed types ({', '.join(allowed)})")
+    return out
+
+
 @dataclass
 class Bound:
     """Checked arguments in the kernel's C parameter order."""

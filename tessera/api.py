@@ -67,6 +67,7 @@ class Module:
         default = self._variant(None, {})
         self._names: tuple[str, ...] = default.names
         self._consts: dict[str, tuple[str, ...]] = default.consts
+        self._types: dict[str, dict[str, list]] = default.types  # kernels with type parameters
 
     def _front_end(self) -> Any:
         """The source parsed once (on the first variant that is not in the cache), for every variant."""
@@ -118,14 +119,29 @@ class Kernel:
         return f"<tessera kernel {self.name} from {self.module.path} on {self.module.backend}>"
 
     def info(self, **consts: Any) -> KernelInfo:
-        return self.module._variant(self.name, _check_consts(self, consts)).kernel(self.name)
+        """The launch metadata of a variant: const parameters and type parameters (`T="f16"`) by keyword."""
+        generic = self.module._types.get(self.name)
+        types: dict[str, str] = {}
+        if generic is not None:
+            from tessera.runtime.launch_args import bind_types
+
+            types = bind_types(self.name, generic, (), consts)
+        return self.module._variant(self.name, {**_check_consts(self, consts), **types}).kernel(self.name)
 
     def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any):
         """(library, kernel info, checked arguments) for a launch; const parameters come by keyword."""
         from tessera.runtime.launch_args import bind
 
         names = self.module._consts.get(self.name, ())
+        generic = self.module._types.get(self.name)
+        types: dict[str, str] = {}
+        if generic is not None:  # a generic kernel: one variant per binding of its type parameters
+            from tessera.runtime.launch_args import bind_types
+
+            kwargs = dict(kwargs)
+            types = bind_types(self.name, generic, args, kwargs)
         consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
+        consts.update(types)
         variant = self.module._variant(self.name, consts)
         info = variant.kernel(self.name)
         bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
@@ -211,11 +227,12 @@ class _Variant:
 
     def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
                  library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None,
-                 rebuild: Any = None) -> None:
+                 rebuild: Any = None, types: dict[str, dict[str, list]] | None = None) -> None:
         self.backend = backend
         self.kernels = kernels
         self.names = names
         self.consts = consts
+        self.types = types or {}
         self.library_key = library_key
         self._cuda = cuda
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
@@ -271,7 +288,7 @@ class _Variant:
 
     def _meta(self) -> bytes:
         return json.dumps({"kernels": kernels_to_json(self.kernels), "names": list(self.names),
-                           "consts": self.consts, "library": self.library_key}, sort_keys=True).encode()
+                           "consts": self.consts, "types": self.types, "library": self.library_key}, sort_keys=True).encode()
 
     @staticmethod
     def get(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> _Variant:
@@ -294,7 +311,8 @@ class _Variant:
                                 else _cuda_image(meta["library"]))
                 variant = _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
                                    {k: tuple(v) for k, v in meta["consts"].items()},
-                                   meta["library"] if artifact is not None else "", None, mod.backend, artifact)
+                                   meta["library"] if artifact is not None else "", None, mod.backend, artifact,
+                                   types=dict(meta.get("types", {})))
             except (ValueError, KeyError, TypeError):
                 variant = None
         if variant is None:
@@ -317,14 +335,16 @@ class _Variant:
         front = mod._front_end()
         names = front.kernel_names
         const_names = front.const_params()
+        types = front.type_params()
         if kernel is not None:
-            unknown = set(consts) - set(const_names.get(kernel, ()))
+            type_names = {t for t, _ in types.get(kernel, {}).get("params", ())}
+            unknown = set(consts) - set(const_names.get(kernel, ())) - type_names
             if unknown:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                  variants={kernel: consts} if kernel else None, skip_unbound=True,
                                  restrict=mod.restrict, alignment="aligned" if aligned else "generic")
-        return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend)
+        return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend, types=types)
 
 
 def _cuda_image(key: str) -> bytes | None:

@@ -86,9 +86,18 @@ class Build(Transformer):
         return N.TableDef(_loc(kw), str(name), str(elem), _loc(elem), tuple(dims), values.items)
 
     def funcdef(self, c):
-        *decos, name, params, ret, suite = c
+        *decos, name, tparams, params, ret, suite = c
         return N.FuncDef(_loc(name), str(name), tuple(params or ()), str(ret) if ret else None,
-                         _loc(ret) if ret else None, suite, tuple(decos))
+                         _loc(ret) if ret else None, suite, tuple(decos), type_params=tuple(tparams or ()))
+
+    def type_params(self, c):
+        return tuple(c)
+
+    def type_param(self, c):
+        name, *allowed = c
+        names = tuple(t for t in allowed if t is not None)
+        return N.TypeParam(_loc(name), str(name), tuple(map(str, names)) if names else None,
+                           tuple(_loc(t) for t in names))
 
     def decorator(self, c):
         at, name, args, *clauses = c

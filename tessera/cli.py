@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from tessera.dtypes import SCALARS
 from tessera.errors import CompileError, InternalCompilerError, TesseraError
 from tessera.kernel_info import KernelInfo
 from tessera.limits import MAX_NAME_CHARS
@@ -35,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"target architecture: {', '.join(ARCHS)} (default sm_90); limits shared memory and "
                         "selects the NVRTC target")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a module constant or a kernel's const parameter (an integer, float, True or False); "
-                        "repeatable")
+                   help="set a module constant or a kernel's const parameter (an integer, float, True or False), or "
+                        "bind a kernel's type parameter (-D T=f16); repeatable")
     p.add_argument("--emit", choices=("cuda", "ir", "ptx", "cubin"), default="cuda",
                    help="what to write: CUDA C (default), the checked IR, PTX or a cubin (both from NVRTC)")
     p.add_argument("--check", action="store_true",
@@ -53,12 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_defines(items: list[str], prog_error) -> dict:
-    out = {}
+    out: dict[str, int | float | bool | str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not NAME_RE.fullmatch(name) or len(name) > MAX_NAME_CHARS:
             prog_error(f"-D expects NAME=VALUE with NAME an identifier of at most {MAX_NAME_CHARS} characters, "
                        f"got {_shown(item)}")
+        if value.strip() in SCALARS:  # a type parameter's binding: -D T=f16
+            out[name] = value.strip()
+            continue
         try:
             out[name] = parse_define_value(value)
         except ValueError as e:

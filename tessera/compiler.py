@@ -54,6 +54,20 @@ class FrontEnd:
     def kernel_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.module.items if isinstance(f, N.FuncDef) and f.is_kernel)
 
+    def type_params(self) -> dict[str, dict[str, list]]:
+        """For each kernel with type parameters, what a launch needs to bind them
+        (runtime/launch_args.bind_types): the type parameters and, per launch parameter in order,
+        the type parameter that is its (element) type."""
+        out: dict[str, dict[str, list]] = {}
+        for f in self.module.items:
+            if isinstance(f, N.FuncDef) and f.is_kernel and f.type_params:
+                names = {t.name for t in f.type_params}
+                out[f.name] = {"params": [[t.name, list(t.allowed) if t.allowed is not None else None]
+                                          for t in f.type_params],
+                               "uses": [[p.name, p.type_name if p.type_name in names else "", p.dims is not None]
+                                        for p in f.params if p.qual != "const"]}
+        return out
+
     def const_params(self) -> dict[str, tuple[str, ...]]:
         return {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in self.module.items
                 if isinstance(f, N.FuncDef) and f.is_kernel}
@@ -121,7 +135,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
         emitted = module
         if only_kernel is not None:
             emitted = L.Module(module.path, module.consts, module.tables, tuple(
-                f for f in module.functions if f.kind != "kernel" or f.name == only_kernel))
+                f for f in module.functions if f.kind != "kernel" or only_kernel in (f.name, f.base_name)))
         text, infos = render_module(emitted, opts)
         return CompileResult(src, module, text, infos)
 

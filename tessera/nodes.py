@@ -314,6 +314,16 @@ class Param:
 
 
 @dataclass(frozen=True)
+class TypeParam:
+    """An element-type parameter `T` (or `T: (f16, f32)`, `allowed` naming the types it may take)."""
+
+    loc: Loc
+    name: str
+    allowed: tuple[str, ...] | None = None
+    allowed_locs: tuple[Loc, ...] = ()
+
+
+@dataclass(frozen=True)
 class Decorator:
     loc: Loc
     name: str
@@ -348,6 +358,12 @@ class FuncDef:
     kind: str = ""                   # kernel | device (set by the kernel-headers pass)
     config: KernelConfig | None = None  # the evaluated kernel header (kernel-headers pass)
     const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
+    type_params: tuple[TypeParam, ...] = ()  # `def f[T, U: (f16, f32)]`
+    # An instance of a generic function (specialize for kernels, typecheck for device functions): the
+    # types bound to its type parameters, which it no longer has, and the generic function's name when
+    # the instance was renamed (`f_T_f32`: a device function instance, or one of several kernel instances).
+    type_values: tuple[tuple[str, str], ...] = ()
+    base_name: str = ""
 
     @property
     def is_map(self) -> bool:

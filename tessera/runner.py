@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -161,12 +161,46 @@ def _compact(chunk: int) -> Case:
     return Case(make, launch, expect, 0, 0)
 
 
+def _blend() -> Case:
+    """samples/generic_blend.tsr: one launch per element type (bf16 as uint16 bits, named by T=)."""
+    n = 10_007
+    kinds = (("f16", np.float16), ("f32", np.float32), ("f64", np.float64))
+
+    def make(rng: np.random.Generator) -> Arrays:
+        out: Arrays = {}
+        for name, dtype in kinds:
+            out[f"x_{name}"], out[f"y_{name}"] = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+            out[f"out_{name}"] = np.zeros(n, dtype)
+        out["x_bf16"], out["y_bf16"] = (bf16_bits(rng.standard_normal(n)) for _ in range(2))
+        out["out_bf16"] = np.zeros(n, np.uint16)
+        return out
+
+    def launch(k: Kernel, a: Arrays) -> None:
+        for name in ("f16", "bf16", "f32", "f64"):
+            types: dict[str, Any] = {"T": "bf16"} if name == "bf16" else {}
+            k(a[f"x_{name}"], a[f"y_{name}"], a[f"out_{name}"], 0.25, grid=(n + 255) // 256, **types)
+
+    def expect(a: Arrays) -> Arrays:
+        def lerp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            x, y = x.astype(np.float32), y.astype(np.float32)
+            return x + (y - x) * np.float32(0.25)
+        out = {f"out_{name}": lerp(a[f"x_{name}"], a[f"y_{name}"]).astype(dtype) for name, dtype in kinds}
+        out["out_bf16"] = bf16_values(bf16_bits(lerp(bf16_values(a["x_bf16"]), bf16_values(a["y_bf16"]))))
+        return out
+
+    def launch_and_decode(k: Kernel, a: Arrays) -> None:
+        launch(k, a)
+        a["out_bf16"] = bf16_values(a["out_bf16"])
+    return Case(make, launch_and_decode, expect, rtol=0, atol=0)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
     "softmax": _softmax, "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3,
     "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),
     "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
-    "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256)}
+    "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
+    "blend": _blend}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

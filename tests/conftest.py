@@ -63,4 +63,4 @@ def cache_warnings(record: list) -> list[str]:
 
 def sample_of(kernel: str) -> str:
     """The sample file that defines `kernel` (a kernel with a case in tessera.runner)."""
-    return str(next(p for p in SAMPLES if f"def {kernel}(" in p.read_text()))
+    return str(next(p for p in SAMPLES if f"def {kernel}(" in p.read_text() or f"def {kernel}[" in p.read_text()))

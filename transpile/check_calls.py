@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from tessera import nodes as N
 from tessera.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
+from tessera.errors import Note
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.check_expr import Sym, scalar_type
 from tessera.transpile.check_memory import MemoryChecker
@@ -354,8 +355,46 @@ class CallChecker(MemoryChecker):
         return self._typed(e, name, (a,), a.ty)
 
     # ---- device functions
+    def instantiate(self, e: N.Call, sym: Sym) -> Sym | None:
+        """The instance of a generic device function that a call's arguments bind (transpile/generics.py):
+        each type parameter takes the type of the first argument whose parameter has it (a literal
+        binds only where no other argument does, with its own type: i32 or f32)."""
+        fn: N.FuncDef = sym.extra["def"]
+        names = {t.name: t for t in fn.type_params}
+        bound: dict[str, tuple[ScalarType, str, bool]] = {}  # T -> (type, parameter, from a literal)
+        for a, p in zip(e.args, fn.params):
+            if p.type_name not in names:
+                continue
+            t = self.scalar_expr(a, f"argument '{p.name}' of {fn.name}()")
+            ty = scalar_type(t)
+            if ty is None:
+                return None
+            weak = self.is_weak(t)
+            prev = bound.get(p.type_name)
+            if prev is None or (prev[2] and not weak):
+                bound[p.type_name] = (ty, p.name, weak)
+            elif not weak and prev[0] != ty:
+                self.sink.error(a.loc, f"{fn.name}(): type parameter '{p.type_name}' is {prev[0]} from argument "
+                                f"'{prev[1]}' but {ty} from argument '{p.name}'; cast one of them")
+                return None
+        values: list[tuple[str, str]] = []
+        for tp in fn.type_params:
+            ty = bound[tp.name][0]
+            if tp.allowed is not None and ty.name not in tp.allowed:
+                self.sink.error(e.loc, f"{fn.name}(): {tp.name} = {ty} (from argument '{bound[tp.name][1]}') is not "
+                                f"one of the types allowed for '{tp.name}' ({', '.join(tp.allowed)})",
+                                Note("type parameters here", fn.loc))
+                return None
+            values.append((tp.name, ty.name))
+        return sym.extra["instantiate"](fn, tuple(values))
+
     def call_device(self, e: N.Call, sym: Sym) -> N.Expr:
         fn: N.FuncDef = sym.extra["def"]
+        if sym.extra.get("generic") and not e.kwargs and len(e.args) == len(fn.params):
+            inst = self.instantiate(e, sym)
+            if inst is None:
+                return e
+            sym, fn = inst, inst.extra["def"]
         if e.kwargs:
             self.sink.error(e.kwargs[0].loc, "device functions take positional arguments only")
             return e

@@ -56,7 +56,8 @@ def _safe_comment(text: str) -> str:
 def module_names(module: L.Module) -> dict[str, str]:
     """C names of the module's constants, tables and functions (names.global_names)."""
     return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables),
-                        tuple((f.name, tuple((c.name, c.value) for c in f.consts)) for f in module.functions))
+                        tuple((f.name, (*((c.name, c.value) for c in f.consts), *f.type_values))
+                              for f in module.functions))
 
 
 def param_infos(fn: L.Function) -> tuple[ParamInfo, ...]:

@@ -427,6 +427,11 @@ class Function:
     # Kernels: the variant that assumes 16-byte-aligned copied tensors whose shape symbols are
     # multiples of 16 (transpile/copy_plan.py), picked at launch where the arrays allow it.
     aligned: bool = False
+    # An instance of a generic kernel (transpile/generics.py): its type parameters' binding, which
+    # its C name carries (`scale_T_f16`); `base_name`: the generic function's name where the
+    # instance was renamed (then the name carries the binding already).
+    type_values: tuple[tuple[str, str], ...] = ()
+    base_name: str = ""
 
     @property
     def tile_count(self) -> int:

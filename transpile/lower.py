@@ -370,7 +370,8 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
     ret = SCALARS[fn.ret] if fn.ret else None
     cfg = fn.config
     out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
-                     cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None)
+                     cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None,
+                     type_values=() if fn.base_name else fn.type_values, base_name=fn.base_name)
     return hoist_function(out) if hoist else out
 
 

@@ -16,6 +16,7 @@ from tessera.transpile.builtins import Coop
 from tessera.transpile.callgraph import coop_class, uses_indices, uses_warp_ops
 from tessera.transpile.check_expr import BUILTIN_NAMES, Sym
 from tessera.transpile.consts import type_of_value
+from tessera.transpile.generics import binding_text, instance_name, substitute
 from tessera.transpile.typecheck import FunctionChecker, check_function
 
 
@@ -24,6 +25,7 @@ class ModuleChecker:
         self.module = module
         self.sink = sink
         self.syms: dict[str, Sym] = {}
+        self.instances: list[N.FuncDef] = []  # device function instances checked, not yet placed
 
     def declare(self, name: str, loc: Loc, sym: Sym) -> bool:
         if name in BUILTIN_NAMES:
@@ -49,12 +51,43 @@ class ModuleChecker:
                 items.append(item)
         for item in self.module.items:
             if isinstance(item, N.FuncDef):
+                if item.type_params:  # a generic device function: instantiated by its calls
+                    self.declare(item.name, item.loc, Sym(item.name, "func", None, item.loc, extra={
+                        "def": item, "generic": True, "instantiate": self.instance, "warp": False, "coop": Coop.NONE,
+                        "indices": False}))
+                    continue
                 fn = self.func(item)
+                items.extend(self.instances)  # the instances it calls, before it
+                self.instances.clear()
                 if fn is not None:
                     items.append(fn)
         return dataclasses.replace(self.module, items=tuple(items))
 
+    def instance(self, generic: N.FuncDef, values: tuple[tuple[str, str], ...]) -> Sym | None:
+        """The symbol of a device function's instance for a binding, checked on first use (None
+        when it has errors)."""
+        name = instance_name(generic, values)
+        sym = self.syms.get(name)
+        if sym is not None:
+            return sym if sym.ref == "func" and sym.extra["def"].base_name == generic.name else None
+        checked = self.func(substitute(generic, values, rename=True))
+        if checked is None:
+            return None
+        self.instances.append(checked)
+        return self.syms.get(name)
+
     def func(self, fn: N.FuncDef) -> N.FuncDef | None:
+        if not fn.type_values:
+            return self._func(fn)
+        first = len(self.sink.items)
+        checked = self._func(fn)
+        note = Note(f"in '{fn.base_name or fn.name}' with {binding_text(fn.type_values)}")
+        for k in range(first, len(self.sink.items)):
+            d = self.sink.items[k]
+            self.sink.items[k] = dataclasses.replace(d, notes=(*d.notes, note))
+        return checked
+
+    def _func(self, fn: N.FuncDef) -> N.FuncDef | None:
         sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False, "coop": Coop.NONE,
                                                                   "indices": False})
         if not self.declare(fn.name, fn.loc, sym):

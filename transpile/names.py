@@ -73,10 +73,11 @@ def _value_text(v: int | float | bool) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in text)
 
 
-def variant_name(kernel: str, const_values: tuple[tuple[str, int | float | bool], ...]) -> str:
-    """`matmul` with BM=64, BN=128 becomes `matmul_BM64_BN128` (stable: parameter order)."""
+def variant_name(kernel: str, const_values: tuple[tuple[str, int | float | bool | str], ...]) -> str:
+    """`matmul` with BM=64, BN=128 becomes `matmul_BM64_BN128` (stable: parameter order); a type
+    parameter's binding (a type name) is set off by an underscore: `scale` with T=f16 is `scale_T_f16`."""
     base = c_ident(kernel)
-    return base + "".join(f"_{k}{_value_text(v)}" for k, v in const_values)
+    return base + "".join(f"_{k}_{v}" if isinstance(v, str) else f"_{k}{_value_text(v)}" for k, v in const_values)
 
 
 def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tuple[tuple[str, tuple], ...]) -> dict[str, str]:

@@ -35,6 +35,9 @@ def override(sink: DiagnosticSink, defines: Mapping[str, Value], name: str, loc:
     if name not in defines:
         return value
     new = defines[name]
+    if isinstance(new, str):  # `-D T=f16`: for type parameters only
+        sink.error(loc, f"-D {name}={new}: a type is given only to a type parameter, and '{name}' is a {what}")
+        return value
     if value is not None and value_kind(value) != value_kind(new) \
             and not (value_kind(value) == "float" and value_kind(new) == "int"):
         sink.error(loc, f"-D {name}={new!r} does not match the {value_kind(value)} {what} '{name}'")

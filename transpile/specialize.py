@@ -4,6 +4,11 @@ being compiled (from the caller, then `-D`, then the default).
 Before:  def matmul(A: f32[M, K], BM: const i32 = 64)         (variant BM=128)
 After:   FuncDef(matmul, const_values=(("BM", 128),))
 
+A kernel with type parameters (`def scale[T]`) becomes one instance per binding (transpile/generics.py):
+the binding given by the caller or `-D T=f16`, else every allowed type of a restricted parameter
+(several instances are renamed `scale_T_f16`, ...). Generic device functions are kept as they are
+(the type checker instantiates them per call).
+
 Kernels whose const parameters have no value are dropped when the caller asked for that
 (`skip_unbound`: the Python API compiles those on their first launch), else reported. A `-D` that
 names neither a module constant nor a const parameter is reported here, where both are known.
@@ -19,6 +24,7 @@ from tessera.dtypes import SCALARS, ScalarType
 from tessera.errors import DiagnosticSink, Loc
 from tessera.transpile.check_consts import value_range_error
 from tessera.transpile.consts import NotConstant, Value, convert, evaluate
+from tessera.transpile.generics import check_type_params, kernel_bindings, substitute
 from tessera.transpile.resolve_constants import module_env, override
 
 
@@ -56,8 +62,9 @@ class _Specializer:
             assert not isinstance(value, _Unbound)
             consts.append((p.name, value))
             env[p.name] = value
+        types = {t for t, _ in fn.type_values}
         for name in given:
-            if not any(p.name == name and p.qual == "const" for p in fn.params):
+            if name not in types and not any(p.name == name and p.qual == "const" for p in fn.params):
                 self.sink.error(fn.loc, f"kernel '{fn.name}' has no const parameter '{name}'")
         if unbound:
             return None
@@ -118,11 +125,23 @@ def specialize(module: N.Module, sink: DiagnosticSink, defines: Mapping[str, Val
     for item in module.items:
         if isinstance(item, N.FuncDef):
             known |= {p.name for p in item.params if p.qual == "const"}
-            if item.is_kernel:
-                fn = spec.function(item, variants.get(item.name, {}))
-                if fn is None:
+            if item.type_params:
+                known |= {t.name for t in item.type_params if item.is_kernel}
+                if not check_type_params(item, module, sink):
                     continue
-                item = fn
+            if item.is_kernel:
+                given = variants.get(item.name, {})
+                instances = [item]
+                if item.type_params:
+                    bindings = kernel_bindings(item, sink, given, defines, skip_unbound)
+                    if bindings is None:
+                        continue
+                    instances = [substitute(item, b, rename=len(bindings) > 1) for b in bindings]
+                for inst in instances:
+                    fn = spec.function(inst, given)
+                    if fn is not None:
+                        items.append(fn)
+                continue
         items.append(item)
     for name in sorted(set(defines) - known):
         sink.error(Loc(1, 1), f"-D {name}: no module constant or const parameter is named '{name}'")
