@@ -87,8 +87,16 @@ class Build(Transformer):
 
     def funcdef(self, c):
         *decos, name, params, ret, suite = c
+        if isinstance(ret, tuple):  # `-> (f32, i32)`: `ret` is None, the types are in `rets`
+            lpar, *types = ret
+            return N.FuncDef(_loc(name), str(name), tuple(params or ()), None, _loc(lpar), suite, tuple(decos),
+                             rets=tuple(str(t) for t in types if t is not None),
+                             rets_locs=tuple(_loc(t) for t in types if t is not None))
         return N.FuncDef(_loc(name), str(name), tuple(params or ()), str(ret) if ret else None,
                          _loc(ret) if ret else None, suite, tuple(decos))
+
+    def ret_tuple(self, c):
+        return tuple(c)
 
     def decorator(self, c):
         at, name, args, *clauses = c
@@ -284,6 +292,10 @@ class Build(Transformer):
     def tuple_lit(self, c):
         lpar, first, rest = c
         return N.TupleLit(_loc(lpar), (first, *(rest or ())))
+
+    def bare_tuple(self, c):
+        items = tuple(x for x in c if x is not None)
+        return N.TupleLit(_start(items[0]), items)
 
     def list_lit(self, c):
         lsqb, items = c

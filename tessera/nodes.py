@@ -49,6 +49,13 @@ class ViewType:
 
 
 @dataclass(frozen=True)
+class TupleType:
+    """The values of a call of a device function that returns several (`-> (f32, i32)`)."""
+
+    items: tuple[ScalarType, ...]
+
+
+@dataclass(frozen=True)
 class StrType:
     pass
 
@@ -58,7 +65,7 @@ class VoidType:
     pass
 
 
-Type = ScalarType | TensorType | ArrayType | ViewType | StrType | VoidType
+Type = ScalarType | TensorType | ArrayType | ViewType | TupleType | StrType | VoidType
 STR = StrType()
 VOID = VoidType()
 
@@ -212,6 +219,8 @@ class Assign:
     annotation: str | None = None
     annotation_loc: Loc | None = None
     declares: bool = False
+    # A tuple assignment (`a, b = b, a`; the target is a TupleLit): which targets it declares.
+    declares_each: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -347,6 +356,8 @@ class FuncDef:
     kind: str = ""                   # kernel | device (set by the kernel-headers pass)
     config: KernelConfig | None = None  # the evaluated kernel header (kernel-headers pass)
     const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
+    rets: tuple[str, ...] = ()          # a device function returning several values: their types
+    rets_locs: tuple[Loc, ...] = ()
 
     @property
     def is_map(self) -> bool:
