@@ -224,6 +224,43 @@ def test_swap_and_tuple_results_as_statements() -> None:
     assert np.array_equal(out, want)
 
 
+def test_nested_calls_and_tuple_assignments_in_blocks() -> None:
+    src = """
+@device
+def two(a: i32) -> (i32, f32):
+    if a > 3:
+        return a * 2, 0.5
+    return a, 1
+
+@device
+def inner(v: mut f32[k], i: i32):
+    q, r = two(i)
+    v[i] = f32(q) + r
+
+@device
+def outer(v: mut f32[k], i: i32):
+    inner(v, i)
+
+@kernel tile[(32,)]
+def k(out: mut f32[n]):
+    i = global_linear_id()
+    if i < n:
+        a, b = two(i)
+        outer(out, i)
+        if i > 1:
+            c, d = b, a
+        else:
+            c, d = 0.0, 0
+        out[i] += c + f32(d) * 100.0
+"""
+    n = 50
+    out = np.zeros(n, np.float32)
+    tessera.compile(src, backend="cpu", check_bounds=True).k(out, grid=2)
+    i = np.arange(n)
+    q, r = np.where(i > 3, i * 2, i), np.where(i > 3, 0.5, 1.0)
+    assert np.array_equal(out, (q + r + np.where(i > 1, r + q * 100.0, 0)).astype(np.float32))
+
+
 def test_bounds_check_inside_a_device_function() -> None:
     src = """
 @device
