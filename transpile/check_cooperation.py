@@ -250,8 +250,8 @@ class _Walker:
             values = s.value.items if isinstance(s.value, N.TupleLit) else None
             whole = NONE if values is not None else self.expr(s.value, ctl)
             taints = [self.expr(v, ctl) for v in values] if values is not None else [whole] * len(s.target.items)
-            for t, vt in zip(s.target.items, taints):
-                self.assign_target(t, vt.join(ctl.taint), ctl)
+            for target, vt in zip(s.target.items, taints):
+                self.assign_target(target, vt.join(ctl.taint), ctl)
             return NONE, NONE
         if isinstance(s, (N.Assign, N.AugAssign)):
             value = self.expr(s.value, ctl).join(ctl.taint)
