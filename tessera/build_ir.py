@@ -87,6 +87,12 @@ class Build(Transformer):
 
     def funcdef(self, c):
         *decos, name, tparams, params, ret, suite = c
+        if isinstance(ret, tuple):  # `-> (f32, i32)`: `ret` is None, the types are in `rets`
+            lpar, *types = ret
+            return N.FuncDef(_loc(name), str(name), tuple(params or ()), None, _loc(lpar), suite, tuple(decos),
+                             rets=tuple(str(t) for t in types if t is not None),
+                             rets_locs=tuple(_loc(t) for t in types if t is not None),
+                             type_params=tuple(tparams or ()))
         return N.FuncDef(_loc(name), str(name), tuple(params or ()), str(ret) if ret else None,
                          _loc(ret) if ret else None, suite, tuple(decos), type_params=tuple(tparams or ()))
 
@@ -98,6 +104,9 @@ class Build(Transformer):
         names = tuple(t for t in allowed if t is not None)
         return N.TypeParam(_loc(name), str(name), tuple(map(str, names)) if names else None,
                            tuple(_loc(t) for t in names))
+
+    def ret_tuple(self, c):
+        return tuple(c)
 
     def decorator(self, c):
         at, name, args, *clauses = c
@@ -293,6 +302,10 @@ class Build(Transformer):
     def tuple_lit(self, c):
         lpar, first, rest = c
         return N.TupleLit(_loc(lpar), (first, *(rest or ())))
+
+    def bare_tuple(self, c):
+        items = tuple(x for x in c if x is not None)
+        return N.TupleLit(_start(items[0]), items)
 
     def list_lit(self, c):
         lsqb, items = c

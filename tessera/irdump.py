@@ -99,7 +99,8 @@ def dump_module(m: N.Module) -> str:
                     head += f" shared({item.config.shared_budget})"
             params = [f"{p.name}: {'const ' if p.qual == 'const' else ''}{_ty(p.ty)}" if p.ty is not None else p.name
                       for p in item.params]
-            out.append(f"{head}({', '.join(params)}){' -> ' + item.ret if item.ret else ''}:")
+            rets = f" -> ({', '.join(item.rets)})" if item.rets else ""
+            out.append(f"{head}({', '.join(params)}){' -> ' + item.ret if item.ret else rets}:")
             for k, v in item.const_values:
                 out.append(f"    const {k} = {v!r}")
             _stmts(item.body, 1, out)

@@ -50,6 +50,13 @@ class ViewType:
 
 
 @dataclass(frozen=True)
+class TupleType:
+    """The values of a call of a device function that returns several (`-> (f32, i32)`)."""
+
+    items: tuple[ScalarType, ...]
+
+
+@dataclass(frozen=True)
 class StrType:
     pass
 
@@ -59,7 +66,7 @@ class VoidType:
     pass
 
 
-Type = ScalarType | TensorType | ArrayType | ViewType | StrType | VoidType
+Type = ScalarType | TensorType | ArrayType | ViewType | TupleType | StrType | VoidType
 STR = StrType()
 VOID = VoidType()
 
@@ -213,6 +220,8 @@ class Assign:
     annotation: str | None = None
     annotation_loc: Loc | None = None
     declares: bool = False
+    # A tuple assignment (`a, b = b, a`; the target is a TupleLit): which targets it declares.
+    declares_each: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -364,6 +373,8 @@ class FuncDef:
     # the instance was renamed (`f_T_f32`: a device function instance, or one of several kernel instances).
     type_values: tuple[tuple[str, str], ...] = ()
     base_name: str = ""
+    rets: tuple[str, ...] = ()          # a device function returning several values: their types
+    rets_locs: tuple[Loc, ...] = ()
 
     @property
     def is_map(self) -> bool:

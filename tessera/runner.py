@@ -194,7 +194,20 @@ def _blend() -> Case:
     return Case(make, launch_and_decode, expect, rtol=0, atol=0)
 
 
+def _block_scan() -> Case:
+    n, g = 1000, 4  # n not a multiple of the group of 256
+
+    def make(rng: np.random.Generator) -> Arrays:
+        x = rng.integers(-4, 5, n).astype(np.float32)  # small integers: every sum is exact
+        padded = np.zeros(g * 256, np.float32)
+        padded[:n] = x
+        return {"x": x, "totals": padded.reshape(g, 256).sum(axis=1), "out": np.zeros(n, np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["totals"], a["out"], grid=g),
+                lambda a: {"out": np.cumsum(a["x"]).astype(np.float32)}, rtol=0, atol=0)
+
+
 CASES: dict[str, Callable[[], Case]] = {
+    "block_scan": _block_scan,
     "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
     "softmax": _softmax, "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3,
     "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),

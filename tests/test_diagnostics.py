@@ -46,6 +46,9 @@ def _fragments(m: str | tuple[str, ...]) -> tuple[str, ...]:
     return (m,) if isinstance(m, str) else m
 
 
+DEV2 = "@device\ndef two(a: f32) -> (f32, f32):\n    return a, a * 2.0\n\n"
+
+
 CATALOG: list[Case] = [
     # ---- syntax
     Case("missing-colon-def", "@kernel tile[(128,)]\ndef k(x: f32[n])\n    pass\n", 2, 17,
@@ -513,6 +516,48 @@ CATALOG: list[Case] = [
          "d(): T = i32 (from argument 'a') is not one of the types allowed for 'T' (f16, f32)"),
     Case("static-range-bound-overflows", kern("for i in static_range(i32(f64(1e300) * f64(1e300))):\n    pass"), 3, 42,
          ("a static_range bound must be a compile-time constant", "constant expression overflows")),
+    # ---- device functions: array parameters, several results; tuple assignment
+    Case("tuple-assign-wrong-arity", kern("a, b = 1, 2, 3"), 3, 5,
+         'a tuple assignment to 2 targets needs 2 values, but 3 are given'),
+    Case("tuple-assign-wrong-arity-call", DEV2 + kern("a, b, c = two(1.0)"), 7, 5,
+         'a tuple assignment to 3 targets needs 3 values, but 2 are given'),
+    Case("tuple-assign-from-one-value", kern("a, b = x[0]"), 3, 12,
+         'needs 2 values, but this is one f32 value'),
+    Case("several-values-to-one-target", kern("a = 1, 2"), 3, 9,
+         '2 values assigned to one target'),
+    Case("tuple-result-in-expression", DEV2 + kern("out[0] = two(1.0) + 1.0"), 7, 14,
+         ('two() returns 2 values (f32, f32)', 'tuple assignment')),
+    Case("tuple-result-assigned-to-one-name", DEV2 + kern("y = two(1.0)"), 7, 9,
+         'two() returns 2 values'),
+    Case("scalar-for-array-parameter", "@device\ndef first(v: f32[k]) -> f32:\n    return v[0]\n\n" + kern("out[0] = first(m)"), 7, 20,
+         ("argument 'v' of first() is an array (f32[k])", 'not i32')),
+    Case("array-for-scalar-parameter", "@device\ndef sq(a: f32) -> f32:\n    return a * a\n\n" + kern("out[0] = sq(x)"), 7, 17,
+         "argument 'a' of sq() is a scalar f32, not an array"),
+    Case("array-parameter-element-type", "@device\ndef fi(v: i32[k]) -> i32:\n    return v[0]\n\n" + kern("out[0] = f32(fi(x))"), 7, 21,
+         "argument 'v' of fi() has element type i32, but 'x' has f32 elements"),
+    Case("array-parameter-rank", "@device\ndef f2(v: f32[a, b]) -> f32:\n    return v[0, 0]\n\n" + kern("out[0] = f2(x)"), 7, 17,
+         "argument 'v' of f2() has 2 dimensions (f32[a, b]), but 'x' has 1"),
+    Case("array-parameter-constant-extent", "@device\ndef f4(v: mut f32[4]):\n    v[0] = 1.0\n\n" + kern("s = tshared.alloc(f32[8])\nf4(s)"), 8, 8,
+         "dimension 0 of argument 'v' of f4() is 4, but 's' has 8"),
+    Case("array-parameter-shape-symbol-disagrees", "@device\ndef pair(a: f32[k], b: f32[k]):\n    pass\n\n" + kern("s = tshared.alloc(f32[8])\nt = tshared.alloc(f32[4])\npair(s, t)"), 9, 13,
+         "the shape symbol 'k' of pair() is 8 from an earlier argument, but dimension 0 of 't' is 4"),
+    Case("array-parameter-register-array", "@device\ndef rd(v: f32[k]) -> f32:\n    return v[0]\n\n" + kern("r = tregs(f32[4], 0.0)\nout[0] = rd(r)"), 8, 17,
+         'register array f32[4] cannot be passed'),
+    Case("store-through-non-mut-array-parameter", "@device\ndef st(v: f32[k]):\n    v[0] = 1.0\n", 3, 5,
+         "cannot store to 'v': it is not mut"),
+    Case("non-mut-tensor-for-mut-parameter", "@device\ndef w(v: mut f32[k]):\n    v[0] = 1.0\n\n" + kern("w(x)"), 7, 7,
+         "argument 'v' of w() is mut"),
+    Case("tuple-return-wrong-count", "@device\ndef two(a: f32) -> (f32, f32):\n    return a\n", 3, 12,
+         "'two' returns 2 values (f32, f32), but this return has 1"),
+    Case("tuple-return-in-scalar-function", "@device\ndef one(a: f32) -> f32:\n    return a, a\n", 3, 12,
+         "'one' returns one f32 value, but this return has 2 values"),
+    Case("tile-index-through-tuple-assignment", kern("b, a = 0, tile_linear_id()\nif a < 5:\n    tbarrier()"), 5, 9,
+         "tbarrier() must be reached by every tile of the group", note="tile-dependent condition"),
+    Case("tile-index-through-several-results", DEV2.replace("f32", "i32").replace("2.0", "2") +
+         kern("a, b = two(tile_linear_id())\nif b < 5:\n    tbarrier()"), 9, 9,
+         "tbarrier() must be reached by every tile of the group"),
+    Case("mut-scalar-device-parameter", "@device\ndef ms(a: mut f32):\n    pass\n", 2, 8,
+         'a const or mut scalar parameter is an error'),
 ]
 
 

@@ -211,3 +211,29 @@ def test_nvrtc_compiles_every_binding_without_warnings(source: str, arch: str) -
         assert nv.warnings == (), (defines, nv.warnings)
         for k in result.kernels:
             assert nv.kernel(k.c_name).registers > 0
+
+
+def test_generic_device_functions_with_array_parameters_and_several_results() -> None:
+    """T binds from an array argument's element type too, and a generic function may return several values."""
+    mod = tessera.compile("""
+@device
+def sumdiff[T](a: T, b: T) -> (T, T):
+    return a + b, a - b
+
+@device
+def first_plus[T](v: T[n], k: i32) -> T:
+    return v[k] + v[0]
+
+@kernel tile[(64,)]
+def k[T: (f32, f64)](x: T[n], y: mut T[n], z: mut T[n]):
+    i = global_linear_id()
+    if i < n:
+        s, d = sumdiff(x[i], T(1))
+        y[i] = s
+        z[i] = d + first_plus(x, i)
+""", backend="cpu")
+    for dtype in (np.float32, np.float64):
+        x = np.arange(100, dtype=dtype)
+        y, z = np.zeros_like(x), np.zeros_like(x)
+        mod.k(x, y, z, grid=2)
+        assert np.array_equal(y, x + 1) and np.array_equal(z, (x - 1) + (x + x[0]))

@@ -246,6 +246,14 @@ class _Walker:
             return ctl.taint, NONE
         if isinstance(s, (N.Break, N.Continue)):
             return NONE, ctl.taint
+        if isinstance(s, N.Assign) and isinstance(s.target, N.TupleLit):
+            # Each target takes its own value's taint (all of a call's results: the call's).
+            values = s.value.items if isinstance(s.value, N.TupleLit) else None
+            whole = NONE if values is not None else self.expr(s.value, ctl)
+            taints = [self.expr(v, ctl) for v in values] if values is not None else [whole] * len(s.target.items)
+            for target, vt in zip(s.target.items, taints):
+                self.assign_target(target, vt.join(ctl.taint), ctl)
+            return NONE, NONE
         if isinstance(s, (N.Assign, N.AugAssign)):
             value = self.expr(s.value, ctl).join(ctl.taint)
             if isinstance(s.target, N.Name):
@@ -259,6 +267,15 @@ class _Walker:
         if isinstance(s, N.ExprStmt):
             self.expr(s.expr, ctl)
         return NONE, NONE
+
+    def assign_target(self, target: N.Expr, value: Taint, ctl: _Ctl) -> None:
+        if isinstance(target, N.Name):
+            self.set(target.id, value)
+            return
+        where = self.expr(target, ctl)
+        base = target.base if isinstance(target, N.Index) else None
+        if isinstance(base, N.Name) and isinstance(base.ty, N.ArrayType) and base.ty.space == "regs":
+            self.set(base.id, value.join(where))
 
     # ---- cooperative calls
     def need(self, name: str, coop: Coop, e: N.Call, ctl: _Ctl) -> None:
@@ -324,6 +341,8 @@ def _linear_locals(fn: N.FuncDef) -> frozenset[str]:
     stack: list[object] = list(fn.body)
     while stack:
         n = stack.pop()
+        if isinstance(n, N.Assign) and isinstance(n.target, N.TupleLit):
+            other.update(t.id for t in n.target.items if isinstance(t, N.Name))
         if isinstance(n, (N.Assign, N.AugAssign)) and isinstance(n.target, N.Name):
             plain = isinstance(n, N.Assign) and _is_tile_linear_id(n.value)
             (linear if plain else other).add(n.target.id)

@@ -190,6 +190,12 @@ class ExprChecker:
 
     def scalar_expr(self, e: N.Expr, what: str = "operand") -> N.Expr:
         t = self.expr(e)
+        if isinstance(t.ty, N.TupleType) and isinstance(t, N.Call) and isinstance(t.func, N.Name):
+            n = len(t.ty.items)
+            self.sink.error(e.loc, f"{t.func.id}() returns {n} values ({', '.join(x.name for x in t.ty.items)}); "
+                            f"call it in a tuple assignment ({', '.join('abcdefgh'[:min(n, 8)])} = "
+                            f"{t.func.id}(...)) or as a statement")
+            return N.replace(t, ty=None)
         if t.ty is not None and not is_scalar(t.ty):
             self.sink.error(e.loc, f"{what} must be a scalar value, not {type_name(t.ty)}")
             return N.replace(t, ty=None) if hasattr(t, "ty") else t
@@ -438,6 +444,8 @@ def type_name(t: N.Type | None) -> str:
         return f"{what} {t.elem}{list(t.shape)}"
     if isinstance(t, N.ViewType):
         return "view"
+    if isinstance(t, N.TupleType):
+        return f"{len(t.items)} values ({', '.join(x.name for x in t.items)})"
     if isinstance(t, N.StrType):
         return "string"
     return "no value"

@@ -10,6 +10,7 @@ are computed in `int` and wrapped back after each operation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -190,7 +191,7 @@ class CPrinter(BuiltinPrinter):
     def p_Load(self, e: L.Load) -> tuple[str, int]:
         buf = self.ctx.buffers[e.buf]
         text = self.access(e.buf, e.index, "read")
-        f = load_fn(buf.elem) if buf.space in ("global", "shared") else None
+        f = load_fn(buf.elem) if buf.space in ("global", "shared", "ref") else None
         return (f"{f}({text})", PRIMARY) if f else (text, PRIMARY)
 
     def element(self, name: str, index: tuple[L.Expr, ...]) -> str:
@@ -207,13 +208,25 @@ class CPrinter(BuiltinPrinter):
             rows = buf.shape[:-1] + (L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad
                                      else buf.shape[-1],)
             return f"{cname}[{self.flat_index(idx, rows)}]"
+        if buf.space == "ref":  # an array parameter: a pointer and the caller's row strides (in elements)
+            parts = []
+            for k, (i, d) in enumerate(zip(index, buf.shape)):
+                text, prec = self.checked(i, d, name, k)
+                if k + 1 < len(index):
+                    parts.append(f"{text if prec >= MUL else f'({text})'} * {stride_name(name, k)}")
+                else:
+                    parts.append(text if prec > ADD else f"({text})")
+            return f"{cname}[{' + '.join(parts)}]"
         return cname + "".join(f"[{self.checked(i, d, name, k)[0]}]" for k, (i, d) in enumerate(zip(index, buf.shape)))
 
     def access(self, name: str, index: tuple[L.Expr, ...], how: str) -> str:
         """An element, routed through the race detector for shared arrays under check_bounds."""
         text = self.element(name, index)
-        if self.ctx.check_bounds and self.ctx.buffers[name].space == "shared":
+        space = self.ctx.buffers[name].space
+        if self.ctx.check_bounds and space == "shared":
             return f"(*tsr_race_{how}(&{text}, {self.line}))"
+        if self.ctx.check_bounds and space == "ref":  # shared memory only when the caller passed some
+            return f"(*({shared_flag_name(name)} ? tsr_race_{how}(&{text}, {self.line}) : &{text}))"
         return text
 
     def checked(self, i: L.Expr, extent: L.Expr, array: str, dim: int) -> tuple[str, int]:
@@ -233,9 +246,35 @@ class CPrinter(BuiltinPrinter):
             text, prec = f"{left} * {dim} + {i if iprec > ADD else f'({i})'}", ADD
         return text
 
-    def p_Call(self, e: L.Call) -> tuple[str, int]:
+    def p_Call(self, e: L.Call, outs: tuple[L.Var, ...] = ()) -> tuple[str, int]:
         name = self.ctx.names.get(e.func, c_ident(e.func))
-        return f"{name}({', '.join(self.expr(a) for a in e.args)})", PRIMARY
+        args = [self.argument(a) for a in e.args] + [f"&{var_name(v.name)}" for v in outs]
+        return f"{name}({', '.join(args)})", PRIMARY
+
+    def argument(self, a: L.Expr) -> str:
+        """An argument of a device function; an array is its first element's address, its row
+        strides in elements (shared arrays: padded rows) and, in check_bounds builds, whether it is
+        in shared memory (for the race detector)."""
+        if not isinstance(a, L.ArrayArg):
+            return self.expr(a)
+        buf = self.ctx.buffers[a.buf]
+        name = c_ident(a.buf)
+        rank = len(buf.shape)
+        if buf.space == "ref":
+            parts = [name, *(stride_name(a.buf, k) for k in range(rank - 1))]
+            shared = shared_flag_name(a.buf)
+        elif buf.space == "shared":
+            phys = [int(d.value) for d in buf.shape]  # type: ignore[union-attr]
+            phys[-1] += buf.pad
+            parts = [f"&{name}{'[0]' * (rank + (1 if buf.stages > 1 else 0))}",
+                     *(str(math.prod(phys[k + 1:])) for k in range(rank - 1))]
+            shared = "true"
+        else:
+            parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in buf.shape[k + 1:]) for k in range(rank - 1))]
+            shared = "false"
+        if self.ctx.check_bounds:
+            parts.append(shared)
+        return ", ".join(parts)
 
     def printf_arg(self, a: L.Expr) -> str:
         ty = a.dtype
@@ -255,3 +294,13 @@ class CPrinter(BuiltinPrinter):
             return f"{direct}({self.expr(value)})"
         text = self.expr(value) if value.dtype.c_compute == "float" else self.cast_to(value, F32)
         return f"{f}({text})"
+
+
+def stride_name(array: str, dim: int) -> str:
+    """The C name of an array parameter's stride (in elements) of dimension `dim` (not the last)."""
+    return f"tsr_stride{dim}_{c_ident(array)}"
+
+
+def shared_flag_name(array: str) -> str:
+    """The C name of an array parameter's flag: the caller passed a shared array (check_bounds builds)."""
+    return f"tsr_shared_{c_ident(array)}"

@@ -130,7 +130,7 @@ class BodyPrinter:
             value = self.pr.stored(s.value, buf.elem) if buf.space != "regs" else self.pr.cast_to(s.value, buf.elem)
             self.emit(f"{lhs} = {value};", s.loc)
             return
-        in_memory = buf.space in ("global", "shared")
+        in_memory = buf.space in ("global", "shared", "ref")
         self.update(lhs, L.Load(s.buf, s.index, buf.elem), s.op, s.op_type, s.value, s.loc,
                     store_fn(buf.elem) if in_memory else None)
 
@@ -243,6 +243,10 @@ class BodyPrinter:
         self.emit("continue;", s.loc)
 
     def s_Return(self, s: L.Return) -> None:
+        if s.values:  # several results: through the caller's pointers (emit: `tsr_result<k>`)
+            stores = " ".join(f"*tsr_result{k} = {self.pr.expr(v)};" for k, v in enumerate(s.values))
+            self.emit(f"{{ {stores} return; }}", s.loc)
+            return
         self.emit("return;" if s.value is None else f"return {self.pr.expr(s.value)};", s.loc)
 
     def s_Barrier(self, s: L.Barrier) -> None:
@@ -275,7 +279,7 @@ class BodyPrinter:
             self.emit(f"(void){self.pr.wrap(e, 15)};", s.loc)
 
     def s_Invoke(self, s: L.Invoke) -> None:
-        self.emit(f"{self.pr.p_Call(L.Call(s.func, s.args, I32))[0]};", s.loc)
+        self.emit(f"{self.pr.p_Call(L.Call(s.func, s.args, I32), s.outs)[0]};", s.loc)
 
     def s_Copy(self, s: L.Copy) -> None:
         ext = tuple(x for x in s.dst.extents if x is not None)

@@ -18,7 +18,7 @@ from tessera.kernel_info import KernelInfo, ParamInfo
 from tessera.transpile import lir as L
 from tessera.transpile.cmap import element_loop, has_vector_variant, map_tensors
 from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
-from tessera.transpile.cprinter import Context, CPrinter
+from tessera.transpile.cprinter import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
 from tessera.transpile.header_parts import SECTIONS, sections
 from tessera.transpile.lir_visit import all_exprs, statements, walk
@@ -82,6 +82,21 @@ def _c_param(p: ParamInfo, restrict: bool) -> str:
     if p.kind == "tensor":
         return f"{ty.c_storage}*{qual} {name}" if p.mut else f"const {ty.c_storage}*{qual} {name}"
     return f"const {ty.c_compute} {name}"
+
+
+def _device_param(fn: L.Function, p: L.Param, check_bounds: bool) -> str:
+    """A device function's parameter; an array parameter is a pointer to its first element, its row
+    strides in elements (all dimensions but the last) and, in check_bounds builds, whether it points
+    to shared memory (CPrinter.argument passes them)."""
+    if p.kind != "array":
+        return f"{p.dtype.c_compute} {c_ident(p.name)}"
+    b = fn.buffer(p.name)
+    assert b is not None
+    parts = [f"{'' if b.mut else 'const '}{p.dtype.c_storage}* {c_ident(p.name)}",
+             *(f"int {stride_name(p.name, k)}" for k in range(len(b.shape) - 1))]
+    if check_bounds:
+        parts.append(f"bool {shared_flag_name(p.name)}")
+    return ", ".join(parts)
 
 
 def _recursive(fn: L.Function) -> bool:
@@ -167,7 +182,8 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         body = print_body(fn, CPrinter(fn, ctx), opts)
         cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
         if fn.kind == "device":
-            params = ", ".join(f"{p.dtype.c_compute} {c_ident(p.name)}" for p in fn.params)
+            params = ", ".join([_device_param(fn, p, opts.check_bounds) for p in fn.params]
+                               + [f"{t.c_compute}* tsr_result{k}" for k, t in enumerate(fn.rets)])
             functions.append({"kernel": False, "name": cname, "ret": fn.ret.c_compute if fn.ret else "void",
                               "params": params, "line": fn.loc.line, "body": body,
                               "inline": "__noinline__" if _recursive(fn) else "__forceinline__"})

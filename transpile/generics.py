@@ -40,13 +40,10 @@ def substitute(fn: N.FuncDef, values: tuple[tuple[str, str], ...], rename: bool)
     mapping = dict(values)
     body = _sub(fn.body, mapping)
     params = _sub(fn.params, mapping)
-    ret = fn.ret
-    if isinstance(ret, str):
-        ret = mapping.get(ret, ret)
-    elif isinstance(ret, tuple):  # a tuple return type, where the grammar has one
-        ret = tuple(mapping.get(r, r) if isinstance(r, str) else r for r in ret)
-    return N.replace(fn, name=instance_name(fn, values) if rename else fn.name, params=params, ret=ret, body=body,
-                     type_params=(), type_values=values, base_name=fn.name if rename else "")
+    ret = mapping.get(fn.ret, fn.ret) if fn.ret is not None else None
+    rets = tuple(mapping.get(r, r) for r in fn.rets)  # several results: `-> (T, i32)`
+    return N.replace(fn, name=instance_name(fn, values) if rename else fn.name, params=params, ret=ret, rets=rets,
+                     body=body, type_params=(), type_values=values, base_name=fn.name if rename else "")
 
 
 def _sub(x: object, m: Mapping[str, str]) -> object:

@@ -133,7 +133,7 @@ def _checks(fn: L.Function, stmts: tuple[L.Stmt, ...], exprs: tuple[L.Expr, ...]
     accessed = [e.buf for e in exprs if isinstance(e, L.Load)] + [s.buf for s in stmts if isinstance(s, L.Store)]
     if accessed or any(isinstance(e, L.Atomic) for e in exprs):
         out.add("bounds")
-    if any((b := fn.buffer(name)) is not None and b.space == "shared" for name in accessed):
+    if any((b := fn.buffer(name)) is not None and b.space in ("shared", "ref") for name in accessed):
         out.add("race")
     if any(isinstance(e, (L.Binary, L.Unary)) and e.op in _CHECKED_OPS and _overflows(e.dtype) for e in exprs) or any(
             isinstance(s, (L.Assign, L.Store)) and s.op in _CHECKED_OPS and _overflows(s.op_type) for s in stmts):

@@ -151,8 +151,17 @@ class Call:
     dtype: ScalarType
 
 
+@dataclass(frozen=True)
+class ArrayArg:
+    """A whole buffer (a global tensor, a shared array, or an array parameter) passed for an array
+    parameter of a device function; `dtype` is its element type. Only an argument of `Call`/`Invoke`."""
+
+    buf: str
+    dtype: ScalarType
+
+
 Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \
-    | Atomic | Call
+    | Atomic | Call | ArrayArg
 
 
 def converted(x: Expr, ty: ScalarType) -> Expr:
@@ -172,7 +181,7 @@ class Buffer:
     """A global tensor (a parameter), shared array, register array or constant table."""
 
     name: str
-    space: str  # global | shared | regs | const
+    space: str  # global | shared | regs | const | ref (an array parameter of a device function)
     elem: ScalarType
     shape: tuple[Expr, ...]  # Const, or Var for shape symbols and size parameters
     loc: Loc
@@ -312,8 +321,11 @@ class Continue:
 
 @dataclass(frozen=True)
 class Return:
+    """`return`, `return value`, or in a function with several results `return a, b` (`values`)."""
+
     loc: Loc
     value: Expr | None
+    values: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -365,11 +377,13 @@ class Eval:
 
 @dataclass(frozen=True)
 class Invoke:
-    """A call of a device function that returns nothing."""
+    """A call of a device function that returns nothing, or several values (into `outs`, locals
+    declared before the call)."""
 
     loc: Loc
     func: str
     args: tuple[Expr, ...]
+    outs: tuple[Var, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -398,7 +412,7 @@ class Param:
     a shape symbol (appended by the compiler, bound at launch from the arrays' shapes)."""
 
     name: str
-    kind: str  # tensor | scalar | shape
+    kind: str  # tensor | scalar | shape | array (a device function's array parameter, its buffer a `ref`)
     dtype: ScalarType
     loc: Loc
 
@@ -432,6 +446,7 @@ class Function:
     # instance was renamed (then the name carries the binding already).
     type_values: tuple[tuple[str, str], ...] = ()
     base_name: str = ""
+    rets: tuple[ScalarType, ...] = ()     # device functions returning several values (`ret` is None)
 
     @property
     def tile_count(self) -> int:

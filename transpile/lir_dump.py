@@ -41,6 +41,8 @@ def expr(e: L.Expr) -> str:
     if isinstance(e, L.Atomic):
         args = ", ".join(expr(a) for a in e.args)
         return f"{e.op}({e.buf}[{', '.join(expr(i) for i in e.index)}], {args}, scope={e.scope}):{e.dtype}"
+    if isinstance(e, L.ArrayArg):
+        return f"array {e.buf}"
     assert isinstance(e, L.Call)
     return f"call {e.func}({', '.join(expr(a) for a in e.args)}):{e.dtype}"
 
@@ -90,7 +92,8 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}for each of the {expr(s.count)} elements, {s.width} per tile:{ln}")
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.Return):
-            out.append(f"{pad}return{' ' + expr(s.value) if s.value is not None else ''}{ln}")
+            values = [expr(v) for v in s.values] if s.values else [expr(s.value)] if s.value is not None else []
+            out.append(f"{pad}return{' ' + ', '.join(values) if values else ''}{ln}")
         elif isinstance(s, L.Fence):
             out.append(f"{pad}fence {s.scope}{ln}")
         elif isinstance(s, L.Copy):
@@ -102,7 +105,8 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
         elif isinstance(s, L.Eval):
             out.append(f"{pad}{expr(s.expr)}{ln}")
         elif isinstance(s, L.Invoke):
-            out.append(f"{pad}call {s.func}({', '.join(expr(a) for a in s.args)}){ln}")
+            into = f" -> {', '.join(expr(v) for v in s.outs)}" if s.outs else ""
+            out.append(f"{pad}call {s.func}({', '.join(expr(a) for a in s.args)}){into}{ln}")
         elif isinstance(s, L.Print):
             out.append(f"{pad}print {s.fmt!r}{''.join(', ' + expr(a) for a in s.args)}{ln}")
         elif isinstance(s, L.Assert):
@@ -132,7 +136,8 @@ def dump_lir(m: L.Module) -> str:
         head += f" tile{f.tile}" if f.tile else ""
         if f.shared_budget is not None:
             head += f" shared({f.shared_budget})"
-        out.append(f"{head}({params}){' -> ' + str(f.ret) if f.ret else ''}:")
+        rets = f" -> ({', '.join(map(str, f.rets))})" if f.rets else ""
+        out.append(f"{head}({params}){' -> ' + str(f.ret) if f.ret else rets}:")
         for c in f.consts:
             out.append(f"{_INDENT}const {c.name}: {c.dtype} = {c.value!r}")
         for b in f.buffers:

@@ -13,7 +13,7 @@ from tessera.transpile import lir as L
 from tessera.transpile.affine import affine
 
 _EXPR_TYPES = (L.Const, L.Var, L.Unary, L.Binary, L.Compare, L.Logical, L.Select, L.Cast, L.Affine, L.Load,
-               L.Intrinsic, L.Collective, L.Atomic, L.Call)
+               L.Intrinsic, L.Collective, L.Atomic, L.Call, L.ArrayArg)
 _EXPR_CLASSES = frozenset(_EXPR_TYPES)
 _BODY_FIELDS = {"then", "orelse", "body"}
 

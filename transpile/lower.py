@@ -46,6 +46,8 @@ class _Function:
             assert isinstance(ty, ScalarType)
             return L.Const(convert(e.value, ty), ty)
         if isinstance(e, N.Name):
+            if isinstance(ty, (N.TensorType, N.ArrayType)):  # a whole array passed to a device function
+                return L.ArrayArg(e.id, ty.elem)
             return self.name(e)
         if isinstance(e, N.Unary):
             assert isinstance(ty, ScalarType)
@@ -152,7 +154,7 @@ class _Function:
         if isinstance(s, N.AugAssign):
             return self.aug_assign(s)
         if isinstance(s, N.ExprStmt):
-            return [self.effect(s)]
+            return self.effect(s)
         if isinstance(s, N.If):
             return [L.If(s.loc, self.expr(s.cond), self.block(s.then), self.block(s.orelse))]
         if isinstance(s, N.While):
@@ -166,6 +168,8 @@ class _Function:
         if isinstance(s, N.Return):
             if s.value is None:
                 return [L.Return(s.loc, None)]
+            if isinstance(s.value, N.TupleLit):  # `return a, b`: already converted to the declared types
+                return [L.Return(s.loc, None, tuple(self.expr(v) for v in s.value.items))]
             ret = SCALARS[self.fn.ret] if self.fn.ret else None
             value = self.expr(s.value)
             return [L.Return(s.loc, L.converted(value, ret) if ret else value)]
@@ -174,6 +178,8 @@ class _Function:
 
     def assign(self, s: N.Assign) -> list[L.Stmt]:
         t = s.target
+        if isinstance(t, N.TupleLit):
+            return self.tuple_assign(s)
         if isinstance(t, N.Name):
             ty = t.ty
             if isinstance(ty, N.ArrayType):
@@ -192,6 +198,35 @@ class _Function:
         elif not t.ty.is_half:
             value = L.converted(value, t.ty)
         return [L.Store(s.loc, t.base.id, self.index(t.indices), value)]
+
+    def tuple_assign(self, s: N.Assign) -> list[L.Stmt]:
+        """`a, b = b, a` / `s, c = f(x)`: every value into a temporary first, then each target
+        assigned from its temporary, left to right, as a single assignment would be."""
+        assert isinstance(s.target, N.TupleLit)
+        out: list[L.Stmt] = []
+        temps: list[L.Var] = []
+        if isinstance(s.value, N.TupleLit):
+            for k, v in enumerate(s.value.items):
+                x = self.expr(v)
+                tmp = L.Var(self.temp(f"%tuple{k}"), x.dtype)
+                out.append(L.Decl(s.loc, tmp, x, const=True))
+                temps.append(tmp)
+        else:
+            out.extend(self.results(s.loc, s.value, temps))
+        for k, (target, tmp) in enumerate(zip(s.target.items, temps)):
+            value = N.Name(target.loc, tmp.name, tmp.dtype, "local")
+            out.extend(self.assign(N.Assign(s.loc, target, value, declares=s.declares_each[k])))
+        return out
+
+    def results(self, loc: Loc, e: N.Expr, temps: list[L.Var]) -> list[L.Stmt]:
+        """The call of a device function returning several values: new temporaries (added to
+        `temps`) declared, then the call, which stores its results to them."""
+        assert isinstance(e, N.Call) and isinstance(e.func, N.Name) and isinstance(e.ty, N.TupleType)
+        args = tuple(self.expr(a) for a in e.args)
+        new = [L.Var(self.temp(f"%result{k}"), t) for k, t in enumerate(e.ty.items)]
+        temps.extend(new)
+        decls: list[L.Stmt] = [L.Decl(loc, v, L.Const(convert(0, v.dtype), v.dtype)) for v in new]
+        return [*decls, L.Invoke(loc, e.func.id, args, tuple(new))]
 
     def array(self, s: N.Assign, name: str, ty: N.ArrayType) -> list[L.Stmt]:
         shape = tuple(L.Const(d, I32) if isinstance(d, int) else self.size_param(d) for d in ty.shape)
@@ -237,12 +272,19 @@ class _Function:
             kept.append(i)
         return tuple(kept)
 
-    def effect(self, s: N.ExprStmt) -> L.Stmt:
+    def effect(self, s: N.ExprStmt) -> list[L.Stmt]:
+        """An expression statement (a call) as statements."""
+        out = self.effect1(s)
+        return out if isinstance(out, list) else [out]
+
+    def effect1(self, s: N.ExprStmt) -> L.Stmt | list[L.Stmt]:
         e = s.expr
         assert isinstance(e, N.Call) and isinstance(e.func, N.Name)
         node = BUILTINS[e.func.id].node if e.func.ref == "builtin" else "call"
+        if node == "call" and isinstance(e.ty, N.TupleType):
+            return self.results(s.loc, e, [])
         if node == "call" and not isinstance(e.ty, ScalarType):
-            return L.Invoke(s.loc, e.func.id, tuple(self.expr(a) for a in e.args))
+            return [L.Invoke(s.loc, e.func.id, tuple(self.expr(a) for a in e.args))]
         if node == "barrier":
             return L.Barrier(s.loc)
         if node == "fence":
@@ -342,6 +384,7 @@ def _params(fn: N.FuncDef) -> tuple[list[L.Param], list[L.Buffer], list[L.NamedC
             assert isinstance(p.ty, ScalarType)
             consts.append(L.NamedConst(p.name, values[p.name], p.ty, p.loc))
         elif isinstance(p.ty, N.TensorType):
+            device = fn.kind == "device"  # an array parameter: a tensor or shared array of the caller's
             dims: list[L.Expr] = []
             for d in p.ty.dims:
                 if isinstance(d, N.IntLit):
@@ -353,8 +396,9 @@ def _params(fn: N.FuncDef) -> tuple[list[L.Param], list[L.Buffer], list[L.NamedC
                     dims.append(L.Var(d.id, d.ty))
                     if d.ref == "shape" and all(s.name != d.id for s in shapes):
                         shapes.append(L.Param(d.id, "shape", I32, d.loc))
-            params.append(L.Param(p.name, "tensor", p.ty.elem, p.loc))
-            buffers.append(L.Buffer(p.name, "global", p.ty.elem, tuple(dims), p.loc, mut=p.ty.mut))
+            params.append(L.Param(p.name, "array" if device else "tensor", p.ty.elem, p.loc))
+            buffers.append(L.Buffer(p.name, "ref" if device else "global", p.ty.elem, tuple(dims), p.loc,
+                                    mut=p.ty.mut))
         else:
             assert isinstance(p.ty, ScalarType)
             params.append(L.Param(p.name, "scalar", p.ty, p.loc))
@@ -371,7 +415,8 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
     cfg = fn.config
     out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
                      cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None,
-                     type_values=() if fn.base_name else fn.type_values, base_name=fn.base_name)
+                     type_values=() if fn.base_name else fn.type_values, base_name=fn.base_name,
+                     rets=tuple(SCALARS[t] for t in fn.rets))
     return hoist_function(out) if hoist else out
 
 

@@ -99,7 +99,15 @@ class ModuleChecker:
         if fn.kind == "device" and fn.ret is not None and fn.ret not in SCALARS:
             self.sink.error(fn.ret_loc or fn.loc, f"unknown return type '{fn.ret}'")
             return None
+        if fn.rets and fn.kind != "device":
+            self.sink.error(fn.ret_loc or fn.loc, "only device functions return values")
+            return None
+        for t, loc in zip(fn.rets, fn.rets_locs):
+            if t not in SCALARS:
+                self.sink.error(loc, f"unknown return type '{t}'")
+                return None
         fn = dataclasses.replace(fn, params=params)
+        sym.extra["def"] = fn  # typed parameters, for the calls in its own body
         later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
         checked = check_function(self.sink, self.syms, fn, checker.params, later)
         sym.extra["def"] = checked
@@ -118,7 +126,7 @@ class ModuleChecker:
         # Integer scalar parameters may size tensors (`def k(n: i32, x: f32[n])`); the launch checks
         # that the array's extent equals the value passed.
         size_params = {p.name: SCALARS[p.type_name] for p in fn.params if p.dims is None and not p.qual
-                       and p.type_name in SCALARS and SCALARS[p.type_name].is_int}
+                       and p.type_name in SCALARS and SCALARS[p.type_name].is_int and fn.kind == "kernel"}
         for p in fn.params:
             if p.name in checker.params:
                 self.sink.error(p.loc, f"duplicate parameter '{p.name}'")
@@ -134,8 +142,13 @@ class ModuleChecker:
                 self.sink.error(p.type_loc, f"unknown type '{p.type_name}'")
                 ok = False
                 continue
-            if fn.kind == "device" and (p.qual or p.dims is not None):
-                self.sink.error(p.loc, "device function parameters are scalars passed by value")
+            if fn.kind == "device" and (p.qual == "const" or (p.qual == "mut" and p.dims is None)):
+                self.sink.error(p.loc, "device function parameters are scalars passed by value or arrays "
+                                "(`v: f32[n]`, `s: mut f32[256]`); a const or mut scalar parameter is an error")
+                ok = False
+                continue
+            if fn.kind == "device" and p.default is not None:
+                self.sink.error(p.default.loc, "device function parameters cannot have a default value")
                 ok = False
                 continue
             if p.qual == "const":

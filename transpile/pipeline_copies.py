@@ -86,6 +86,12 @@ class _Function:
             self.check(loop)
         if len(self.sink.items) != self.errors:
             return self.fn
+        for s in statements(self.fn.body):
+            passed = [e.buf for e in stmt_walk(s) if isinstance(e, L.ArrayArg) and self.stages.get(e.buf, 1) > 1]
+            if passed:
+                self.sink.error(s.loc, f"'{passed[0]}' is multi-buffered by a tpipeline loop and cannot be passed "
+                                "to a device function")
+                return self.fn
         body = map_body(self.fn.body, self.expand)
         buffers = tuple(dataclasses.replace(b, shape=(L.Const(self.stages[b.name], I32), *b.shape),
                                             stages=self.stages[b.name], pipeline=self.owner[b.name])

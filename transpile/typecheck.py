@@ -90,6 +90,13 @@ class FunctionChecker(MapChecker):
             if s.value is not None:
                 self.sink.error(s.value.loc, "a kernel cannot return a value; store results to a mut tensor")
             return s
+        if self.fn.rets:
+            return self.tuple_return(s)
+        if isinstance(s.value, N.TupleLit):
+            what = f"returns one {self.fn.ret} value" if self.fn.ret else "has no return type ('-> type')"
+            self.sink.error(s.value.loc, f"'{self.fn.name}' {what}, but this return has {len(s.value.items)} "
+                            "values; declare '-> (type, type, ...)' to return several")
+            return s
         ret = SCALARS.get(self.fn.ret or "")
         if s.value is None:
             if ret is not None:
@@ -100,6 +107,71 @@ class FunctionChecker(MapChecker):
             self.sink.error(s.value.loc, f"'{self.fn.name}' has no return type ('-> type') but returns a value")
             return s
         return N.replace(s, value=self.assignable(v, ret, s.value.loc, "the return value"))
+
+    def tuple_return(self, s: N.Return) -> N.Stmt:
+        """`return a, b` in a function declared `-> (T1, T2)`: each value converted to its type."""
+        types = [SCALARS[t] for t in self.fn.rets]
+        items = s.value.items if isinstance(s.value, N.TupleLit) else (s.value,) if s.value is not None else ()
+        if len(items) != len(types):
+            self.sink.error(s.value.loc if s.value is not None else s.loc,
+                            f"'{self.fn.name}' returns {len(types)} values ({', '.join(self.fn.rets)}), but this "
+                            f"return has {len(items)}")
+            for v in items:
+                self.expr(v)
+            return s
+        out = []
+        for k, (v, t) in enumerate(zip(items, types)):
+            x = self.scalar_expr(v, "return value")
+            out.append(self.assignable(x, t, v.loc, f"return value {k + 1} ({t})"))
+        assert s.value is not None
+        return N.replace(s, value=N.TupleLit(s.value.loc, tuple(out), N.TupleType(tuple(types))))
+
+    def tuple_assign(self, s: N.Assign) -> N.Stmt:
+        """`a, b = b, a` and `s, c = f(x)`: every value is computed first (into temporaries, named
+        `%tuple<k>` here and by lower), then assigned to the targets left to right, each as a
+        single assignment of its value would be."""
+        assert isinstance(s.target, N.TupleLit)
+        targets = s.target.items
+        if s.annotation:
+            self.sink.error(s.loc, "only a name can have a type annotation")
+        values: tuple[N.Expr, ...] = ()
+        if isinstance(s.value, N.TupleLit):
+            values = tuple(self.scalar_expr(v, "assigned value") for v in s.value.items)
+            types = [scalar_type(v) for v in values]
+            value: N.Expr = N.TupleLit(s.value.loc, values, None)
+        else:
+            value = self.expr(s.value)
+            if value.ty is None:
+                return s
+            if not isinstance(value.ty, N.TupleType):
+                what = (f"one {value.ty} value" if isinstance(value.ty, ScalarType) else
+                        "no value" if value.ty == N.VOID else type_name(value.ty))
+                self.sink.error(s.value.loc, f"a tuple assignment to {len(targets)} targets needs {len(targets)} "
+                                f"values, but this is {what}")
+                return s
+            types = list(value.ty.items)
+        if len(types) != len(targets):
+            self.sink.error(s.loc, f"a tuple assignment to {len(targets)} targets needs {len(targets)} values, "
+                            f"but {len(types)} are given")
+            return s
+        if any(t is None for t in types):
+            return s
+        typed: list[N.Expr] = []
+        declares: list[bool] = []
+        for k, (t, ty) in enumerate(zip(targets, types)):
+            tmp = f"%tuple{k}"
+            assert ty is not None
+            self.locals[tmp] = Sym(tmp, "local", ty, s.loc, block=self.block)
+            one = self.s_Assign(N.Assign(s.loc, t, N.Name(t.loc, tmp)))
+            del self.locals[tmp]
+            if not isinstance(one, N.Assign) or one.target.ty is None:
+                return s
+            typed.append(one.target)
+            declares.append(one.declares)
+        if isinstance(value, N.TupleLit):
+            value = N.replace(value, ty=N.TupleType(tuple(t for t in types if t is not None)))
+        return N.replace(s, target=N.replace(s.target, items=tuple(typed)), value=value,
+                         declares_each=tuple(declares))
 
     def s_ExprStmt(self, s: N.ExprStmt) -> N.Stmt:
         if not isinstance(s.expr, N.Call):
@@ -257,6 +329,12 @@ class FunctionChecker(MapChecker):
             self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
 
     def s_Assign(self, s: N.Assign) -> N.Stmt:
+        if isinstance(s.target, N.TupleLit):
+            return self.tuple_assign(s)
+        if isinstance(s.value, N.TupleLit):
+            self.sink.error(s.value.loc, f"{len(s.value.items)} values assigned to one target; a tuple "
+                            "assignment has as many targets as values (a, b = x, y)")
+            return s
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
@@ -325,7 +403,7 @@ class FunctionChecker(MapChecker):
         self.start_map()
         body = self.body(self.fn.body)
         ConstRangeChecker(self.sink, self.try_const).run(body)
-        if not self.in_kernel and self.fn.ret and not _always_returns(body):
+        if not self.in_kernel and (self.fn.ret or self.fn.rets) and not _always_returns(body):
             self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
                             "a value")
         return N.replace(self.fn, body=body)

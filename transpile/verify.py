@@ -111,10 +111,13 @@ class _LirVerifier:
             b = self.buffers[e.buf]
             if e.dtype != b.elem:
                 self.fail("loaded type differs from the element type", e)
-            if isinstance(e, L.Atomic) and not (b.space == "shared" or (b.space == "global" and b.mut)):
+            if isinstance(e, L.Atomic) and not (b.space == "shared" or (b.space in ("global", "ref") and b.mut)):
                 self.fail("atomic on memory that is not writable", e)
         elif isinstance(e, (L.Intrinsic, L.Collective)) and e.op not in BUILTINS and e.op != "grid_groups":
             self.fail("unknown builtin", e)
+        elif isinstance(e, L.ArrayArg):
+            if e.buf not in self.buffers or self.buffers[e.buf].elem != e.dtype:
+                self.fail("array argument of an unknown buffer or of another element type", e)
         elif isinstance(e, L.Call):
             f = self.module.function(e.func)
             if f is None or len(f.params) != len(e.args):
@@ -185,7 +188,7 @@ class _LirVerifier:
         exprs = stmt_exprs(s)
         if isinstance(s, (L.Store, L.Fill)):
             b = self.buffers.get(s.buf)
-            if b is None or b.space == "const" or (b.space == "global" and not b.mut):
+            if b is None or b.space == "const" or (b.space in ("global", "ref") and not b.mut):
                 self.fail("store to memory that is not writable", s)
             if b is not None and b.space in ("shared", "regs") and "@" + s.buf not in scope:
                 self.fail(f"'{s.buf}' used before its allocation", s)
@@ -198,9 +201,11 @@ class _LirVerifier:
             self.fail("assigned value of another type", s)
         if isinstance(s, L.Return) and s.value is not None and s.value.dtype != self.fn.ret:
             self.fail("returned value of another type", s)
+        if isinstance(s, L.Return) and s.values and tuple(v.dtype for v in s.values) != self.fn.rets:
+            self.fail("returned values of other types", s)
         if isinstance(s, L.Invoke):
             f = self.module.function(s.func)
-            if f is None or len(f.params) != len(s.args):
+            if f is None or len(f.params) != len(s.args) or len(s.outs) != len(f.rets):
                 self.fail("call of an unknown function or with the wrong number of arguments", s)
         if isinstance(s, L.Copy):
             ext = [tuple(x for x in v.extents if x is not None) for v in (s.dst, s.src)]
@@ -212,7 +217,7 @@ class _LirVerifier:
             self.expr(e, scope)
 
     def run(self) -> None:
-        scope = {p.name for p in self.fn.params if p.kind != "tensor"}
+        scope = {p.name for p in self.fn.params if p.kind not in ("tensor", "array")}
         self.block(self.fn.body, scope, True)
 
 
