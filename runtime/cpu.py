@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,27 @@ def _default_threads() -> int:
     return os.cpu_count() or 1
 
 
+# The libraries launched most recently keep their pooled fiber stacks; older ones give them back
+# (tsr_trim_arenas_v1). Each pooled arena is two memory mappings per tile, so a process with many
+# libraries would otherwise reach the kernel's limit on mappings (vm.max_map_count, 65530).
+KEEP_ARENAS = 4
+_recent: list[CpuLibrary] = []
+_recent_lock = threading.Lock()
+
+
+def _launched(lib: CpuLibrary) -> None:
+    with _recent_lock:
+        if _recent and _recent[-1] is lib:
+            return
+        if lib in _recent:
+            _recent.remove(lib)
+        _recent.append(lib)
+        stale = _recent[:-KEEP_ARENAS]
+        del _recent[:-KEEP_ARENAS]
+    for old in stale:
+        old.trim()
+
+
 class CpuLibrary:
     """A loaded kernel library."""
 
@@ -105,6 +127,13 @@ class CpuLibrary:
 
         self.path = path
         self.lib = load_library(path)
+
+    def trim(self) -> None:
+        """Unmap this library's pooled fiber stacks (its next launch maps new ones)."""
+        fn = getattr(self.lib, "tsr_trim_arenas_v1", None)
+        if fn is not None:
+            fn.restype = None
+            fn()
 
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
                num_threads: int | None = None, timeout: float | None = None) -> None:
@@ -123,6 +152,7 @@ class CpuLibrary:
                 args.append(ctypes.c_int32(bound.shapes[p.name]))
             else:
                 args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
+        _launched(self)
         try:
             launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, bound.smem, args,
                    num_threads=num_threads or _default_threads(), timeout=timeout)

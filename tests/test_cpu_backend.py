@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -539,3 +540,26 @@ def test_augmented_assignment_evaluates_the_index_first() -> None:
     x, d = np.zeros(4, np.float32), np.zeros(1, np.int32)
     mod.k(x, d, grid=1)
     assert x.tolist() == [5.0, 0.0, 0.0, 0.0] and d[0] == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_many_libraries_keep_a_bounded_number_of_memory_mappings() -> None:
+    """Each library pools its fiber stacks (two mappings per tile); the libraries not launched
+    recently give theirs back, so that a process with many kernels stays under vm.max_map_count."""
+    from tessera.runtime import cpu
+
+    def mappings() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    counts = []
+    for i in range(3 * cpu.KEEP_ARENAS):
+        src = (f"@kernel tile[(512,)]\ndef k{i}(y: mut f32[n]):\n    t = global_linear_id()\n"
+               f"    if t < n:\n        y[t] = {i}.0\n    tbarrier()\n")
+        y = np.zeros(2048, np.float32)
+        getattr(tessera.compile(src, backend="cpu"), f"k{i}")(y, grid=4)
+        assert np.all(y == i)
+        counts.append(mappings())
+    # one 512-tile arena per worker is about 1026 mappings: without trimming, 12 libraries would
+    # add more than 12 of them
+    assert counts[-1] - counts[cpu.KEEP_ARENAS - 1] < 3 * 1030, counts

@@ -391,3 +391,6 @@ extern "C" int tsr_rt_printf(const char* format, ...) {
 
 #pragma GCC visibility pop
 
+// Called by the runtime (runtime/cpu.py) on a library it has not launched recently.
+TSR_EXPORT void tsr_trim_arenas_v1() { tsr::detail::trim_arenas(); }
+

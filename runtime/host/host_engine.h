@@ -122,6 +122,25 @@ inline long online_cpus() {
   return n;
 }
 
+// Unmaps the pooled stacks (a later launch maps new ones).  Every arena slot has its own guard,
+// so an arena of n tiles is 2n + 2 memory mappings; the runtime trims the libraries it has not
+// launched recently so that a process with many kernel libraries stays under the kernel's limit
+// on mappings (vm.max_map_count).
+inline void trim_arenas() {
+  ArenaPool& pool = arena_pool();
+  pthread_mutex_lock(&pool.mu);
+  StackArena* list = pool.free_list;
+  pool.free_list = nullptr;
+  pool.nfree = 0;
+  pthread_mutex_unlock(&pool.mu);
+  while (list) {
+    StackArena* next = list->next;
+    munmap(list->base, list->map_bytes);
+    delete list;
+    list = next;
+  }
+}
+
 inline void release_arena(StackArena* a) {
   if (!a) return;
   ArenaPool& pool = arena_pool();
