@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from tessera import nodes as N
-from tessera.dtypes import I32, I64, SCALARS, ScalarType, promote
+from tessera.dtypes import I32, SCALARS, ScalarType, promote
 from tessera.errors import Loc
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine
@@ -27,6 +27,7 @@ from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.consts import Value, convert, type_of_value
 from tessera.transpile.hoist import hoist_function
 from tessera.transpile.lir_visit import walk
+from tessera.transpile.lower_signature import element_loop, signature
 from tessera.transpile.names import c_ident
 from tessera.transpile.resolve_constants import module_env
 
@@ -373,44 +374,12 @@ def _invariant(e: N.Expr) -> bool:
     return False
 
 
-def _params(fn: N.FuncDef) -> tuple[list[L.Param], list[L.Buffer], list[L.NamedConst]]:
-    params: list[L.Param] = []
-    buffers: list[L.Buffer] = []
-    consts: list[L.NamedConst] = []
-    values = dict(fn.const_values)
-    shapes: list[L.Param] = []
-    for p in fn.params:
-        if p.qual == "const":
-            assert isinstance(p.ty, ScalarType)
-            consts.append(L.NamedConst(p.name, values[p.name], p.ty, p.loc))
-        elif isinstance(p.ty, N.TensorType):
-            device = fn.kind == "device"  # an array parameter: a tensor or shared array of the caller's
-            dims: list[L.Expr] = []
-            for d in p.ty.dims:
-                if isinstance(d, N.IntLit):
-                    dims.append(L.Const(d.value, I32))
-                elif isinstance(d, N.Name) and d.ref == "builtin":
-                    dims.append(L.Intrinsic("grid_groups", (), I32))
-                else:
-                    assert isinstance(d, N.Name) and isinstance(d.ty, ScalarType)
-                    dims.append(L.Var(d.id, d.ty))
-                    if d.ref == "shape" and all(s.name != d.id for s in shapes):
-                        shapes.append(L.Param(d.id, "shape", I32, d.loc))
-            params.append(L.Param(p.name, "array" if device else "tensor", p.ty.elem, p.loc))
-            buffers.append(L.Buffer(p.name, "ref" if device else "global", p.ty.elem, tuple(dims), p.loc,
-                                    mut=p.ty.mut))
-        else:
-            assert isinstance(p.ty, ScalarType)
-            params.append(L.Param(p.name, "scalar", p.ty, p.loc))
-    return params + shapes, buffers, consts
-
-
 def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> L.Function:
-    params, buffers, consts = _params(fn)
+    params, buffers, consts = signature(fn)
     lw = _Function(fn, {**env, **dict(fn.const_values)}, buffers)
     body = lw.block(fn.body)
     if fn.kind == "kernel" and fn.is_map:
-        body = (_element_loop(fn, body, {b.name: b for b in buffers}),)
+        body = (element_loop(fn, body, {b.name: b for b in buffers}),)
     ret = SCALARS[fn.ret] if fn.ret else None
     cfg = fn.config
     out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
@@ -418,18 +387,6 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
                      type_values=() if fn.base_name else fn.type_values, base_name=fn.base_name,
                      rets=tuple(SCALARS[t] for t in fn.rets))
     return hoist_function(out) if hoist else out
-
-
-def _element_loop(fn: N.FuncDef, body: tuple[L.Stmt, ...], buffers: dict[str, L.Buffer]) -> L.ElementLoop:
-    """A map kernel's statements as the body of the loop over its elements (the tensors' elements
-    are the `()`-indexed loads and stores the typed tree's `Index(X, ())` lowered to)."""
-    first = next(s for s in body if isinstance(s, L.Store) and not s.index)
-    count: L.Expr | None = None
-    for d in buffers[first.buf].shape:
-        dim = L.converted(d, I64)
-        count = dim if count is None else L.Binary("*", count, dim, I64)
-    assert count is not None and fn.config is not None
-    return L.ElementLoop(body[0].loc, count, fn.config.vectorize or 1, body)
 
 
 def lower(module: N.Module) -> L.Module:
