@@ -157,11 +157,11 @@ class Folder:
     def lock(self) -> Iterator[None]:
         """An exclusive lock on the folder (best effort: not where flock is missing)."""
         fd = -1
-        if fcntl is not None:
-            with contextlib.suppress(OSError):
-                fd = self.open(".lock", os.O_RDWR | os.O_CREAT)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+        try:  # acquired inside the try: a KeyboardInterrupt right after flock must not leave it held
+            if fcntl is not None:
+                with contextlib.suppress(OSError):
+                    fd = self.open(".lock", os.O_RDWR | os.O_CREAT)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             if fd >= 0:

@@ -133,7 +133,7 @@ def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
     proc = _child("spin")
     try:
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)  # well inside the endless launch
+        time.sleep(2.0)  # well inside the endless launch, also when the child runs slowly (under coverage)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
