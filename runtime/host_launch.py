@@ -46,6 +46,7 @@ class LaunchConfig(ctypes.Structure):
         ("error_buf_len", ctypes.c_int),
         ("flags", ctypes.c_int),
         ("timeout_ms", ctypes.c_uint),
+        ("sigint_seen", ctypes.c_uint),
     ]
 
 
@@ -98,14 +99,24 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     cfg.fiber_stack_bytes = int(fiber_stack_bytes)
     cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
     cfg.error_buf_len = ERROR_BUF_LEN
-    # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it.
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        cfg.flags = WATCH_SIGINT
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
     argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
-    # When SIGINT cancelled the launch, Python raises KeyboardInterrupt as this call returns.
-    status = fn(ctypes.byref(cfg), argv)
+    # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
+    # library's handler is put in front of Python's before the call and taken away after it
+    # (host/host_signals.h); when SIGINT cancelled the launch, Python raises KeyboardInterrupt as
+    # the call returns.
+    watch = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
+    try:
+        if watch_fn is not None:
+            watch_fn.restype = ctypes.c_uint
+            cfg.sigint_seen = watch_fn()
+            cfg.flags = WATCH_SIGINT
+        status = fn(ctypes.byref(cfg), argv)
+    finally:
+        if watch_fn is not None:
+            lib.tsr_sigint_unwatch_v1()
     if status == INTERRUPTED:
         raise KeyboardInterrupt  # only if Python's own handler has not raised it already
     if status == TIMED_OUT:

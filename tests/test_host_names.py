@@ -111,7 +111,7 @@ def test_the_engine_calls_only_reserved_c_library_names(tmp_path) -> None:
     assert sorted(n for n in names if c_ident(n) == n and not n.startswith("tsr_")) == []
 
 
-def test_only_the_launch_entry_points_and_the_trim_call_are_exported(tmp_path) -> None:
+def test_only_the_launch_entry_points_and_the_engine_calls_are_exported(tmp_path) -> None:
     nm = shutil.which("nm")
     assert nm
     mod = tessera.compile(ITEMS, backend="cpu")
@@ -125,5 +125,6 @@ def test_only_the_launch_entry_points_and_the_trim_call_are_exported(tmp_path) -
     lib.write_bytes(path.read_bytes())
     out = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
     exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
-    # and the engine's one maintenance call (runtime/cpu.py gives back a stale library's stacks)
-    assert exported == sorted([*(f"tsr_launch_{c_ident(k)}" for k in KERNELS), "tsr_trim_arenas_v1"])
+    # and the engine's calls around launches (runtime/cpu.py, runtime/host_launch.py)
+    assert exported == sorted([*(f"tsr_launch_{c_ident(k)}" for k in KERNELS), "tsr_trim_arenas_v1",
+                               "tsr_sigint_watch_v1", "tsr_sigint_unwatch_v1"])

@@ -144,6 +144,37 @@ def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
     assert lines[1] == "still alive 2.0"
 
 
+TWO_LIBRARIES = """
+import time, numpy as np, tessera
+a = tessera.compile("@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[tile_linear_id()] = 1.0\\n", backend="cpu")
+b = tessera.compile("@kernel tile[(64,)]\\ndef spin(out: mut i32[n]):\\n    t = tile_linear_id()\\n"
+                    "    while True:\\n        out[t] += 1\\n", backend="cpu")
+a.k(np.zeros(32, np.float32), grid=1)  # a's launch has had its SIGINT handler in front
+print("ready", flush=True)
+try:
+    b.spin(np.zeros(64, np.int32), grid=2)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+a.k(np.zeros(32, np.float32), grid=1)
+print("still alive", flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_launch_of_a_second_library() -> None:
+    """Each kernel library has its own SIGINT handler: the one whose launch runs is in front."""
+    proc = subprocess.Popen([sys.executable, "-c", TWO_LIBRARIES], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=dict(os.environ))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split() == ["KeyboardInterrupt", "still", "alive"], out
+
+
 def test_timeout_cancels_an_endless_launch(mod) -> None:
     out = np.zeros(64, np.int32)
     t0 = time.monotonic()

@@ -328,8 +328,9 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
 
   WatchSlot* watched = nullptr;
   if (cfg->flags & kWatchSigint) {
-    ensure_sigint_handler();
     watched = watch(&L);
+    // A Ctrl-C between tsr_sigint_watch_v1 and here: the launch is over before it starts.
+    if (__atomic_load_n(&g_sigint_count, __ATOMIC_SEQ_CST) != cfg->sigint_seen) cancel_launch(&L, kCancelInterrupt);
   }
   pthread_t watchdog;
   bool has_watchdog = false;
@@ -393,4 +394,9 @@ extern "C" int tsr_rt_printf(const char* format, ...) {
 
 // Called by the runtime (runtime/cpu.py) on a library it has not launched recently.
 TSR_EXPORT void tsr_trim_arenas_v1() { tsr::detail::trim_arenas(); }
+
+// Around a launch with kWatchSigint (runtime/host_launch.py): this library's SIGINT handler in
+// front while it runs; the count it returns goes into tsr_launch_config::sigint_seen.
+TSR_EXPORT unsigned tsr_sigint_watch_v1() { return tsr::detail::watch_sigint(); }
+TSR_EXPORT void tsr_sigint_unwatch_v1() { tsr::detail::unwatch_sigint(); }
 

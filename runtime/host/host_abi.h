@@ -22,6 +22,7 @@ struct tsr_launch_config {
   int error_buf_len;
   int flags;                            // kWatchSigint: Ctrl-C cancels the launch
   unsigned timeout_ms;                  // > 0: cancel the launch after this long
+  unsigned sigint_seen;                 // kWatchSigint: what tsr_sigint_watch_v1 returned
 };
 }
 

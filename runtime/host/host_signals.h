@@ -194,7 +194,10 @@ inline void on_preempt(int sig, siginfo_t* si, void* uc) {
     redirect_context(uc, w->arena->top(w->cur->index), &fiber_landing, w, kLandCancel);
 }
 
+inline unsigned g_sigint_count;  // atomic: the SIGINTs this library's handler has seen
+
 inline void on_sigint(int sig, siginfo_t* si, void* uc) {
+  __atomic_fetch_add(&g_sigint_count, 1u, __ATOMIC_SEQ_CST);
   __atomic_fetch_add(&g_watch_users, 1, __ATOMIC_SEQ_CST);
   for (WatchSlot& s : g_watch) {
     Launch* L = __atomic_load_n(&s.launch, __ATOMIC_SEQ_CST);
@@ -202,13 +205,6 @@ inline void on_sigint(int sig, siginfo_t* si, void* uc) {
   }
   __atomic_fetch_sub(&g_watch_users, 1, __ATOMIC_SEQ_CST);
   chain(g_prev_sigint, sig, si, uc, false);
-}
-
-// Our SIGINT disposition, recognisable by its mask (another kernel library's handler has the
-// same one, and passes SIGINT on to the handler it replaced, so it need not be replaced).
-inline bool is_engine_sigint(const struct sigaction& sa) {
-  return (sa.sa_flags & SA_SIGINFO) && (sa.sa_flags & SA_ONSTACK) && sigismember(&sa.sa_mask, kPreemptSignal) &&
-         sigismember(&sa.sa_mask, SIGTERM);
 }
 
 inline void install_fault_handlers() {
@@ -222,27 +218,38 @@ inline void install_fault_handlers() {
   sigaction(kPreemptSignal, &sa, &g_prev_preempt);
 }
 
-// Called before each watched launch (one system call): puts our SIGINT handler in front of
-// the current one unless an engine's handler is there already.  Only a real handler
-// (Python's) is wrapped; the caller watches only while Python's default handler is set.
-inline void ensure_sigint_handler() {
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  struct sigaction cur;
-  if (sigaction(SIGINT, nullptr, &cur) == 0 && !is_engine_sigint(cur) &&
-      ((cur.sa_flags & SA_SIGINFO) || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, kPreemptSignal);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    // Python's handler has no SA_RESTART, so that Ctrl-C interrupts a blocking read: keep that.
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
-    sa.sa_sigaction = &on_sigint;
-    g_prev_sigint = cur;
-    sigaction(SIGINT, &sa, nullptr);
+// Ctrl-C for a launch on the main thread (the runtime, runtime/host_launch.py, brackets the
+// launch with these): this library's handler goes in front of the current one (Python's), and
+// the previous one comes back after.  Each library has its own handler and watch slots, so only
+// the library whose launch is running may be in front.  A SIGINT after `watch_sigint` either
+// reaches Python before the launch starts (a KeyboardInterrupt at its next check) or finds the
+// count moved when the launch starts, which cancels it at once: no window loses a Ctrl-C.
+inline bool g_sigint_installed;  // this library's handler is the current one (main thread only)
+
+inline unsigned watch_sigint() {
+  if (!g_sigint_installed) {
+    struct sigaction cur;
+    if (sigaction(SIGINT, nullptr, &cur) == 0 &&
+        ((cur.sa_flags & SA_SIGINFO) || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sigemptyset(&sa.sa_mask);
+      sigaddset(&sa.sa_mask, kPreemptSignal);
+      sigaddset(&sa.sa_mask, SIGTERM);
+      // Python's handler has no SA_RESTART, so that Ctrl-C interrupts a blocking read: keep that.
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
+      sa.sa_sigaction = &on_sigint;
+      g_prev_sigint = cur;
+      g_sigint_installed = sigaction(SIGINT, &sa, nullptr) == 0;
+    }
   }
-  pthread_mutex_unlock(&mu);
+  return __atomic_load_n(&g_sigint_count, __ATOMIC_SEQ_CST);
+}
+
+inline void unwatch_sigint() {
+  if (!g_sigint_installed) return;
+  sigaction(SIGINT, &g_prev_sigint, nullptr);
+  g_sigint_installed = false;
 }
 
 // For the life of a worker: its registry slot and its alternate signal stack (slot 0 of its
