@@ -52,12 +52,12 @@ class CallChecker(DeviceCallChecker):
             self.sink.error(e.loc, "tregs(...) is only allowed as the value of an assignment to a name")
             return e
         builtin = BUILTINS.get(name)
-        word = e.args[0].value.strip() if len(e.args) == 1 and isinstance(e.args[0], N.StrLit) else ""
-        if name == "float" and sym is None and word.lower() in ("inf", "-inf", "+inf", "nan"):
-            self.sink.error(e.loc, f"write {word.lower().lstrip('+')} for float(\"{word}\"): .tsr has the float "
-                            "constants inf and nan")
-            return e
         if builtin is None:
+            word = e.args[0].value.strip() if len(e.args) == 1 and isinstance(e.args[0], N.StrLit) else ""
+            if name == "float" and word.lower() in ("inf", "-inf", "+inf", "nan"):
+                self.sink.error(e.loc, f"write {word.lower().lstrip('+')} for float(\"{word}\"): .tsr has the "
+                                "float constants inf and nan")
+                return e
             if name in VALUES:
                 self.sink.error(e.loc, f"'{name}' is a value, not a function; write {name} without parentheses")
             elif name == "tshared":

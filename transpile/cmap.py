@@ -69,39 +69,40 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop) -> None:
     bp.emit(f"for (long long tsr_step = (long long)tsr_group_linear_id() * {step}; tsr_step < tsr_count; "
             f"tsr_step += (long long)tsr_grid_groups() * {step}) {{")
     bp.depth += 1
+    read, written = map_tensors(s)
     if bp.fn.aligned and width > 1:
-        _vector_step(bp, s)
+        _vector_step(bp, s, read, written)
     elif width == 1:
         bp.emit(f"const long long tsr_j = tsr_step + {pr.tid()};")
-        _guarded(bp, s, "tsr_j")
+        _guarded(bp, s, read + written, "tsr_j")
     else:
         bp.emit("#pragma unroll")
         bp.emit(f"for (int tsr_e = 0; tsr_e < {width}; ++tsr_e) {{")
         bp.depth += 1
         bp.emit(f"const long long tsr_j = tsr_step + tsr_e * {tiles} + {pr.tid()};")
-        _guarded(bp, s, "tsr_j")
+        _guarded(bp, s, read + written, "tsr_j")
         bp.depth -= 1
         bp.emit("}")
     bp.depth -= 1
     bp.emit("}")
 
 
-def _guarded(bp: BodyPrinter, s: L.ElementLoop, j: str) -> None:
+def _guarded(bp: BodyPrinter, s: L.ElementLoop, tensors: tuple[str, ...], j: str) -> None:
     bp.emit(f"if ({j} < tsr_count) {{")
-    _body(bp, s, {t: f"{c_ident(t)}[{j}]" for t in _all(s)})
+    _body(bp, s, {t: f"{c_ident(t)}[{j}]" for t in tensors})
     bp.emit("}")
 
 
-def _vector_step(bp: BodyPrinter, s: L.ElementLoop) -> None:
+def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], written: tuple[str, ...]) -> None:
     width = s.width
-    read, written = map_tensors(s)
+    tensors = tuple(dict.fromkeys(read + written))
     buffers = bp.pr.ctx.buffers
-    pair = _pair_type(bp.fn, s)
+    pair = _pair_type(bp.fn, s, tensors)
     lanes, ctype = (width // 2, _PAIRS[pair][0]) if pair else (width, "")
     bp.emit(f"const long long tsr_first = tsr_step + (long long){bp.pr.tid()} * {width};")
     bp.emit(f"if (tsr_first + {width} <= tsr_count) {{  // whole words")
     bp.depth += 1
-    for t in dict.fromkeys(read + written):
+    for t in tensors:
         ptr = f"reinterpret_cast<const {ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
         decl = f"alignas(16) {ctype or buffers[t].elem.c_storage} {_lanes(t)}[{lanes}];"
         bp.emit(decl + (f" tsr_vload({_lanes(t)}, {ptr});" if t in read else ""))
@@ -110,7 +111,7 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop) -> None:
     if pair:
         _PairPrinter(bp, pair).block(s.body)
     else:
-        _body(bp, s, {t: f"{_lanes(t)}[tsr_e]" for t in _all(s)})
+        _body(bp, s, {t: f"{_lanes(t)}[tsr_e]" for t in tensors})
     bp.emit("}")
     for t in written:
         ptr = f"reinterpret_cast<{ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
@@ -119,7 +120,7 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop) -> None:
     bp.emit("} else {  // the tail: one element at a time")
     bp.depth += 1
     bp.emit("for (long long tsr_j = tsr_first; tsr_j < tsr_count; ++tsr_j) {")
-    _body(bp, s, {t: f"{c_ident(t)}[tsr_j]" for t in _all(s)})
+    _body(bp, s, {t: f"{c_ident(t)}[tsr_j]" for t in tensors})
     bp.emit("}")
     bp.depth -= 1
     bp.emit("}")
@@ -131,12 +132,11 @@ _PAIRS = {"f16": ("__half2", "__float2half2_rn"), "bf16": ("__nv_bfloat162", "__
 _PAIR_OPS = {"+": "__hadd2_rn", "-": "__hsub2_rn", "*": "__hmul2_rn"}
 
 
-def _pair_type(fn: L.Function, s: L.ElementLoop) -> str | None:
+def _pair_type(fn: L.Function, s: L.ElementLoop, tensors: tuple[str, ...]) -> str | None:
     """"f16" or "bf16" when the whole body computes in that type with + - * and negation only (on
     its tensors' elements, locals, scalar parameters and constants), so that pair instructions give
     exactly the per-operation rounding of the language; else None."""
-    read, written = map_tensors(s)
-    elems = {b.elem.name for b in fn.buffers if b.name in read + written}
+    elems = {b.elem.name for b in fn.buffers if b.name in tensors}
     if len(elems) != 1 or s.width % 2:
         return None
     half = elems.pop()
@@ -200,11 +200,6 @@ class _PairPrinter:
 
 def _lanes(tensor: str) -> str:
     return f"tsr_lanes_{c_ident(tensor)}"
-
-
-def _all(s: L.ElementLoop) -> tuple[str, ...]:
-    read, written = map_tensors(s)
-    return read + written
 
 
 def _body(bp: BodyPrinter, s: L.ElementLoop, elements: dict[str, str]) -> None:
