@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install Tessera with its test dependencies and run the test suite, with coverage of every
 # package (tessera, tessera.transpile, tessera.runtime; see [tool.coverage] in pyproject.toml).
+# Tests run in parallel on every core (pytest-xdist, `-n auto`); pass `-n 0` to run them in one process.
 # pytest's exit 5 ("no tests ran") is turned into a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e ".[test]" || exit 1
-python -m pytest -q --cov "$@"
+python -m pytest -q -n auto --cov "$@"
 code=$?
 if [ "$code" -eq 5 ]; then
     echo "error: no tests ran" >&2
