@@ -1,8 +1,10 @@
 // ---- tcopy and tcopy_async: the whole group copies a D0 x D1 x D2 view -----------------------
 // `dst`/`src` point at the views' origins; ds0..ds2 and ss0..ss2 are the element strides of its
-// three dimensions (the innermost is 1 unless the view is a column); dl0..dl2 and sl0..sl2 count the elements of each
-// dimension that exist from the origin (a tensor's edge; negative counts as none). Source elements
-// outside read as zero; destination elements outside are not written.
+// three dimensions (the innermost is 1 unless the view is a column); dl0..dl2 and sl0..sl2 count the
+// elements of each dimension from the origin to the tensor's far edge (negative counts as none), and
+// dlo0..dlo2 and slo0..slo2 those before its near edge (a view that starts below index 0, such as
+// a stencil's halo; 0 where the compiler proved the start non-negative). Source elements outside
+// read as zero; destination elements outside are not written.
 //
 // Each tile moves chunks of VB bytes (VB / sizeof(T) elements) in a fixed pattern with unsigned
 // 32-bit index math and a constant trip count, so the loop unrolls into straight-line code. The
@@ -31,33 +33,48 @@ __device__ __forceinline__ void tsr_for_chunks(unsigned tid, F f) {
     }
 }
 
-// A count of existing elements from a view's origin, as an unsigned in [0, D].
+// A count of elements from a view's origin, as an unsigned in [0, D].
 template <int D>
 __device__ __forceinline__ unsigned tsr_extent(int n) { return n <= 0 ? 0u : n >= D ? (unsigned)D : (unsigned)n; }
 
+// The part of a D0 x D1 x D2 view inside its tensor: per dimension the first index inside (lo)
+// and how many are inside from there (n). `has` tests an element with one unsigned compare per
+// dimension (an index below lo wraps around); with lo a constant 0 the subtraction folds away.
+struct tsr_box {
+    unsigned lo0, lo1, lo2, n0, n1, n2;
+    __device__ __forceinline__ bool has(unsigned i, unsigned j, unsigned k) const {
+        return i - lo0 < n0 && j - lo1 < n1 && k - lo2 < n2;
+    }
+};
+template <int D0, int D1, int D2>
+__device__ __forceinline__ tsr_box tsr_box_of(int l0, int l1, int l2, int lo0, int lo1, int lo2) {
+    const unsigned h0 = tsr_extent<D0>(l0), h1 = tsr_extent<D1>(l1), h2 = tsr_extent<D2>(l2);
+    const unsigned b0 = tsr_extent<D0>(lo0), b1 = tsr_extent<D1>(lo1), b2 = tsr_extent<D2>(lo2);
+    return tsr_box{b0, b1, b2, h0 > b0 ? h0 - b0 : 0u, h1 > b1 ? h1 - b1 : 0u, h2 > b2 ? h2 - b2 : 0u};
+}
+
 // Whether chunks of E elements can be moved whole: both origins VB-aligned, every stride and the
-// innermost counts multiples of E (then a chunk is either wholly inside the tensor or outside).
+// innermost bounds multiples of E (then a chunk is either wholly inside the tensor or outside).
 template <int VB, int E>
 __device__ __forceinline__ bool tsr_chunks_aligned(const void* dst, const void* src, unsigned strides,
-                                                   unsigned dl2, unsigned sl2) {
+                                                   const tsr_box& d, const tsr_box& s) {
     return ((reinterpret_cast<size_t>(dst) | reinterpret_cast<size_t>(src)) % VB) == 0 &&
-           ((strides | dl2 | sl2) % E) == 0;
+           ((strides | d.lo2 | d.n2 | s.lo2 | s.n2) % E) == 0;
 }
 
 // The synchronous copy in chunks of VB bytes. DST_SHARED/SRC_SHARED (check_bounds builds only)
 // route the shared side's elements through the race detector, with the .tsr line of the copy.
 template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED>
-__device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, unsigned dl0,
-                                                unsigned dl1, unsigned dl2, const T* src, unsigned ss0, unsigned ss1,
-                                                unsigned ss2, unsigned sl0, unsigned sl1, unsigned sl2, unsigned tid,
-                                                int line) {
+__device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, const tsr_box& db,
+                                                const T* src, unsigned ss0, unsigned ss1, unsigned ss2,
+                                                const tsr_box& sb, unsigned tid, int line) {
     typedef typename tsr_chunk<VB>::type C;
     constexpr unsigned E = VB / sizeof(T);
     tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
         const unsigned i = row / D1, j = row % D1;
         k *= E;
-        if (!(i < dl0 && j < dl1 && k < dl2)) return;
-        const bool in = i < sl0 && j < sl1 && k < sl2;
+        if (!db.has(i, j, k)) return;
+        const bool in = sb.has(i, j, k);
         T* d = dst + (i * ds0 + j * ds1 + k * ds2);
         const T* s = src + (i * ss0 + j * ss1 + k * ss2);
         if (DST_SHARED || SRC_SHARED) {
@@ -74,20 +91,21 @@ __device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned d
 
 template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK, bool DST_SHARED = false, bool SRC_SHARED = false>
 __device__ __forceinline__ void tsr_copy(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1, int dl2,
-                                         const T* src, unsigned ss0, unsigned ss1, unsigned ss2, int sl0, int sl1,
-                                         int sl2, unsigned tid, int line = 0) {
+                                         int dlo0, int dlo1, int dlo2, const T* src, unsigned ss0, unsigned ss1,
+                                         unsigned ss2, int sl0, int sl1, int sl2, int slo0, int slo1, int slo2,
+                                         unsigned tid, int line = 0) {
     constexpr int E = VB / (int)sizeof(T);
-    const unsigned d0 = tsr_extent<D0>(dl0), d1 = tsr_extent<D1>(dl1), d2 = tsr_extent<D2>(dl2);
-    const unsigned s0 = tsr_extent<D0>(sl0), s1 = tsr_extent<D1>(sl1), s2 = tsr_extent<D2>(sl2);
+    const tsr_box db = tsr_box_of<D0, D1, D2>(dl0, dl1, dl2, dlo0, dlo1, dlo2);
+    const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
-        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, d2, s2)) {
-            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, d0, d1, d2, src,
-                                                                                  ss0, ss1, ss2, s0, s1, s2, tid, line);
+        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
+            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, db, src, ss0,
+                                                                                  ss1, ss2, sb, tid, line);
             return;
         }
     }
-    tsr_copy_chunks<T, D0, D1, D2, NT, VB, DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2,
-                                                                   s0, s1, s2, tid, line);
+    tsr_copy_chunks<T, D0, D1, D2, NT, VB, DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
+                                                                   line);
 }
 
 // ---- cp.async (sm_80 and later); the CPU backend's prelude emulates the same functions -------
@@ -124,21 +142,19 @@ __device__ __forceinline__ void tsr_cp_async_wait() {
 // below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous). Chunks outside
 // the tensor are zero-filled through the source-size operand and read nothing.
 template <class T, int D0, int D1, int D2, int NT, int VB>
-__device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, unsigned dl0,
-                                                      unsigned dl1, unsigned dl2, const T* src, unsigned ss0,
-                                                      unsigned ss1, unsigned ss2, unsigned sl0, unsigned sl1,
-                                                      unsigned sl2, unsigned tid, int line) {
+__device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2,
+                                                      const tsr_box& db, const T* src, unsigned ss0, unsigned ss1,
+                                                      unsigned ss2, const tsr_box& sb, unsigned tid, int line) {
     if constexpr (VB < 4) {
-        tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, dl0, dl1, dl2, src, ss0, ss1, ss2, sl0,
-                                                             sl1, sl2, tid, line);
+        tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid, line);
     } else {
         constexpr unsigned E = VB / sizeof(T);
         const tsr_saddr base = tsr_shared_addr(dst);
         tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
             const unsigned i = row / D1, j = row % D1;
             k *= E;
-            if (!(i < dl0 && j < dl1 && k < dl2)) return;
-            const bool in = i < sl0 && j < sl1 && k < sl2;
+            if (!db.has(i, j, k)) return;
+            const bool in = sb.has(i, j, k);
             tsr_cp_async<VB>(base + (i * ds0 + j * ds1 + k * ds2) * (unsigned)sizeof(T),
                              src + (i * ss0 + j * ss1 + k * ss2), in ? VB : 0, (int)sizeof(T), line);
         });
@@ -147,18 +163,18 @@ __device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsi
 
 template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK>
 __device__ __forceinline__ void tsr_copy_async(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1,
-                                               int dl2, const T* src, unsigned ss0, unsigned ss1, unsigned ss2, int sl0,
-                                               int sl1, int sl2, unsigned tid, int line = 0) {
+                                               int dl2, int dlo0, int dlo1, int dlo2, const T* src, unsigned ss0,
+                                               unsigned ss1, unsigned ss2, int sl0, int sl1, int sl2, int slo0,
+                                               int slo1, int slo2, unsigned tid, int line = 0) {
     constexpr int E = VB / (int)sizeof(T);
-    const unsigned d0 = tsr_extent<D0>(dl0), d1 = tsr_extent<D1>(dl1), d2 = tsr_extent<D2>(dl2);
-    const unsigned s0 = tsr_extent<D0>(sl0), s1 = tsr_extent<D1>(sl1), s2 = tsr_extent<D2>(sl2);
+    const tsr_box db = tsr_box_of<D0, D1, D2>(dl0, dl1, dl2, dlo0, dlo1, dlo2);
+    const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
-        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, d2, s2)) {
-            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T)>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2, s0,
-                                                                s1, s2, tid, line);
+        if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
+            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T)>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
+                                                                line);
             return;
         }
     }
-    tsr_copy_async_chunks<T, D0, D1, D2, NT, VB>(dst, ds0, ds1, ds2, d0, d1, d2, src, ss0, ss1, ss2, s0, s1, s2, tid,
-                                                 line);
+    tsr_copy_async_chunks<T, D0, D1, D2, NT, VB>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid, line);
 }

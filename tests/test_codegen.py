@@ -151,8 +151,9 @@ def test_tcopy_uses_wide_accesses_and_clips_at_the_edge() -> None:
     c = emit("a = tshared.alloc(f32[8, 64])\nr0 = group_id(0) * 8\ntcopy(a, x[r0:r0 + 8, 0:64])\ntbarrier()\n"
              "out[0, 0] = a[0, 0]", "x: f32[R, C], out: mut f32[R, C]")
     # 16-byte chunks; alignment of x and C is tested once per copy in the generic variant ...
-    assert "tsr_copy<float, 1, 8, 64, 128, 16, true>(&a[0][0], 0, 64, 1, 1, 8, 64, x + (r0) * (C), 0, C, 1, 1, " \
-           "(int)(R - (r0)), C," in c
+    # (r0 is proven non-negative: no lower-edge counts)
+    assert "tsr_copy<float, 1, 8, 64, 128, 16, true>(&a[0][0], 0, 64, 1, 1, 8, 64, 0, 0, 0, x + (r0) * (C), 0, C, 1, " \
+           "1, (int)(R - (r0)), C, 0, 0, 0," in c
     # ... and proven in the aligned one (x 16-byte aligned, C a multiple of 16)
     assert "tsr_copy<float, 1, 8, 64, 128, 16, false>(&a[0][0]" in c
 

@@ -21,6 +21,7 @@ from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.cterms import UNARY, c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.names import c_ident
 from tessera.transpile.shared_plan import arch_number, shared_layout
+from tessera.transpile.signs import NonNegative
 
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
@@ -68,6 +69,7 @@ class BodyPrinter:
         self.lines: list[str] = []
         self.depth = 1
         self._divisors: Divisors | None = None
+        self._nonnegative: NonNegative | None = None
 
     def emit(self, text: str, loc: Loc | None = None) -> None:
         if loc is not None and self.opts.line_info:
@@ -286,8 +288,8 @@ class BodyPrinter:
         d = (1,) * (3 - len(ext)) + ext
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
         plan = copy_plan(s, self.pr.ctx.buffers, self.divisors())
-        dp, ds, dl = self.view_parts(s.dst)
-        sp, ss, sl = self.view_parts(s.src)
+        dp, ds, dl, dlo = self.view_parts(s.dst)
+        sp, ss, sl, slo = self.view_parts(s.src)
         name = "tsr_copy_async" if s.async_ and self.async_copies else "tsr_copy"
         targs = (f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}, {plan.vb}, "
                  f"{str(plan.check).lower()}")
@@ -297,7 +299,7 @@ class BodyPrinter:
                 shared = [str(self.pr.ctx.buffers[v.buf].space == "shared").lower() for v in (s.dst, s.src)]
                 targs += f", {shared[0]}, {shared[1]}"
             tail = f", {s.loc.line}"
-        self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {sp}, {ss}, {sl}, {self.pr.tid()}{tail});", s.loc)
+        self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {dlo}, {sp}, {ss}, {sl}, {slo}, {self.pr.tid()}{tail});", s.loc)
 
     @property
     def async_copies(self) -> bool:
@@ -323,9 +325,15 @@ class BodyPrinter:
             self._divisors = Divisors(self.fn)
         return self._divisors
 
-    def view_parts(self, v: L.View) -> tuple[str, str, str]:
-        """Origin pointer, the strides (elements) of the three copied dimensions and how many
-        elements of each exist from the origin."""
+    def nonnegative(self) -> NonNegative:
+        if self._nonnegative is None:
+            self._nonnegative = NonNegative(self.fn)
+        return self._nonnegative
+
+    def view_parts(self, v: L.View) -> tuple[str, str, str, str]:
+        """Origin pointer, the strides (elements) of the three copied dimensions, how many
+        elements of each exist from the origin, and how many of them lie before the tensor (a start
+        below 0; "0" where the start is proven non-negative)."""
         b = self.pr.ctx.buffers[v.buf]
         name = c_ident(v.buf)
         dims = [self.pr.expr(d) for d in b.shape]
@@ -335,27 +343,30 @@ class BodyPrinter:
         for k in range(rank - 2, -1, -1):
             strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
         starts: list[str] = []
-        kept: list[tuple[str, str]] = []  # (stride, limit) of the sliced dimensions
-        guards: list[str] = []            # indexed (dropped) dimensions must be in range
+        kept: list[tuple[str, str, str]] = []  # (stride, limit, elements before the tensor) of sliced dimensions
+        guards: list[str] = []                 # indexed (dropped) dimensions must be in range
         for k, (start_e, extent) in enumerate(zip(v.starts, v.extents)):
             start = self.pr.expr(start_e)
             starts.append(start)
+            below = "0" if self.nonnegative().holds(start_e) else f"(int)(-({start}))"
             if extent is not None:
-                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})"))
+                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})", below))
             elif v.checked:
+                if below != "0":
+                    guards.append(f"({start}) >= 0")
                 guards.append(f"({start}) < {dims[k]}")
         offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
                             if s != "0") or "0"
         while len(kept) < 3:
-            kept.insert(0, ("0", "1"))
+            kept.insert(0, ("0", "1", "0"))
         if b.space == "global":
             ptr = f"{name} + {offset}" if offset != "0" else name
         else:
             ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
-        lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x in kept]
+        lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x, _ in kept]
         if guards:
             lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
-        return ptr, ", ".join(st for st, _ in kept), ", ".join(lim)
+        return ptr, ", ".join(st for st, _, _ in kept), ", ".join(lim), ", ".join(lo for _, _, lo in kept)
 
 
 def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:

@@ -22,8 +22,8 @@ matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float
     int r0 = (int)blockIdx.y * BM;  // line 15
     int c0 = (int)blockIdx.x * BN;  // line 16
     for (int k0 = 0; k0 < K; k0 += BK) {  // line 17
-        tsr_copy<float, 1, 64, 16, 256, 16, true>(&As[0][0], 0, 20, 1, 1, 64, 16, A + (r0) * (K) + (k0), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (k0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 18
-        tsr_copy<float, 1, 16, 64, 256, 16, true>(&Bs[0][0], 0, 68, 1, 1, 16, 64, B + (k0) * (N) + (c0), 0, N, 1, 1, (int)(K - (k0)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 19
+        tsr_copy<float, 1, 64, 16, 256, 16, true>(&As[0][0], 0, 20, 1, 1, 64, 16, 0, 0, 0, A + (r0) * (K) + (k0), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (k0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 18
+        tsr_copy<float, 1, 16, 64, 256, 16, true>(&Bs[0][0], 0, 68, 1, 1, 16, 64, 0, 0, 0, B + (k0) * (N) + (c0), 0, N, 1, 1, (int)(K - (k0)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 19
         __syncthreads();  // line 20
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {  // line 21
@@ -65,8 +65,8 @@ matmul_BM64_BN64_a16(const float* __restrict__ A, const float* __restrict__ B, f
     int r0 = (int)blockIdx.y * BM;  // line 15
     int c0 = (int)blockIdx.x * BN;  // line 16
     for (int k0 = 0; k0 < K; k0 += BK) {  // line 17
-        tsr_copy<float, 1, 64, 16, 256, 16, false>(&As[0][0], 0, 20, 1, 1, 64, 16, A + (r0) * (K) + (k0), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (k0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 18
-        tsr_copy<float, 1, 16, 64, 256, 16, false>(&Bs[0][0], 0, 68, 1, 1, 16, 64, B + (k0) * (N) + (c0), 0, N, 1, 1, (int)(K - (k0)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 19
+        tsr_copy<float, 1, 64, 16, 256, 16, false>(&As[0][0], 0, 20, 1, 1, 64, 16, 0, 0, 0, A + (r0) * (K) + (k0), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (k0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 18
+        tsr_copy<float, 1, 16, 64, 256, 16, false>(&Bs[0][0], 0, 68, 1, 1, 16, 64, 0, 0, 0, B + (k0) * (N) + (c0), 0, N, 1, 1, (int)(K - (k0)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 19
         __syncthreads();  // line 20
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {  // line 21

@@ -28,14 +28,14 @@ sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restri
     int c0 = (int)blockIdx.x * BN;  // line 23
     const int tsr_k0_k0_24 = 0;  // line 24
     if (tsr_k0_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0], 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
     }
     tsr_cp_async_commit();  // line 24
     const int tsr_k1_k0_24 = 8;  // line 24
     if (tsr_k1_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
     }
     tsr_cp_async_commit();  // line 24
     int tsr_stage_k0_24 = 2;  // line 24
@@ -46,8 +46,8 @@ sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restri
         const int tsr_next_k0_24 = k0 + 16;  // line 24
         const int tsr_fill_k0_24 = tsr_stage_k0_24 == 0 ? 2 : tsr_stage_k0_24 - 1;  // line 24
         if (tsr_next_k0_24 < K) {  // line 24
-            tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-            tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+            tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+            tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
         }
         tsr_cp_async_commit();  // line 24
         #pragma unroll
@@ -108,14 +108,14 @@ sgemm_BM128_BN128_BK8_stages3_a16(const float* __restrict__ A, const float* __re
     int c0 = (int)blockIdx.x * BN;  // line 23
     const int tsr_k0_k0_24 = 0;  // line 24
     if (tsr_k0_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0], 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
     }
     tsr_cp_async_commit();  // line 24
     const int tsr_k1_k0_24 = 8;  // line 24
     if (tsr_k1_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
     }
     tsr_cp_async_commit();  // line 24
     int tsr_stage_k0_24 = 2;  // line 24
@@ -126,8 +126,8 @@ sgemm_BM128_BN128_BK8_stages3_a16(const float* __restrict__ A, const float* __re
         const int tsr_next_k0_24 = k0 + 16;  // line 24
         const int tsr_fill_k0_24 = tsr_stage_k0_24 == 0 ? 2 : tsr_stage_k0_24 - 1;  // line 24
         if (tsr_next_k0_24 < K) {  // line 24
-            tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-            tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+            tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
+            tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
         }
         tsr_cp_async_commit();  // line 24
         #pragma unroll

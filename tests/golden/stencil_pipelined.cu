@@ -18,12 +18,12 @@ blur3_stages3(const float* __restrict__ x, float* __restrict__ out, const int M,
     const int tsr_start_r0_14 = (int)blockIdx.y * BR;  // line 14
     const int tsr_k0_r0_14 = tsr_start_r0_14;  // line 14
     if ((int)gridDim.y * BR > 0 && tsr_k0_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_k0_r0_14 > P) {  // line 14
-        tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0], 0, 34, 1, 1, 10, 34, x + (tsr_k0_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k0_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+        tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0], 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_k0_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k0_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
     }
     tsr_cp_async_commit();  // line 14
     const int tsr_k1_r0_14 = tsr_start_r0_14 + 1 * ((int)gridDim.y * BR);  // line 14
     if ((int)gridDim.y * BR > 0 && tsr_k1_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_k1_r0_14 > P) {  // line 14
-        tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0] + (1) * (34 * 10), 0, 34, 1, 1, 10, 34, x + (tsr_k1_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k1_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+        tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0] + (1) * (34 * 10), 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_k1_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k1_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
     }
     tsr_cp_async_commit();  // line 14
     int tsr_stage_r0_14 = 2;  // line 14
@@ -34,7 +34,7 @@ blur3_stages3(const float* __restrict__ x, float* __restrict__ out, const int M,
         const int tsr_next_r0_14 = r0 + 2 * ((int)gridDim.y * BR);  // line 14
         const int tsr_fill_r0_14 = tsr_stage_r0_14 == 0 ? 2 : tsr_stage_r0_14 - 1;  // line 14
         if ((int)gridDim.y * BR > 0 && tsr_next_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_next_r0_14 > P) {  // line 14
-            tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0] + (tsr_fill_r0_14) * (34 * 10), 0, 34, 1, 1, 10, 34, x + (tsr_next_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_next_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+            tsr_copy_async<float, 1, 10, 34, 256, 8, true>(&win[0][0][0] + (tsr_fill_r0_14) * (34 * 10), 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_next_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_next_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
         }
         tsr_cp_async_commit();  // line 14
         int r = r0 + ty;  // line 16
@@ -65,12 +65,12 @@ blur3_stages3_a16(const float* __restrict__ x, float* __restrict__ out, const in
     const int tsr_start_r0_14 = (int)blockIdx.y * BR;  // line 14
     const int tsr_k0_r0_14 = tsr_start_r0_14;  // line 14
     if ((int)gridDim.y * BR > 0 && tsr_k0_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_k0_r0_14 > P) {  // line 14
-        tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0], 0, 34, 1, 1, 10, 34, x + (tsr_k0_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k0_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+        tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0], 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_k0_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k0_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
     }
     tsr_cp_async_commit();  // line 14
     const int tsr_k1_r0_14 = tsr_start_r0_14 + 1 * ((int)gridDim.y * BR);  // line 14
     if ((int)gridDim.y * BR > 0 && tsr_k1_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_k1_r0_14 > P) {  // line 14
-        tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0] + (1) * (34 * 10), 0, 34, 1, 1, 10, 34, x + (tsr_k1_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k1_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+        tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0] + (1) * (34 * 10), 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_k1_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_k1_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
     }
     tsr_cp_async_commit();  // line 14
     int tsr_stage_r0_14 = 2;  // line 14
@@ -81,7 +81,7 @@ blur3_stages3_a16(const float* __restrict__ x, float* __restrict__ out, const in
         const int tsr_next_r0_14 = r0 + 2 * ((int)gridDim.y * BR);  // line 14
         const int tsr_fill_r0_14 = tsr_stage_r0_14 == 0 ? 2 : tsr_stage_r0_14 - 1;  // line 14
         if ((int)gridDim.y * BR > 0 && tsr_next_r0_14 < P || (int)gridDim.y * BR < 0 && tsr_next_r0_14 > P) {  // line 14
-            tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0] + (tsr_fill_r0_14) * (34 * 10), 0, 34, 1, 1, 10, 34, x + (tsr_next_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_next_r0_14)), (int)(N - (c0)), (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
+            tsr_copy_async<float, 1, 10, 34, 256, 8, false>(&win[0][0][0] + (tsr_fill_r0_14) * (34 * 10), 0, 34, 1, 1, 10, 34, 0, 0, 0, x + (tsr_next_r0_14) * (N) + (c0), 0, N, 1, 1, (int)(M - (tsr_next_r0_14)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 32u * threadIdx.y));  // line 15
         }
         tsr_cp_async_commit();  // line 14
         int r = r0 + ty;  // line 16
