@@ -21,10 +21,10 @@ R = mesh.rank
 done = 0
 
 
-def check(name, fn):
+def check(name, fn, *args):
     global done
     try:
-        fn()
+        fn(*args)
         print(f"rank {R} ok {name}", flush=True)
         done += 1
     except Exception as e:  # reported, and the pytest side fails on it
@@ -218,13 +218,13 @@ def mismatches():
 
 
 for axis in ("dp", "tp"):
-    check(f"all_reduce {axis}", lambda: all_reduce_ops(axis))
-    check(f"resolve all-reduce {axis}", lambda: resolve_replicated(axis))
-    check(f"reduce_scatter {axis}", lambda: reduce_scatter_uneven(axis))
-    check(f"all_gather {axis}", lambda: all_gather_uneven(axis))
-    check(f"broadcast {axis}", lambda: broadcast_root(axis))
-    check(f"all_to_all {axis}", lambda: all_to_all_uneven(axis))
-    check(f"async {axis}", lambda: async_handles(axis))
+    check(f"all_reduce {axis}", all_reduce_ops, axis)
+    check(f"resolve all-reduce {axis}", resolve_replicated, axis)
+    check(f"reduce_scatter {axis}", reduce_scatter_uneven, axis)
+    check(f"all_gather {axis}", all_gather_uneven, axis)
+    check(f"broadcast {axis}", broadcast_root, axis)
+    check(f"all_to_all {axis}", all_to_all_uneven, axis)
+    check(f"async {axis}", async_handles, axis)
 check("to_numpy", to_numpy_2d)
 check("sample", sample)
 check("nccl bootstrap", nccl_bootstrap)
