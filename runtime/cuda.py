@@ -101,6 +101,16 @@ class Device:
 
 
 _DEVICE: Device | None = None
+_ORDINAL = 0
+
+
+def use_ordinal(ordinal: int) -> None:
+    """Use device `ordinal` instead of 0 (tessera.dist: one device per process of a job); only
+    before the device is first used."""
+    global _ORDINAL
+    if _DEVICE is not None and _DEVICE.ordinal != ordinal:
+        raise TesseraError(f"device {_DEVICE.ordinal} is already in use; choose a device before the first launch")
+    _ORDINAL = ordinal
 
 
 def device() -> Device:
@@ -109,14 +119,14 @@ def device() -> Device:
     if _DEVICE is None:
         drv = _driver()
         _check(drv.cuInit(0), "cuInit")
-        dev = _check(drv.cuDeviceGet(0), "cuDeviceGet")
+        dev = _check(drv.cuDeviceGet(_ORDINAL), "cuDeviceGet")
         major = _check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
         minor = _check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
         ctx = _check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         name = _check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
-        _DEVICE = Device(0, dev, ctx, f"sm_{major}{minor}", name.split(b"\0")[0].decode(errors="replace"))
+        _DEVICE = Device(_ORDINAL, dev, ctx, f"sm_{major}{minor}", name.split(b"\0")[0].decode(errors="replace"))
     _check(_driver().cuCtxSetCurrent(_DEVICE.context), "cuCtxSetCurrent")
     return _DEVICE
 

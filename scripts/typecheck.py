@@ -40,6 +40,8 @@ def link_tree(dest: Path, dirs: dict[str, str]) -> dict[str, str]:
     top.mkdir()
     for src in (ROOT / dirs[PACKAGE]).glob("*.py"):
         (top / src.name).symlink_to(src)
+    for sub in (ROOT / dirs[PACKAGE]).glob("*/__init__.py"):  # subpackages inside tessera/ (tessera.dist)
+        (top / sub.parent.name).symlink_to(sub.parent, target_is_directory=True)
     prefixes = {}
     for name, folder in dirs.items():
         if name == PACKAGE:

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import sys
 import threading
 from typing import Any
 
@@ -132,6 +133,7 @@ class Kernel:
         """(library, kernel info, checked arguments) for a launch; const parameters come by keyword."""
         from tessera.runtime.launch_args import bind
 
+        args, kwargs = local_shards(args, kwargs)
         names = self.module._consts.get(self.name, ())
         generic = self.module._types.get(self.name)
         types: dict[str, str] = {}
@@ -182,6 +184,18 @@ class Kernel:
             lib.launch(info, bound)
             times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times)
+
+
+def local_shards(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """Distributed tensors replaced by this process's shards (`.local`): a launch with them runs
+    SPMD, its shape symbols bound by the local shapes. tessera.dist is looked up, never imported:
+    no dist tensor can exist before it is."""
+    tensor_mod = sys.modules.get("tessera.dist.tensor")
+    if tensor_mod is None:
+        return args, kwargs
+    dist_tensor = tensor_mod.DistTensor
+    return (tuple(a.local if isinstance(a, dist_tensor) else a for a in args),
+            {k: v.local if isinstance(v, dist_tensor) else v for k, v in kwargs.items()})
 
 
 def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:

@@ -134,6 +134,11 @@ class LaunchError(TesseraError):
     """A kernel launch was refused (bad arguments) or failed while running."""
 
 
+class DistError(TesseraError):
+    """The processes of a distributed job disagree (shapes, dtypes, layouts, the mesh), or a
+    layout disagrees with a collective; raised on every process of the operation (`tessera.dist`)."""
+
+
 class InternalCompilerError(TesseraError):
     """A bug in Tessera itself, never the user's fault."""
 

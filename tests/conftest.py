@@ -20,16 +20,19 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `gpu` run only where a CUDA driver and device are present."""
+    """Tests marked `gpu` run only where a CUDA driver and device are present, `multi_gpu` ones
+    only where there are at least two devices."""
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
-    if ok:
-        return
+    count = int(why.split()[0]) if ok else 0  # "N CUDA device(s) found"
     skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
+    skip_multi = pytest.mark.skip(reason=f"needs two GPUs: {why if not ok else f'{count} found'}")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not ok:
             item.add_marker(skip)
+        elif "multi_gpu" in item.keywords and count < 2:
+            item.add_marker(skip_multi)
 
 
 @pytest.fixture
