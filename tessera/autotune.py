@@ -215,6 +215,8 @@ def _choose(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given
     choice = choose(_store, ln)
     count("reuses" if "nearest" in choice.origin else "cache_hits" if STATS.get("tunings", 0) == before else "tuned")
     with _memo_lock:
+        if len(_memo) > 4096:  # decisions are cheap to remake from the records
+            _memo.clear()
         _memo[memo_key] = (k.module, choice)
     return choice
 
