@@ -177,6 +177,12 @@ class DiskCache:
     def enabled(self) -> bool:
         return self._folder is not None
 
+    @property
+    def folder(self) -> Folder | None:
+        """The open, verified folder (None when nothing is cached), for a kind that keeps its own
+        named files (the autotuner's per-architecture records)."""
+        return self._folder
+
     def __repr__(self) -> str:
         return f"DiskCache({self.kind!r}, path={str(self.path)!r}, enabled={self.enabled})"
 

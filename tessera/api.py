@@ -18,6 +18,7 @@ from typing import Any
 from tessera.errors import CompileError, LaunchError, TesseraError
 from tessera.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
 from tessera.options import check_arch, check_flag, check_text
+from tessera.tune_space import TuneSpace
 
 BACKENDS = ("auto", "cpu", "cuda")
 FORMAT = "1"
@@ -69,6 +70,7 @@ class Module:
         self._names: tuple[str, ...] = default.names
         self._consts: dict[str, tuple[str, ...]] = default.consts
         self._types: dict[str, dict[str, list]] = default.types  # kernels with type parameters
+        self._spaces: dict[str, Any] = default.spaces  # kernels with @autotune: their TuneSpace
 
     def _front_end(self) -> Any:
         """The source parsed once (on the first variant that is not in the cache), for every variant."""
@@ -129,8 +131,10 @@ class Kernel:
             types = bind_types(self.name, generic, (), consts)
         return self.module._variant(self.name, {**_check_consts(self, consts), **types}).kernel(self.name)
 
-    def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any):
-        """(library, kernel info, checked arguments) for a launch; const parameters come by keyword."""
+    def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any, tuned: bool = True):
+        """(library, kernel info, checked arguments) for a launch; const parameters come by keyword.
+        A kernel with `@autotune` gets its tuned constants (`tuned`; tessera/autotune.py), and a
+        `grid` that is a function is called with the variant's constants."""
         from tessera.runtime.launch_args import bind
 
         args, kwargs = local_shards(args, kwargs)
@@ -144,8 +148,15 @@ class Kernel:
             types = bind_types(self.name, generic, args, kwargs)
         consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
         consts.update(types)
+        space = self.module._spaces.get(self.name)
+        if tuned and space is not None:
+            from tessera.autotune import launch_config
+
+            consts.update(launch_config(self, space, args, kwargs, consts, grid))
         variant = self.module._variant(self.name, consts)
         info = variant.kernel(self.name)
+        if callable(grid):
+            grid = grid(dict(info.const_values))
         bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
         if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
             variant = self.module._variant(self.name, consts, aligned=True)
@@ -241,12 +252,14 @@ class _Variant:
 
     def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
                  library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None,
-                 rebuild: Any = None, types: dict[str, dict[str, list]] | None = None) -> None:
+                 rebuild: Any = None, types: dict[str, dict[str, list]] | None = None,
+                 spaces: dict[str, Any] | None = None) -> None:
         self.backend = backend
         self.kernels = kernels
         self.names = names
         self.consts = consts
         self.types = types or {}
+        self.spaces = spaces or {}  # kernel -> TuneSpace
         self.library_key = library_key
         self._cuda = cuda
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
@@ -302,7 +315,8 @@ class _Variant:
 
     def _meta(self) -> bytes:
         return json.dumps({"kernels": kernels_to_json(self.kernels), "names": list(self.names),
-                           "consts": self.consts, "types": self.types, "library": self.library_key}, sort_keys=True).encode()
+                           "consts": self.consts, "types": self.types, "library": self.library_key,
+                           "tune": {k: s.to_json() for k, s in self.spaces.items()}}, sort_keys=True).encode()
 
     @staticmethod
     def get(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> _Variant:
@@ -326,7 +340,8 @@ class _Variant:
                 variant = _Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
                                    {k: tuple(v) for k, v in meta["consts"].items()},
                                    meta["library"] if artifact is not None else "", None, mod.backend, artifact,
-                                   types=dict(meta.get("types", {})))
+                                   types=dict(meta.get("types", {})),
+                                   spaces={k: TuneSpace.from_json(v) for k, v in meta.get("tune", {}).items()})
             except (ValueError, KeyError, TypeError):
                 variant = None
         if variant is None:
@@ -358,7 +373,8 @@ class _Variant:
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                  variants={kernel: consts} if kernel else None, skip_unbound=True,
                                  restrict=mod.restrict, alignment="aligned" if aligned else "generic")
-        return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend, types=types)
+        spaces = {k: TuneSpace.from_json(v) for k, v in front.tune_spaces().items()}
+        return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend, types=types, spaces=spaces)
 
 
 def _cuda_image(key: str) -> bytes | None:

@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tesserac",
         description="Transpile a .tsr kernel file to CUDA C (and optionally compile it with NVRTC).",
-        epilog="Exit status: 0 success, 1 errors in the program, 2 bad command line, 70 internal compiler error.")
+        epilog="`tesserac tune FILE --kernel K --shape M=...` judges a kernel's @autotune space "
+               "(`tesserac tune --help`). Exit status: 0 success, 1 errors in the program, 2 bad command line, 70 internal compiler error.")
     p.add_argument("input", help="the .tsr source file")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="where to write the result; '-' for standard output (default: INPUT with .cu, .ptx, "
@@ -88,6 +89,10 @@ def run(argv: list[str]) -> int:
     from tessera.irdump import dump_any as dump_module
     from tessera.transpile.cstmt import line_file_name
 
+    if argv[:1] == ["tune"]:
+        from tessera.tune_cli import run as run_tune
+
+        return run_tune(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.arch not in ARCHS:

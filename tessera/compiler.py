@@ -68,6 +68,12 @@ class FrontEnd:
                                         for p in f.params if p.qual != "const"]}
         return out
 
+    def tune_spaces(self) -> dict[str, dict]:
+        """For each kernel with a valid `@autotune`, its search space (JSON form, for the caches)."""
+        from tessera.transpile.autotune_spec import tune_spaces
+
+        return {k: s.to_json() for k, s in tune_spaces(self.module, self.source).items()}
+
     def const_params(self) -> dict[str, tuple[str, ...]]:
         return {f.name: tuple(p.name for p in f.params if p.qual == "const") for f in self.module.items
                 if isinstance(f, N.FuncDef) and f.is_kernel}

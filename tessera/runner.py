@@ -81,7 +81,8 @@ def _sgemm() -> Case:
     def make(rng: np.random.Generator) -> Arrays:
         return {"A": rng.standard_normal((300, 70)).astype(np.float32),
                 "B": rng.standard_normal((70, 260)).astype(np.float32), "C": np.zeros((300, 260), np.float32)}
-    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=((260 + 127) // 128, (300 + 127) // 128)),
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=lambda c: ((260 + c["BN"] - 1) // c["BN"],
+                                                                                (300 + c["BM"] - 1) // c["BM"])),
                 lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
 
 

@@ -244,9 +244,20 @@ CATALOG: list[Case] = [
          "@device\ndef d(v: f32) -> f32:\n    return group_cumsum(v)\n\n@kernel tile[(32,)]\ndef k(out: mut f32[n]):\n"
          "    out[0] = d(1.0)\n", 3, 12, "group_cumsum() is only allowed in a kernel body"),
     # ---- not supported yet
-    Case("autotune-not-supported",
-         "@autotune(BM=[64, 128])\n@kernel tile[(128,)]\ndef k(out: mut f32[n], BM: const i32 = 64):\n    pass\n",
-         1, 1, "@autotune is not supported yet"),
+    # ---- @autotune
+    Case("autotune-unknown-name", "@autotune(BX=[64, 128])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 11, "'BX' is not a parameter of 'k'"),
+    Case("autotune-not-const", "@autotune(s=[1.0, 2.0])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 11, "'s' is a parameter passed at launch, not a const"),
+    Case("autotune-empty-list", "@autotune(BM=[])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 14, "the list of candidates of 'BM' is empty"),
+    Case("autotune-not-a-list", "@autotune(BM=64)\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 14, "the candidates of 'BM' are a list"),
+    Case("autotune-non-constant", "@autotune(BM=[64, n])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 19, "a candidate of 'BM' must be a compile-time constant"),
+    Case("autotune-wrong-type", "@autotune(BM=[64, 1.5])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 19, "a candidate of 'BM' must be i32, not a float 1.5"),
+    Case("autotune-out-of-range", "@autotune(BM=[64, 1 << 40])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 21, "a candidate of 'BM': 1099511627776 does not fit in i32"),
+    Case("autotune-key-not-shape", "@autotune(BM=[64], key=[BM])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 25, "'BM' in key= is not a shape symbol"),
+    Case("autotune-duplicate-name", "@autotune(BM=[64], BM=[128])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 20, "'BM' is given twice in @autotune"),
+    Case("autotune-duplicate-value", "@autotune(BM=[64, 64])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 19, "64 is listed twice among the candidates"),
+    Case("autotune-positional", "@autotune([64])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 11, "@autotune takes keyword arguments only"),
+    Case("autotune-on-device", "@autotune(BM=[64])\n@device\ndef d(BM: i32) -> i32:\n    return BM\n", 1, 1,
+         "@autotune is for kernels"),
     # ---- asynchronous copies and tpipeline
     Case("tcopy-async-to-global",
          kern("s = tshared.alloc(f32[128])\ntcopy_async(out[0:128], s)"), 4, 5,

@@ -1,4 +1,4 @@
-"""The `kernel-headers` pass: decorators checked (`@kernel` or `@device`), kernel headers evaluated.
+"""The `kernel-headers` pass: decorators checked (`@kernel` or `@device`, `@autotune`), kernel headers evaluated.
 
 Before:  @kernel tile[(BM // 4, 4)] shared(16_KiB)        (with BM = 64)
          def k(...)
@@ -17,6 +17,7 @@ from tessera import nodes as N
 from tessera.dtypes import I32, SCALARS
 from tessera.errors import DiagnosticSink, Loc
 from tessera.limits import MAX_VECTORIZE
+from tessera.transpile.autotune_spec import check_autotune
 from tessera.transpile.check_expr import ExprChecker, Sym
 from tessera.transpile.consts import Value, type_of_value
 from tessera.transpile.resolve_constants import module_env
@@ -33,10 +34,6 @@ def check_decorators(fn: N.FuncDef, sink: DiagnosticSink) -> str | None:
             return None
     if names.count("kernel") + names.count("device") != 1:
         sink.error(fn.decorators[-1].loc, "a function needs exactly one of @kernel or @device")
-        return None
-    if "autotune" in names:
-        d = fn.decorators[names.index("autotune")]
-        sink.error(d.loc, "@autotune is not supported yet (it comes with the autotuner issue)")
         return None
     if "device" in names:
         d = fn.decorators[names.index("device")]
@@ -157,6 +154,8 @@ def evaluate_headers(module: N.Module, sink: DiagnosticSink) -> N.Module:
         if isinstance(item, N.FuncDef):
             kind = check_decorators(item, sink)
             if kind is None:
+                continue
+            if any(d.name == "autotune" for d in item.decorators) and check_autotune(item, env, sink) is None:
                 continue
             config = None
             if kind == "kernel":

@@ -4,164 +4,164 @@
 // <inlined here: device/core.cuh, device/race.cuh, tessera_copy.cuh>
 
 // ---- module constants
-[[maybe_unused]] constexpr int GX = 16;  // line 9
-[[maybe_unused]] constexpr int GY = 16;  // line 10
+[[maybe_unused]] constexpr int GX = 16;  // line 11
+[[maybe_unused]] constexpr int GY = 16;  // line 12
 
 extern "C" __global__ void __launch_bounds__(256)
-sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 16x16, 31104 bytes shared
+sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 16: group 16x16, 31104 bytes shared
 {
-    [[maybe_unused]] constexpr int BM = 128;  // line 13
-    [[maybe_unused]] constexpr int BN = 128;  // line 13
-    [[maybe_unused]] constexpr int BK = 8;  // line 14
-    [[maybe_unused]] constexpr int stages = 3;  // line 14
-    __shared__ __align__(16) float As[3][128][12];  // line 15
-    __shared__ __align__(16) float Bs[3][8][132];  // line 16
-    float acc[8][8];  // line 17
-    tsr_fill<64, float>(&acc[0][0], 0.0f);  // line 17
-    float a[8];  // line 18
-    tsr_fill<8, float>(&a[0], 0.0f);  // line 18
-    float b[8];  // line 19
-    tsr_fill<8, float>(&b[0], 0.0f);  // line 19
-    int tx = (int)threadIdx.x;  // line 20
-    int ty = (int)threadIdx.y;  // line 21
-    int r0 = (int)blockIdx.y * BM;  // line 22
-    int c0 = (int)blockIdx.x * BN;  // line 23
-    const int tsr_k0_k0_24 = 0;  // line 24
-    if (tsr_k0_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    [[maybe_unused]] constexpr int BM = 128;  // line 16
+    [[maybe_unused]] constexpr int BN = 128;  // line 16
+    [[maybe_unused]] constexpr int BK = 8;  // line 17
+    [[maybe_unused]] constexpr int stages = 3;  // line 17
+    __shared__ __align__(16) float As[3][128][12];  // line 18
+    __shared__ __align__(16) float Bs[3][8][132];  // line 19
+    float acc[8][8];  // line 20
+    tsr_fill<64, float>(&acc[0][0], 0.0f);  // line 20
+    float a[8];  // line 21
+    tsr_fill<8, float>(&a[0], 0.0f);  // line 21
+    float b[8];  // line 22
+    tsr_fill<8, float>(&b[0], 0.0f);  // line 22
+    int tx = (int)threadIdx.x;  // line 23
+    int ty = (int)threadIdx.y;  // line 24
+    int r0 = (int)blockIdx.y * BM;  // line 25
+    int c0 = (int)blockIdx.x * BN;  // line 26
+    const int tsr_k0_k0_27 = 0;  // line 27
+    if (tsr_k0_k0_27 < K) {  // line 27
+        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
     }
-    tsr_cp_async_commit();  // line 24
-    const int tsr_k1_k0_24 = 8;  // line 24
-    if (tsr_k1_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    tsr_cp_async_commit();  // line 27
+    const int tsr_k1_k0_27 = 8;  // line 27
+    if (tsr_k1_k0_27 < K) {  // line 27
+        tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+        tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
     }
-    tsr_cp_async_commit();  // line 24
-    int tsr_stage_k0_24 = 2;  // line 24
-    for (int k0 = 0; k0 < K; k0 += BK) {  // line 24
-        tsr_stage_k0_24 = tsr_stage_k0_24 == 2 ? 0 : tsr_stage_k0_24 + 1;  // line 24
-        tsr_cp_async_wait<1>();  // line 24
-        __syncthreads();  // line 24
-        const int tsr_next_k0_24 = k0 + 16;  // line 24
-        const int tsr_fill_k0_24 = tsr_stage_k0_24 == 0 ? 2 : tsr_stage_k0_24 - 1;  // line 24
-        if (tsr_next_k0_24 < K) {  // line 24
-            tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-            tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    tsr_cp_async_commit();  // line 27
+    int tsr_stage_k0_27 = 2;  // line 27
+    for (int k0 = 0; k0 < K; k0 += BK) {  // line 27
+        tsr_stage_k0_27 = tsr_stage_k0_27 == 2 ? 0 : tsr_stage_k0_27 + 1;  // line 27
+        tsr_cp_async_wait<1>();  // line 27
+        __syncthreads();  // line 27
+        const int tsr_next_k0_27 = k0 + 16;  // line 27
+        const int tsr_fill_k0_27 = tsr_stage_k0_27 == 0 ? 2 : tsr_stage_k0_27 - 1;  // line 27
+        if (tsr_next_k0_27 < K) {  // line 27
+            tsr_copy_async<float, 1, 128, 8, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_27) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+            tsr_copy_async<float, 1, 8, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_27) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
         }
-        tsr_cp_async_commit();  // line 24
+        tsr_cp_async_commit();  // line 27
         #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {  // line 27
+        for (int kk = 0; kk < BK; ++kk) {  // line 30
             #pragma unroll
-            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 28
-                if (BM % GY == 0 || ty + i * GY < BM) {  // line 29
-                    a[i] = As[tsr_stage_k0_24][ty + i * GY][kk];  // line 30
+            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 31
+                if (BM % GY == 0 || ty + i * GY < BM) {  // line 32
+                    a[i] = As[tsr_stage_k0_27][ty + i * GY][kk];  // line 33
                 }
             }
             #pragma unroll
-            for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 31
-                if (BN % GX == 0 || tx + j * GX < BN) {  // line 32
-                    b[j] = Bs[tsr_stage_k0_24][kk][tx + j * GX];  // line 33
+            for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 34
+                if (BN % GX == 0 || tx + j * GX < BN) {  // line 35
+                    b[j] = Bs[tsr_stage_k0_27][kk][tx + j * GX];  // line 36
                 }
             }
             #pragma unroll
-            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 34
+            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 37
                 #pragma unroll
-                for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 35
-                    acc[i][j] += a[i] * b[j];  // line 36
+                for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 38
+                    acc[i][j] += a[i] * b[j];  // line 39
                 }
             }
         }
     }
-    tsr_cp_async_wait<0>();  // line 24
+    tsr_cp_async_wait<0>();  // line 27
     #pragma unroll
-    for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 37
+    for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 40
         #pragma unroll
-        for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 38
-            int r = r0 + ty + i * GY;  // line 39
-            int c = c0 + tx + j * GX;  // line 40
-            if (r < M && c < N && (BM % GY == 0 || ty + i * GY < BM) && (BN % GX == 0 || tx + j * GX < BN)) {  // line 41
-                C[r * N + c] = acc[i][j];  // line 42
+        for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 41
+            int r = r0 + ty + i * GY;  // line 42
+            int c = c0 + tx + j * GX;  // line 43
+            if (r < M && c < N && (BM % GY == 0 || ty + i * GY < BM) && (BN % GX == 0 || tx + j * GX < BN)) {  // line 44
+                C[r * N + c] = acc[i][j];  // line 45
             }
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-sgemm_BM128_BN128_BK8_stages3_a16(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 16x16, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 31104 bytes shared
+sgemm_BM128_BN128_BK8_stages3_a16(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 16: group 16x16, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 31104 bytes shared
 {
-    [[maybe_unused]] constexpr int BM = 128;  // line 13
-    [[maybe_unused]] constexpr int BN = 128;  // line 13
-    [[maybe_unused]] constexpr int BK = 8;  // line 14
-    [[maybe_unused]] constexpr int stages = 3;  // line 14
-    __shared__ __align__(16) float As[3][128][12];  // line 15
-    __shared__ __align__(16) float Bs[3][8][132];  // line 16
-    float acc[8][8];  // line 17
-    tsr_fill<64, float>(&acc[0][0], 0.0f);  // line 17
-    float a[8];  // line 18
-    tsr_fill<8, float>(&a[0], 0.0f);  // line 18
-    float b[8];  // line 19
-    tsr_fill<8, float>(&b[0], 0.0f);  // line 19
-    int tx = (int)threadIdx.x;  // line 20
-    int ty = (int)threadIdx.y;  // line 21
-    int r0 = (int)blockIdx.y * BM;  // line 22
-    int c0 = (int)blockIdx.x * BN;  // line 23
-    const int tsr_k0_k0_24 = 0;  // line 24
-    if (tsr_k0_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    [[maybe_unused]] constexpr int BM = 128;  // line 16
+    [[maybe_unused]] constexpr int BN = 128;  // line 16
+    [[maybe_unused]] constexpr int BK = 8;  // line 17
+    [[maybe_unused]] constexpr int stages = 3;  // line 17
+    __shared__ __align__(16) float As[3][128][12];  // line 18
+    __shared__ __align__(16) float Bs[3][8][132];  // line 19
+    float acc[8][8];  // line 20
+    tsr_fill<64, float>(&acc[0][0], 0.0f);  // line 20
+    float a[8];  // line 21
+    tsr_fill<8, float>(&a[0], 0.0f);  // line 21
+    float b[8];  // line 22
+    tsr_fill<8, float>(&b[0], 0.0f);  // line 22
+    int tx = (int)threadIdx.x;  // line 23
+    int ty = (int)threadIdx.y;  // line 24
+    int r0 = (int)blockIdx.y * BM;  // line 25
+    int c0 = (int)blockIdx.x * BN;  // line 26
+    const int tsr_k0_k0_27 = 0;  // line 27
+    if (tsr_k0_k0_27 < K) {  // line 27
+        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0], 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k0_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k0_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0], 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k0_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
     }
-    tsr_cp_async_commit();  // line 24
-    const int tsr_k1_k0_24 = 8;  // line 24
-    if (tsr_k1_k0_24 < K) {  // line 24
-        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    tsr_cp_async_commit();  // line 27
+    const int tsr_k1_k0_27 = 8;  // line 27
+    if (tsr_k1_k0_27 < K) {  // line 27
+        tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (1) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_k1_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_k1_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+        tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_k1_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
     }
-    tsr_cp_async_commit();  // line 24
-    int tsr_stage_k0_24 = 2;  // line 24
-    for (int k0 = 0; k0 < K; k0 += BK) {  // line 24
-        tsr_stage_k0_24 = tsr_stage_k0_24 == 2 ? 0 : tsr_stage_k0_24 + 1;  // line 24
-        tsr_cp_async_wait<1>();  // line 24
-        __syncthreads();  // line 24
-        const int tsr_next_k0_24 = k0 + 16;  // line 24
-        const int tsr_fill_k0_24 = tsr_stage_k0_24 == 0 ? 2 : tsr_stage_k0_24 - 1;  // line 24
-        if (tsr_next_k0_24 < K) {  // line 24
-            tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_24) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_24), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_24)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 25
-            tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_24) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_24) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_24)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 26
+    tsr_cp_async_commit();  // line 27
+    int tsr_stage_k0_27 = 2;  // line 27
+    for (int k0 = 0; k0 < K; k0 += BK) {  // line 27
+        tsr_stage_k0_27 = tsr_stage_k0_27 == 2 ? 0 : tsr_stage_k0_27 + 1;  // line 27
+        tsr_cp_async_wait<1>();  // line 27
+        __syncthreads();  // line 27
+        const int tsr_next_k0_27 = k0 + 16;  // line 27
+        const int tsr_fill_k0_27 = tsr_stage_k0_27 == 0 ? 2 : tsr_stage_k0_27 - 1;  // line 27
+        if (tsr_next_k0_27 < K) {  // line 27
+            tsr_copy_async<float, 1, 128, 8, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_27) * (12 * 128), 0, 12, 1, 1, 128, 8, 0, 0, 0, A + (r0) * (K) + (tsr_next_k0_27), 0, K, 1, 1, (int)(M - (r0)), (int)(K - (tsr_next_k0_27)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 28
+            tsr_copy_async<float, 1, 8, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_27) * (132 * 8), 0, 132, 1, 1, 8, 128, 0, 0, 0, B + (tsr_next_k0_27) * (N) + (c0), 0, N, 1, 1, (int)(K - (tsr_next_k0_27)), (int)(N - (c0)), 0, 0, 0, (int)(threadIdx.x + 16u * threadIdx.y));  // line 29
         }
-        tsr_cp_async_commit();  // line 24
+        tsr_cp_async_commit();  // line 27
         #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {  // line 27
+        for (int kk = 0; kk < BK; ++kk) {  // line 30
             #pragma unroll
-            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 28
-                if (BM % GY == 0 || ty + i * GY < BM) {  // line 29
-                    a[i] = As[tsr_stage_k0_24][ty + i * GY][kk];  // line 30
+            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 31
+                if (BM % GY == 0 || ty + i * GY < BM) {  // line 32
+                    a[i] = As[tsr_stage_k0_27][ty + i * GY][kk];  // line 33
                 }
             }
             #pragma unroll
-            for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 31
-                if (BN % GX == 0 || tx + j * GX < BN) {  // line 32
-                    b[j] = Bs[tsr_stage_k0_24][kk][tx + j * GX];  // line 33
+            for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 34
+                if (BN % GX == 0 || tx + j * GX < BN) {  // line 35
+                    b[j] = Bs[tsr_stage_k0_27][kk][tx + j * GX];  // line 36
                 }
             }
             #pragma unroll
-            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 34
+            for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 37
                 #pragma unroll
-                for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 35
-                    acc[i][j] += a[i] * b[j];  // line 36
+                for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 38
+                    acc[i][j] += a[i] * b[j];  // line 39
                 }
             }
         }
     }
-    tsr_cp_async_wait<0>();  // line 24
+    tsr_cp_async_wait<0>();  // line 27
     #pragma unroll
-    for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 37
+    for (int i = 0; i < (BM + GY - 1) / GY; ++i) {  // line 40
         #pragma unroll
-        for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 38
-            int r = r0 + ty + i * GY;  // line 39
-            int c = c0 + tx + j * GX;  // line 40
-            if (r < M && c < N && (BM % GY == 0 || ty + i * GY < BM) && (BN % GX == 0 || tx + j * GX < BN)) {  // line 41
-                C[r * N + c] = acc[i][j];  // line 42
+        for (int j = 0; j < (BN + GX - 1) / GX; ++j) {  // line 41
+            int r = r0 + ty + i * GY;  // line 42
+            int c = c0 + tx + j * GX;  // line 43
+            if (r < M && c < N && (BM % GY == 0 || ty + i * GY < BM) && (BN % GX == 0 || tx + j * GX < BN)) {  // line 44
+                C[r * N + c] = acc[i][j];  // line 45
             }
         }
     }
