@@ -179,7 +179,8 @@ def test_adding_a_candidate_keeps_the_other_records(fresh) -> None:
     (b'{"format": "tessera-autotune", "version": 1, "records": {}, "sha256": ""}', "not a Tessera autotuning file"),
     (b'{"format": "tessera-autotune", "version": 1, "records": [1], "sha256": "0"}', "wrong checksum"),
     (b" " * (33 * 1024 * 1024), "over the limit"),
-])
+], ids=["garbage", "nested", "not-ours", "checksum", "huge"])  # short ids: pytest puts the id in the
+# environment (PYTEST_CURRENT_TEST), and a 200 KB one makes every exec of the C++ compiler fail
 def test_bad_cache_files_warn_and_never_crash(fresh, content: bytes, message: str) -> None:
     f = _cache_file(fresh)
     f.parent.mkdir(parents=True, mode=0o700)
