@@ -152,5 +152,27 @@ def needs_column_pad(elem: ScalarType, role: str, trans_b: bool) -> bool:
     return role == "b" and not trans_b and not uses_ldmatrix(elem, role, trans_b)
 
 
-__all__ = ["MAX_PER_LANE", "MMA_KINDS", "FragLayout", "MmaKind", "choose", "divisions", "needs_column_pad",
+def fragment_info(fn: object) -> list[str]:
+    """`--info` lines for a lowered kernel: each fragment's warp division and the padding of the
+    shared arrays its tmma reads."""
+    from tessera.transpile import lir as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
+
+    assert isinstance(fn, L.Function)
+    out = []
+    for b in fn.buffers:
+        if b.space != "frag":
+            continue
+        m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
+        layout = choose(m, n, fn.tile_count // 32)
+        if layout is not None:
+            out.append(layout.describe(b.name))
+    if out:
+        for b in fn.buffers:
+            if b.space == "shared" and b.pad:
+                how = "chosen by the compiler" if b.auto_pad else "pad= as written"
+                out.append(f"{b.name}: rows padded by {b.pad} elements ({how})")
+    return out
+
+
+__all__ = ["MAX_PER_LANE", "MMA_KINDS", "FragLayout", "MmaKind", "choose", "divisions", "fragment_info", "needs_column_pad",
            "operand_pad", "uses_ldmatrix", "working_extents"]
