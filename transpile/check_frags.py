@@ -54,10 +54,9 @@ class FragChecker(CallChecker):
             self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
                             f"(for i8 or u8 inputs), not {elem}")
             return s
-        dims = [self.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices]
-        if dims[0] is None or dims[1] is None:
+        m, n = (self.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices)
+        if m is None or n is None:
             return s
-        m, n = dims
         tiles = math.prod(self.tile) if self.tile else 0
         if tiles % 32:
             self.sink.error(v.loc, f"a fragment is spread over the group's warps: the group has {tiles} tiles, "
@@ -183,7 +182,7 @@ class FragChecker(CallChecker):
     # ---- acc[:] = expr
     def frag_sym(self, t: N.Expr) -> Sym | None:
         """The fragment a whole-tensor target `acc[:]` names, if it names one."""
-        if not (isinstance(t, N.Index) and isinstance(t.base, N.Name)):
+        if not (isinstance(t, N.Index) and isinstance(t.base, N.Name) and N.is_whole_tensor(t)):
             return None
         sym = self.lookup(t.base.id)
         return sym if sym is not None and sym.ref == "frag" else None

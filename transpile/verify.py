@@ -241,7 +241,7 @@ class _LirVerifier:
             if len(kept) != 2 or (isinstance(s, L.Mma) and self.buffers[v.buf].space != "shared"):
                 self.fail("fragment operand that is not a 2-D view (of shared memory, for mma)", s)
         if isinstance(s, (L.FragLoad, L.FragStore)):
-            kept = tuple(x for x in views[0].extents if x is not None)
+            kept = tuple(x for x in (s.src if isinstance(s, L.FragLoad) else s.dst).extents if x is not None)
             if kept != tuple(int(d.value) for d in acc.shape if isinstance(d, L.Const)):
                 self.fail("fragment moved to or from a view of other extents", s)
 
