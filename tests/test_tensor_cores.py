@@ -146,9 +146,11 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
 
 
-@pytest.fixture(scope="module")
-def kinds():
-    return tessera.compile(KINDS, backend="cpu", path="kinds.tsr")
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def kinds(request):
+    """The KINDS kernels on the CPU backend and, where there is a GPU, on the tensor cores themselves
+    (whose results the CPU backend's per-lane emulation must reproduce)."""
+    return tessera.compile(KINDS, backend=request.param, path="kinds.tsr")
 
 
 M, K, N = 45, 64, 70
