@@ -149,7 +149,8 @@ def _view_frame(bp: BodyPrinter, v: L.View, const: bool) -> tuple[str, str]:
     b = bp.pr.ctx.buffers[v.buf]
     ptr, strides, limits = bp.view_lists(v)
     bp.emit(f"{'const ' if const else ''}{b.elem.c_storage}* tsr_p = {ptr};")
-    bp.emit(f"const int tsr_rows = ({limits[0]}) > 0 ? {limits[1]} : 0, tsr_cols = {limits[2]};")
+    rows = limits[1] if limits[0] == "1" else f"({limits[0]}) > 0 ? {limits[1]} : 0"  # an indexed dimension's guard
+    bp.emit(f"const int tsr_rows = {rows}, tsr_cols = {limits[2]};")
     return strides[1], strides[2]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tessera.dtypes import ScalarType
 
 MMA_M, MMA_N = 16, 8
-MAX_PER_LANE = 128  # accumulator registers per tile: beyond this the kernel would spill
+MAX_PER_LANE = 256  # accumulator registers per tile (a thread has at most 255 registers: beyond, it spills)
 
 
 @dataclass(frozen=True)

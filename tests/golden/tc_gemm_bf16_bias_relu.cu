@@ -65,7 +65,7 @@ tc_gemm_bf16_bias_relu_BM64_BN64_BK32_stages3_NT128(const __nv_bfloat16* __restr
     tsr_cp_async_wait<0>();  // line 18
     {  // tstore(Cs[...], acc)  // line 22
         float* tsr_p = &Cs[0][0];
-        const int tsr_rows = (1) > 0 ? 64 : 0, tsr_cols = 64;
+        const int tsr_rows = 64, tsr_cols = 64;
         const int tsr_tid = (int)threadIdx.x;
         const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
         const int tsr_r0 = (tsr_warp / 2) * 32 + (tsr_lane >> 2), tsr_c0 = (tsr_warp % 2) * 32 + (tsr_lane & 3) * 2;
@@ -148,7 +148,7 @@ tc_gemm_bf16_bias_relu_BM64_BN64_BK32_stages3_NT128_a16(const __nv_bfloat16* __r
     tsr_cp_async_wait<0>();  // line 18
     {  // tstore(Cs[...], acc)  // line 22
         float* tsr_p = &Cs[0][0];
-        const int tsr_rows = (1) > 0 ? 64 : 0, tsr_cols = 64;
+        const int tsr_rows = 64, tsr_cols = 64;
         const int tsr_tid = (int)threadIdx.x;
         const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
         const int tsr_r0 = (tsr_warp / 2) * 32 + (tsr_lane >> 2), tsr_c0 = (tsr_warp % 2) * 32 + (tsr_lane & 3) * 2;

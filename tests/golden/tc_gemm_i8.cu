@@ -65,7 +65,7 @@ tc_gemm_i8_BM128_BN128_BK64_stages3_NT256(const signed char* __restrict__ A, con
     tsr_cp_async_wait<0>();  // line 13
     {  // tstore(C[...], acc)  // line 17
         int* tsr_p = C + (m0) * (N) + (n0);
-        const int tsr_rows = (1) > 0 ? (int)(M - (m0)) : 0, tsr_cols = (int)(N - (n0));
+        const int tsr_rows = (int)(M - (m0)), tsr_cols = (int)(N - (n0));
         const int tsr_tid = (int)threadIdx.x;
         const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
         const int tsr_r0 = (tsr_warp / 4) * 64 + (tsr_lane >> 2), tsr_c0 = (tsr_warp % 4) * 32 + (tsr_lane & 3) * 2;
@@ -140,7 +140,7 @@ tc_gemm_i8_BM128_BN128_BK64_stages3_NT256_a16(const signed char* __restrict__ A,
     tsr_cp_async_wait<0>();  // line 13
     {  // tstore(C[...], acc)  // line 17
         int* tsr_p = C + (m0) * (N) + (n0);
-        const int tsr_rows = (1) > 0 ? (int)(M - (m0)) : 0, tsr_cols = (int)(N - (n0));
+        const int tsr_rows = (int)(M - (m0)), tsr_cols = (int)(N - (n0));
         const int tsr_tid = (int)threadIdx.x;
         const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
         const int tsr_r0 = (tsr_warp / 4) * 64 + (tsr_lane >> 2), tsr_c0 = (tsr_warp % 4) * 32 + (tsr_lane & 3) * 2;
