@@ -278,6 +278,9 @@ CATALOG: list[Case] = [
     Case("tfrag-below-sm80", kern(TC_ARRAYS + "tmma(acc, As, Bs)", TC_HEAD), 5, 11,
          "tensor-core tile operations (tfrag, tmma) need sm_80 or newer; the target is sm_75",
          args=("--arch", "sm_75")),
+    Case("tmma-pad-misaligns-ldmatrix", kern(TC_ARRAYS.replace("f16[64, 32])", "f16[64, 32], pad=1)") +
+                                             "tmma(acc, As, Bs)", TC_HEAD), 3, 10,
+         ("tmma() reads 'As' with ldmatrix, which needs rows of a multiple of 16 bytes", "pad=8")),
     Case("tload-extents", kern(TC_ARRAYS + "tload(acc, C[0:32, 0:64])", TC_HEAD), 6, 16,
          "tload() needs a view of the fragment's extents [64, 64], got [32, 64]"),
     Case("tstore-not-mut", kern("acc = tfrag(f32[64, 64], 0.0)\ntstore(A[0:64, 0:64], acc)", TC_HEAD), 4, 12,

@@ -1,7 +1,7 @@
 """The `plan-fragments` pass (spec section 12): tensor-core fragments need sm_80 or newer, and the
 shared arrays that `tmma` reads get rows padded so that its operand loads are free of bank
 conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
-written).
+written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes).
 
 Before (f16, `As: shared f16[64, 32]` without pad=):
     mma acc += As[0+:64, 0+:32] @ Bs[0+:32, 0+:64]
@@ -16,7 +16,7 @@ import dataclasses
 
 from tessera.errors import DiagnosticSink
 from tessera.transpile import lir as L
-from tessera.transpile.frag_layout import needs_column_pad, operand_pad
+from tessera.transpile.frag_layout import needs_column_pad, operand_pad, uses_ldmatrix
 from tessera.transpile.lir_visit import statements
 from tessera.transpile.shared_plan import arch_number
 
@@ -43,8 +43,14 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
         for view, role in ((s.a, "a"), (s.b, "b")):
             b = fn.buffer(view.buf)
             assert b is not None and isinstance(b.shape[-1], L.Const)
+            row = int(b.shape[-1].value)
             if b.auto_pad and b.name not in pads:
-                pads[b.name] = operand_pad(b.elem, int(b.shape[-1].value), needs_column_pad(b.elem, role, s.trans_b))
+                pads[b.name] = operand_pad(b.elem, row, needs_column_pad(b.elem, role, s.trans_b))
+            elif not b.auto_pad and uses_ldmatrix(b.elem, role, s.trans_b) and (row + b.pad) * b.elem.size % 16:
+                sink.error(b.loc, f"tmma() reads '{b.name}' with ldmatrix, which needs rows of a multiple of 16 "
+                           f"bytes; with pad={b.pad} they are {(row + b.pad) * b.elem.size} bytes (leave pad= out "
+                           f"and the compiler pads the rows, or pad={operand_pad(b.elem, row, False)})")
+                return fn
     if not any(pads.get(b.name, b.pad) != b.pad for b in fn.buffers):
         return fn
     buffers = tuple(dataclasses.replace(b, pad=pads[b.name]) if b.name in pads else b for b in fn.buffers)
