@@ -1,12 +1,14 @@
-"""GPU benchmark: vector add, tiled matmul, the pipelined SGEMM at 4096³ (against cuBLAS), row softmax
-and reduction on the CUDA backend; then the map kernels of samples/elementwise.tsr (vector add and
+"""GPU benchmark: vector add, tiled matmul, the pipelined SGEMM at 4096³ (against cuBLAS), the
+tensor-core f16 GEMM (samples/tc_gemm_f16.tsr) at 4096³ (against cuBLAS's f16 GEMM), row softmax and
+reduction on the CUDA backend; then the map kernels of samples/elementwise.tsr (vector add and
 SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's memory bandwidth.
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
 same operation in CuPy or PyTorch when one is installed, measured in the same run, as a ratio.
-Skips (exit 0) without an NVIDIA GPU; `--dry-run` checks the map rows without one (their launch
-configuration at full size, and each kernel on the CPU backend at a small size against NumPy).
+Skips (exit 0) without an NVIDIA GPU; `--dry-run` checks the map rows and the f16 GEMM row without
+one (their launch configuration at full size, and each kernel on the CPU backend at a small size
+against NumPy).
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ def reference_time(fn, repeat: int) -> float | None:
 
 
 SGEMM_SIZE = 4096  # the pipelined SGEMM's M = N = K, against cuBLAS (CuPy's or PyTorch's A @ A)
+HGEMM_SIZE = 4096  # the tensor-core f16 GEMM's M = N = K (f32 accumulation), against cuBLAS's f16 A @ A
+HGEMM_GOAL = 0.7   # of cuBLAS, with mma.sync (cuBLAS uses wgmma on sm_90a)
+HGEMM_TILE = 128   # tc_gemm_f16's default BM = BN
 
 
 def references(n: int, m: int, rows: int, cols: int):
@@ -101,20 +106,23 @@ def references(n: int, m: int, rows: int, cols: int):
         A = torch.rand(m, m, device="cuda")
         s = torch.rand(rows, cols, device="cuda", dtype=torch.float16)
         S = torch.rand(SGEMM_SIZE, SGEMM_SIZE, device="cuda")
+        H = torch.rand(HGEMM_SIZE, HGEMM_SIZE, device="cuda", dtype=torch.float16)
         torch.backends.cuda.matmul.allow_tf32 = False  # FP32 SIMT against FP32, not TF32 tensor cores
         return {"vector_add_scalar": lambda: a + a, "matmul": lambda: A @ A, "sgemm_4096": lambda: S @ S,
+                "hgemm_4096": lambda: H @ H,
                 "softmax": lambda: torch.softmax(s.float(), 1).half(), "reduce": lambda: a.sum()}
     a = xp.random.rand(n, dtype=xp.float32)
     A = xp.random.rand(m, m, dtype=xp.float32)
     s = xp.random.rand(rows, cols).astype(xp.float16)
     S = xp.random.rand(SGEMM_SIZE, SGEMM_SIZE, dtype=xp.float32)
+    H = xp.random.rand(HGEMM_SIZE, HGEMM_SIZE).astype(xp.float16)
 
     def softmax():
         x = s.astype(xp.float32)
         e = xp.exp(x - x.max(1, keepdims=True))
         return (e / e.sum(1, keepdims=True)).astype(xp.float16)
     return {"vector_add_scalar": lambda: a + a, "matmul": lambda: A @ A, "sgemm_4096": lambda: S @ S, "softmax": softmax,
-            "reduce": lambda: a.sum()}
+            "reduce": lambda: a.sum(), "hgemm_4096": lambda: H @ H}
 
 
 MAP_N = 1 << 28    # elements of the map rows: 1 GiB a f32 array, 3 GiB a row (2 GiB for saxpy)
@@ -303,8 +311,31 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     failed += not ok
     print(f"{'ok' if ok else 'FAILED':<6} vector_add_scalar (hand-written) grid {vector_add_grid(n)} x 256 threads; "
           f"CPU backend {'matches' if ok else 'differs from'} NumPy")
+    failed += not dry_run_hgemm()
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
+
+
+def dry_run_hgemm(check: tuple[int, int, int] = (200, 72, 136)) -> bool:
+    """The f16 GEMM row without a GPU: its launch at HGEMM_SIZE (grid, threads, shared memory
+    against the sm_90 limit) and the kernel on the CPU backend at a small size against NumPy."""
+    import tessera
+    from tessera.compiler import compile_source, load_source
+
+    path = ROOT / "samples" / "tc_gemm_f16.tsr"
+    k = next(k for k in compile_source(load_source(str(path)), arch="sm_90").kernels if k.aligned)
+    grid = (HGEMM_SIZE // HGEMM_TILE, HGEMM_SIZE // HGEMM_TILE)
+    m, kk, n = check
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, kk)).astype(np.float16), rng.standard_normal((kk, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    tessera.load(path, backend="cpu").tc_gemm_f16(a, b, c, grid=(-(-n // HGEMM_TILE), -(-m // HGEMM_TILE)))
+    ok = np.allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-3) \
+        and k.dynamic_smem <= 227 * 1024
+    print(f"{'ok' if ok else 'FAILED':<6} hgemm_4096 grid {grid[0]} x {grid[1]} x {k.tile[0]} threads, "
+          f"{k.dynamic_smem} bytes of shared memory, variant {k.c_name}; CPU backend at {m}x{kk}x{n} "
+          f"{'matches' if ok else 'differs from'} NumPy")
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +384,11 @@ def bench_others(tessera: Any, bw: float, flops: float, repeat: int) -> None:
     S = rng.random((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
     t = sg.sgemm.benchmark(S, S, np.empty_like(S), grid=(SGEMM_SIZE // 128, SGEMM_SIZE // 128), repeat=repeat)
     rows_out.append(("sgemm_4096", t, 2 * SGEMM_SIZE**3 / (t / 1e3) / flops, "FP32 peak"))
+    tc = tessera.load(ROOT / "samples" / "tc_gemm_f16.tsr", backend="cuda")
+    H = rng.random((HGEMM_SIZE, HGEMM_SIZE)).astype(np.float16)
+    t = tc.tc_gemm_f16.benchmark(H, H, np.empty((HGEMM_SIZE, HGEMM_SIZE), np.float32),
+                                 grid=(HGEMM_SIZE // HGEMM_TILE, HGEMM_SIZE // HGEMM_TILE), repeat=repeat)
+    rows_out.append(("hgemm_4096", t, 2 * HGEMM_SIZE**3 / (t / 1e3) / flops, "FP32 peak"))
     t = sm.softmax.benchmark(x16, np.empty_like(x16), grid=rows, repeat=repeat)
     rows_out.append(("softmax", t, 2 * x16.nbytes / (t / 1e3) / bw, "bandwidth"))
     t = red.warp_reduce.benchmark(a, np.zeros(1, np.float32), grid=1024, repeat=repeat)
@@ -365,6 +401,9 @@ def bench_others(tessera: Any, bw: float, flops: float, repeat: int) -> None:
         print(f"{kname:<18} {ms:>9.3f} {frac:>8.1%} {what:<10} {ref if ref else float('nan'):>13.3f} {ratio:>12}")
         if kname == "sgemm_4096" and ref:
             print(f"{'':<18} pipelined SGEMM at {SGEMM_SIZE}^3: {ref / ms:.2f} of cuBLAS (goal >= 0.8, FP32 SIMT)")
+        if kname == "hgemm_4096" and ref:
+            print(f"{'':<18} tensor-core f16 GEMM at {HGEMM_SIZE}^3: {ref / ms:.2f} of cuBLAS "
+                  f"(goal >= {HGEMM_GOAL}, mma.sync; 'of peak' is against the FP32 SIMT peak)")
     print("vector_add_scalar: the hand-written VECTOR_ADD (one f32 a thread, scalar loads) at 2^26 elements")
 
 

@@ -1,14 +1,17 @@
 """Tessera's kernels against hand-written CUDA C of the same tiling, compiled by the same NVRTC.
 
-For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`, and
-`samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu` -- and each architecture
+For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`,
+`samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, and the tensor-core
+`samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu` -- and each architecture
 (default sm_80 and sm_90), both sides are compiled with `tessera.runtime.nvrtc.compile_cuda` (the
 same options) and the table shows, per kernel:
 
-* registers, spilled bytes (stores + loads) and static shared memory, from the ptxas report;
+* registers, spilled bytes (stores + loads) and shared memory: static (from the ptxas report) plus
+  dynamic (Tessera's kernel info; for the hand-written side, the size its launch needs);
 * **loop**: SASS instructions in the main loop (the k-loop: of the loops holding the most FFMA
-  instructions, the shortest, from its label through the branch back; `tessera.runtime.sass`),
-  with its FFMA count in parentheses as a check that both sides measure the same work;
+  instructions -- HMMA for the tensor-core pair --, the shortest, from its label through the branch
+  back; `tessera.runtime.sass`), with its FFMA (HMMA) count in parentheses as a check that both
+  sides measure the same work;
 * **total**: SASS instructions of the kernel, not counting the NOP padding at its end;
 * **compile**: NVRTC compile time of the whole `.cu`, the median of `--repeat` compiles after a
   warm-up, the two sides interleaved so that noise hits both. It includes every kernel of the
@@ -53,12 +56,17 @@ class Pair:
     variants: Mapping[str, Mapping[str, int]]
     handwritten: str  # under bench/handwritten/
     kernel: str  # the hand-written kernel's C name
+    opcode: str = "FFMA"  # the arithmetic instruction that finds the main loop and checks its work
+    dynamic_smem: int = 0  # the hand-written kernel's dynamic shared memory at launch
 
 
 PAIRS = (
     Pair("matmul", "matmul.tsr", {"matmul": {"BM": 64, "BN": 64}}, "matmul.cu", "matmul"),
     Pair("sgemm_pipelined", "sgemm_pipelined.tsr",
          {"sgemm": {"BM": 128, "BN": 128, "BK": 8, "stages": 3}}, "sgemm_pipelined.cu", "sgemm"),
+    Pair("tc_gemm_f16", "tc_gemm_f16.tsr",
+         {"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}, "hgemm_mma.cu", "hgemm", "HMMA",
+         3 * (128 * 40 + 32 * 136) * 2),  # kStages * sizeof(Stage)
 )
 
 
@@ -75,7 +83,7 @@ class Side:
     spill_bytes: int
     shared_bytes: int
     loop: int
-    loop_ffma: int
+    loop_ops: int  # the pair's arithmetic instructions (FFMA or HMMA) in the loop
     total: int
 
 
@@ -83,14 +91,16 @@ class NotAvailable(Exception):
     """The Tessera side of a pair cannot be built yet (sample missing or rejected)."""
 
 
-def tessera_cuda(pair: Pair, arch: str) -> str:
-    """The CUDA C Tessera emits for `pair`'s sample; NotAvailable if it is missing or rejected."""
+def tessera_cuda(pair: Pair, arch: str) -> tuple[str, int]:
+    """The CUDA C Tessera emits for `pair`'s sample and its kernel's dynamic shared memory;
+    NotAvailable if it is missing or rejected."""
     path = os.path.join(ROOT, "samples", pair.sample)
     if not os.path.exists(path):
         raise NotAvailable(f"samples/{pair.sample} does not exist")
     try:
         # What a launch with aligned arrays compiles: the aligned variant only.
-        return compile_source(load_source(path), arch=arch, variants=pair.variants, alignment="aligned").cuda
+        result = compile_source(load_source(path), arch=arch, variants=pair.variants, alignment="aligned")
+        return result.cuda, max((k.dynamic_smem for k in result.kernels), default=0)
     except CompileError as e:
         raise NotAvailable(f"Tessera rejects it: {first_line(e)}") from e
 
@@ -114,7 +124,8 @@ def code_size(function_sass: str) -> int:
     return len(ops)
 
 
-def measure(label: str, name: str, source: str, arch: str, kernel: str | None = None) -> Side:
+def measure(label: str, name: str, source: str, arch: str, kernel: str | None = None, opcode: str = "FFMA",
+            dynamic_smem: int = 0) -> Side:
     """Compile `source` and measure `kernel` (by default, Tessera's choice; see `tessera_kernel`)."""
     result = nvrtc.compile_cuda(source, name=name, arch=arch)
     if result.cubin is None:
@@ -122,9 +133,9 @@ def measure(label: str, name: str, source: str, arch: str, kernel: str | None = 
     kernel = kernel or tessera_kernel(result)
     res = result.kernel(kernel)
     text = sass.function_sass(sass.disassemble(result.cubin), kernel)
-    loop = sass.main_loop(text)
+    loop = sass.main_loop(text, opcode)
     return Side(label, name, source, kernel, len(result.kernels) - 1, res.registers,
-                res.spill_stores + res.spill_loads, res.shared_bytes, len(loop.ops), loop.count("FFMA"),
+                res.spill_stores + res.spill_loads, res.shared_bytes + dynamic_smem, len(loop.ops), loop.count(opcode),
                 code_size(text))
 
 
@@ -140,7 +151,7 @@ def compile_times(sides: tuple[Side, ...], arch: str, repeat: int) -> list[float
 
 
 ROW = "{:<17}{:<9}{:<26}{:>6}{:>9}{:>8}{:>13}{:>8}{:>12}"
-HEADER = ROW.format("", "", "kernel", "regs", "spill B", "smem B", "loop (FFMA)", "total", "compile ms")
+HEADER = ROW.format("", "", "kernel", "regs", "spill B", "smem B", "loop (F/HMMA)", "total", "compile ms")
 
 
 def first_line(e: BaseException) -> str:
@@ -151,7 +162,7 @@ def first_line(e: BaseException) -> str:
 def side_row(title: str, side: Side, seconds: float) -> str:
     kernel = f"{side.kernel} (+{side.others})" if side.others else side.kernel
     return ROW.format(title, side.label, kernel, side.registers, side.spill_bytes, side.shared_bytes,
-                      f"{side.loop} ({side.loop_ffma})", side.total, f"{seconds * 1e3:.1f}")
+                      f"{side.loop} ({side.loop_ops})", side.total, f"{seconds * 1e3:.1f}")
 
 
 def verdict(what: str, ratio: float, goal: float) -> str:
@@ -168,8 +179,8 @@ def ratio_rows(ours: Side, theirs: Side, t_ours: float, t_theirs: float) -> list
                      ratio(ours.total, theirs.total), ratio(t_ours, t_theirs))
     goals = (f"{'':<17}{verdict('main loop', ours.loop / theirs.loop, LOOP_GOAL)}, "
              f"{verdict('compile', t_ours / t_theirs, COMPILE_GOAL)}")
-    if ours.loop_ffma != theirs.loop_ffma:  # e.g. one loop unrolled twice: its length is not comparable
-        goals += "; the loops do different work (FFMA counts differ)"
+    if ours.loop_ops != theirs.loop_ops:  # e.g. one loop unrolled twice: its length is not comparable
+        goals += "; the loops do different work (FFMA/HMMA counts differ)"
     return [row, goals]
 
 
@@ -177,12 +188,12 @@ def report_pair(pair: Pair, arch: str, repeat: int) -> list[str]:
     """The table rows of one pair on one architecture. Raises on a failure to compile."""
     path = os.path.join(HANDWRITTEN, pair.handwritten)
     with open(path, encoding="utf-8") as f:
-        theirs = measure("by hand", pair.handwritten, f.read(), arch, pair.kernel)
+        theirs = measure("by hand", pair.handwritten, f.read(), arch, pair.kernel, pair.opcode, pair.dynamic_smem)
     try:
-        cuda = tessera_cuda(pair, arch)
+        cuda, dynamic = tessera_cuda(pair, arch)
     except NotAvailable as e:
         return [f"{pair.title:<17}not available: {e}"]
-    ours = measure("tessera", pair.sample.replace(".tsr", ".cu"), cuda, arch)
+    ours = measure("tessera", pair.sample.replace(".tsr", ".cu"), cuda, arch, opcode=pair.opcode, dynamic_smem=dynamic)
     t_ours, t_theirs = compile_times((ours, theirs), arch, repeat)
     return [side_row(pair.title, ours, t_ours), side_row("", theirs, t_theirs),
             *ratio_rows(ours, theirs, t_ours, t_theirs)]

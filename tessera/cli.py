@@ -152,6 +152,8 @@ def run(argv: list[str]) -> int:
                 shared = r.shared_bytes + k.dynamic_smem
                 print(f"{k.c_name:<{width}} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
                       f"{r.stack_bytes:>6}  {_variant_text(k)}", file=sys.stderr)
+                for line in _fragment_lines(result.module, k):
+                    print(f"    {line}", file=sys.stderr)
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
@@ -168,6 +170,17 @@ def run(argv: list[str]) -> int:
     except OSError as e:
         print(f"tesserac: error: cannot write {out!r}: {e.strerror}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
+    """The tensor-core fragments of kernel `k` (its warp division, its operands' padding), for --info."""
+    from tessera.transpile import lir as L
+    from tessera.transpile.frag_layout import fragment_info
+
+    if not isinstance(module, L.Module):
+        return []
+    fn = next((f for f in module.kernels if f.name == k.name), None)
+    return fragment_info(fn) if fn is not None else []
 
 
 def _variant_text(k: KernelInfo) -> str:

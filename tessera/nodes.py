@@ -379,8 +379,13 @@ class FuncDef:
     @property
     def is_map(self) -> bool:
         """A map kernel (section 8): a kernel with a whole-tensor statement (`Z[:] = ...`; typed, the
-        target is the element `Index(Z, ())`)."""
-        return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target) for s in self.body)
+        target is the element `Index(Z, ())`). A fragment's elementwise statement (`acc[:] = ...`, where
+        `acc = tfrag(...)` at the top level) does not make one."""
+        frags = {s.target.id for s in self.body if isinstance(s, Assign) and isinstance(s.target, Name)
+                 and isinstance(s.value, Call) and isinstance(s.value.func, Name) and s.value.func.id == "tfrag"}
+        return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target)
+                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and s.target.base.id in frags)
+                   for s in self.body)
 
     @property
     def is_kernel(self) -> bool:

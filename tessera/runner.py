@@ -86,6 +86,37 @@ def _sgemm() -> Case:
                 lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
 
 
+def _tc_gemm_f16() -> Case:
+    """tc_gemm_f16.tsr at its default tiles (128 x 128, BK 32): two row blocks, a partial column
+    block and K not a multiple of BK; f32 sums of exact f16 products (only the order differs)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.standard_normal((150, 72)).astype(np.float16),
+                "B": rng.standard_normal((72, 100)).astype(np.float16), "C": np.zeros((150, 100), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=(1, 2)),
+                lambda a: {"C": a["A"].astype(np.float32) @ a["B"].astype(np.float32)}, rtol=1e-4, atol=1e-4)
+
+
+def _tc_gemm_bf16_bias_relu() -> Case:
+    """relu(A @ B + bias) rounded to bf16 once; compared as bits, which order non-negative values
+    (a different summation order may round to the neighbouring bf16 value)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": bf16_bits(rng.standard_normal((90, 80))), "B": bf16_bits(rng.standard_normal((80, 70))),
+                "bias": rng.standard_normal(70).astype(np.float32), "C": np.zeros((90, 70), np.uint16)}
+
+    def expect(a: Arrays) -> Arrays:
+        y = bf16_values(a["A"]) @ bf16_values(a["B"]) + a["bias"]
+        return {"C": bf16_bits(np.maximum(y, 0).astype(np.float32))}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["bias"], a["C"], grid=(2, 2)), expect, rtol=0, atol=1)
+
+
+def _tc_gemm_i8() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.integers(-128, 128, (150, 96), dtype=np.int8),
+                "Bt": rng.integers(-128, 128, (70, 96), dtype=np.int8), "C": np.zeros((150, 70), np.int32)}
+    return Case(make, lambda k, a: k(a["A"], a["Bt"], a["C"], grid=(1, 2)),
+                lambda a: {"C": a["A"].astype(np.int32) @ a["Bt"].astype(np.int32).T}, rtol=0, atol=0)
+
+
 def _blur3() -> Case:
     def make(rng: np.random.Generator) -> Arrays:
         return {"x": rng.standard_normal((75, 100)).astype(np.float32), "out": np.zeros((73, 98), np.float32)}
@@ -214,7 +245,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),
     "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
     "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
-    "blend": _blend}
+    "blend": _blend, "tc_gemm_f16": _tc_gemm_f16, "tc_gemm_bf16_bias_relu": _tc_gemm_bf16_bias_relu,
+    "tc_gemm_i8": _tc_gemm_i8}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

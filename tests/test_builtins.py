@@ -9,10 +9,10 @@ import re
 import pytest
 
 from tessera.transpile.builtins import BUILTINS, RESERVED, TABLE, Coop, Vary
-from tessera.transpile.check_calls import CallChecker
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.emit import device_header
 from tessera.transpile.header_parts import SECTIONS
+from tessera.transpile.typecheck import FunctionChecker
 from tests.conftest import ROOT
 
 HOST = "\n".join(p.read_text() for p in sorted((ROOT / "runtime" / "host").glob("*.h")))
@@ -24,7 +24,7 @@ LIBC = {f + s for f in ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tan
 
 @pytest.mark.parametrize("b", TABLE, ids=lambda b: b.name)
 def test_every_entry_has_its_rules(b) -> None:
-    assert callable(getattr(CallChecker, "rule_" + b.rule, None)), b
+    assert callable(getattr(FunctionChecker, "rule_" + b.rule, None)), b
     if b.node in ("intrinsic", "collective"):
         assert callable(getattr(CPrinter, "c_" + b.printer, None)), b
     assert b.doc, b
@@ -49,10 +49,10 @@ def test_the_table_covers_the_language() -> None:
              "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas",
              "warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum", "group_cumsum", "atomic_inc",
              "atomic_dec",
-             "popc", "clz", "ffs", "brev", "mulhi", "bitcast"}
+             "popc", "clz", "ffs", "brev", "mulhi", "bitcast", "tmma", "tload", "tstore"}
     assert names <= set(BUILTINS)
     assert {"grid_groups", "WARP_SIZE", "inf", "nan", "tshared", "tregs", "range", "static_range",
-            "tpipeline"} <= RESERVED
+            "tpipeline", "tfrag"} <= RESERVED
     if spec.exists():
         assert all(f"`{n}" in spec.read_text() or n in spec.read_text() for n in names)
 
@@ -65,3 +65,4 @@ def test_cooperation_classes_and_tile_dependence() -> None:
     assert all(BUILTINS[n].coop == Coop.WARP for n in ("warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum"))
     assert BUILTINS["warp_ballot"].result == Vary.WARP and BUILTINS["warp_cumsum"].result == Vary.LANE
     assert BUILTINS["group_cumsum"].coop == Coop.GROUP and BUILTINS["group_cumsum"].result == Vary.LANE
+    assert all(BUILTINS[n].coop == Coop.GROUP for n in ("tmma", "tload", "tstore"))

@@ -86,7 +86,8 @@ PASS_SHOWS = {"parse": "function matmul(A, B, C, BM, BN):", "resolve-constants":
               "typecheck": "acc:regs f32[4, 4]", "check-cooperation": "acc:regs f32[4, 4]",
               "lower": "buffer regs acc: f32[4, 4]",
               "fold-constants": "store C[{r:i32}, {c:i32}] = load acc[{i:i32}, {j:i32}]:f32",
-              "pipeline-copies": "buffer shared As: f32[64, 16] pad=4", "plan-shared": "shared As @ 0 (5120 bytes)"}
+              "pipeline-copies": "buffer shared As: f32[64, 16] pad=4",
+              "plan-fragments": "buffer shared As: f32[64, 16] pad=4", "plan-shared": "shared As @ 0 (5120 bytes)"}
 
 
 @pytest.mark.parametrize("name", PASS_NAMES)

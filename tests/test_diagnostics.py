@@ -46,6 +46,9 @@ def _fragments(m: str | tuple[str, ...]) -> tuple[str, ...]:
     return (m,) if isinstance(m, str) else m
 
 
+TC_HEAD = "@kernel tile[(128,)]\ndef k(A: f16[M, K], B: f16[K, N], C: mut f32[M, N], m: i32):\n"
+TC_ARRAYS = "As = tshared.alloc(f16[64, 32])\nBs = tshared.alloc(f16[32, 64])\nacc = tfrag(f32[64, 64], 0.0)\n"
+
 DEV2 = "@device\ndef two(a: f32) -> (f32, f32):\n    return a, a * 2.0\n\n"
 
 
@@ -258,6 +261,47 @@ CATALOG: list[Case] = [
     Case("autotune-positional", "@autotune([64])\n@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], BM: const i32 = 64, s: f32 = 1.0):\n    pass\n", 1, 11, "@autotune takes keyword arguments only"),
     Case("autotune-on-device", "@autotune(BM=[64])\n@device\ndef d(BM: i32) -> i32:\n    return BM\n", 1, 1,
          "@autotune is for kernels"),
+    # ---- tensor-core tile operations (spec section 12)
+    Case("tmma-mixed-types", kern(TC_ARRAYS.replace("f16[32, 64]", "bf16[32, 64]") + "tmma(acc, As, Bs)", TC_HEAD),
+         6, 5, "tmma() operands have different element types: f16 and bf16"),
+    Case("tmma-shapes", kern(TC_ARRAYS.replace("f16[32, 64]", "f16[16, 64]") + "tmma(acc, As, Bs)", TC_HEAD),
+         6, 5, ("tmma() shapes do not match", "[64, 32] and [16, 64]")),
+    Case("tmma-k-not-a-multiple", kern(TC_ARRAYS.replace("32]", "24]").replace("[32,", "[24,") + "tmma(acc, As, Bs)",
+                                       TC_HEAD), 6, 5, "tmma() on f16 needs K a multiple of 16, got 24"),
+    Case("tmma-operand-not-shared", kern(TC_ARRAYS + "tmma(acc, A, Bs)", TC_HEAD), 6, 15,
+         "the first operand of tmma() must be a 2-D shared array"),
+    Case("tmma-accumulator-type", kern(TC_ARRAYS.replace("f32[64, 64], 0.0", "i32[64, 64], 0") + "tmma(acc, As, Bs)",
+                                       TC_HEAD), 6, 10, "f16 inputs accumulate in f32, but 'acc' is a fragment of i32"),
+    Case("tmma-not-a-fragment", kern(TC_ARRAYS + "tmma(As, As, Bs)", TC_HEAD), 6, 10,
+         "the accumulator of tmma() must be a fragment"),
+    Case("tmma-tile-dependent", kern(TC_ARRAYS + "if tile_linear_id() < 64:\n    tmma(acc, As, Bs)", TC_HEAD), 7, 9,
+         "tmma() must be reached by every tile of the group", note="the tile-dependent condition"),
+    Case("tstore-tile-dependent", kern(TC_ARRAYS + "if lane_id() == 0:\n    tstore(C[0:64, 0:64], acc)", TC_HEAD), 7, 9,
+         "tstore() must be reached by every tile of the group"),
+    Case("tfrag-not-top-level", kern("if m > 0:\n    acc = tfrag(f32[64, 64], 0.0)", TC_HEAD), 4, 15,
+         "tfrag() is only allowed at the top level of a kernel body"),
+    Case("tfrag-no-division", kern("acc = tfrag(f32[40, 64], 0.0)", TC_HEAD), 3, 17,
+         ("no division of a 40 x 64 fragment over 4 warps", "M of 16 and N of 32 (1x4 warps)")),
+    Case("tfrag-group-not-whole-warps", kern("acc = tfrag(f32[64, 64], 0.0)", TC_HEAD.replace("128", "48")), 3, 11,
+         "the group has 48 tiles, which is not a multiple of 32"),
+    Case("tfrag-element-type", kern("acc = tfrag(f16[64, 64], 0.0)", TC_HEAD), 3, 17,
+         "a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32"),
+    Case("tfrag-below-sm80", kern(TC_ARRAYS + "tmma(acc, As, Bs)", TC_HEAD), 5, 11,
+         "tensor-core tile operations (tfrag, tmma) need sm_80 or newer; the target is sm_75",
+         args=("--arch", "sm_75")),
+    Case("tmma-pad-misaligns-ldmatrix", kern(TC_ARRAYS.replace("f16[64, 32])", "f16[64, 32], pad=1)") +
+                                             "tmma(acc, As, Bs)", TC_HEAD), 3, 10,
+         ("tmma() reads 'As' with ldmatrix, which needs rows of a multiple of 16 bytes", "pad=8")),
+    Case("tload-extents", kern(TC_ARRAYS + "tload(acc, C[0:32, 0:64])", TC_HEAD), 6, 16,
+         "tload() needs a view of the fragment's extents [64, 64], got [32, 64]"),
+    Case("tstore-not-mut", kern("acc = tfrag(f32[64, 64], 0.0)\ntstore(A[0:64, 0:64], acc)", TC_HEAD), 4, 12,
+         "'A' is not mut"),
+    Case("fragment-indexed", kern("acc = tfrag(f32[64, 64], 0.0)\nacc[0, 1] = 1.0", TC_HEAD), 4, 5,
+         "the elements of the fragment 'acc' are spread over the group's warps and cannot be indexed"),
+    Case("fragment-as-a-scalar", kern("acc = tfrag(f32[64, 64], 0.0)\nv = acc + 1.0", TC_HEAD), 4, 9,
+         "'acc' is a fragment spread over the group's warps: use it whole"),
+    Case("fragment-shapes-differ", kern("acc = tfrag(f32[64, 64], 0.0)\nb = tfrag(f32[32, 64], 0.0)\nacc[:] = b",
+                                        TC_HEAD), 5, 14, "'b' is a [32, 64] fragment but the statement assigns a [64, 64] one"),
     # ---- asynchronous copies and tpipeline
     Case("tcopy-async-to-global",
          kern("s = tshared.alloc(f32[128])\ntcopy_async(out[0:128], s)"), 4, 5,

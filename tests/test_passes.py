@@ -336,3 +336,41 @@ def test_pipeline_copies_one_and_two_stages(stages: int) -> None:
                "        wait 0 + barrier  # line 4\n" in text
     else:
         assert "buffer shared s: f32[2, 64]\n" in text and "wait 0 + barrier" in text and "%k1_i_4" not in text
+
+
+# ---- plan-fragments -------------------------------------------------------------------------------
+
+FRAGMENTS = kernel("""
+As = tshared.alloc(f16[64, 32])
+Bs = tshared.alloc(f16[32, 64], pad=0)
+acc = tfrag(f32[64, 64], 0.0)
+for k0 in tpipeline(0, K, 32, stages=2):
+    tcopy_async(As, A[0:64, k0:k0 + 32])
+    tcopy_async(Bs, B[k0:k0 + 32, 0:64])
+    tmma(acc, As, Bs)
+acc[:] = acc * 2.0
+tstore(C[0:64, 0:64], acc)
+""", "A: f16[M, K], B: f16[K, N], C: mut f32[M, N]", "@kernel tile[(128,)]")
+
+
+def test_lower_makes_fragment_statements() -> None:
+    text = dump_lir(after(FRAGMENTS, "fold-constants"))
+    assert "buffer frag acc: f32[64, 64]\n" in text and "fill acc = 0.0:f32  # line 5\n" in text
+    assert "mma acc += As[0:i32+:64, 0:i32+:32] @ Bs[0:i32+:32, 0:i32+:64]  # line 9\n" in text
+    assert "fragment acc[:] = (load acc[]:f32 * 2.0:f32)  # line 10\n" in text
+    assert "fragment C[{0}+:64, {0}+:64] <- acc  # line 11\n" in text
+
+
+def test_pipeline_copies_stages_the_operands_of_mma() -> None:
+    text = dump_lir(after(FRAGMENTS, "pipeline-copies"))
+    assert "mma acc += As[%stage_k0_6:i32, 0:i32+:64, 0:i32+:32] @ Bs[%stage_k0_6:i32, 0:i32+:32, 0:i32+:64]" in text
+
+
+def test_plan_fragments_pads_operands_without_pad_and_keeps_the_others() -> None:
+    before = after(FRAGMENTS, "pipeline-copies")
+    module = after(FRAGMENTS, "plan-fragments")
+    pads = {b.name: (b.pad, b.auto_pad) for b in module.functions[0].buffers if b.space == "shared"}
+    assert pads == {"As": (8, True), "Bs": (0, False)}  # 80-byte rows: an odd number of 16-byte units
+    expected = dataclasses.replace(before.functions[0], buffers=tuple(
+        dataclasses.replace(b, pad=8) if b.name == "As" else b for b in before.functions[0].buffers))
+    assert structure(module.functions[0]) == structure(expected)  # nothing else changes

@@ -181,3 +181,49 @@ def k(x: f32[n], y: mut f32[n], s: i32):
     nn = NonNegative(fn)
     assert {"a", "c", "e", "f", "i", "h"} <= nn.locals
     assert not {"b", "d", "g"} & nn.locals
+
+
+FRAG_SHIFT = """
+@kernel tile[(64,)]
+def shift(X: f32[M, N], Y: mut f32[M, N], dr: i32, dc: i32):
+    m0 = group_id(1) * 32
+    n0 = group_id(0) * 16
+    a = tfrag(f32[32, 16], 0.0)
+    tload(a, X[m0 - dr:m0 - dr + 32, n0 - dc:n0 - dc + 16])
+    a[:] = a + 1.0
+    tstore(Y[m0:m0 + 32, n0:n0 + 16], a)
+
+@kernel tile[(64,)]
+def shift_store(X: f32[M, N], Y: mut f32[M, N], dr: i32, dc: i32):
+    m0 = group_id(1) * 32
+    n0 = group_id(0) * 16
+    a = tfrag(f32[32, 16], 0.0)
+    tload(a, X[m0:m0 + 32, n0:n0 + 16])
+    tstore(Y[m0 - dr:m0 - dr + 32, n0 - dc:n0 - dc + 16], a)
+"""
+
+
+@pytest.mark.parametrize("dr, dc", [(3, 2), (0, 5), (40, 0), (-4, -3)])
+def test_fragment_loads_and_stores_clip_at_the_near_edge(dr: int, dc: int) -> None:
+    mod = tessera.compile(FRAG_SHIFT, backend="cpu", path="frag_shift.tsr")
+    m, n = 45, 37
+    x = np.random.default_rng(5).random((m, n), dtype=np.float32)
+    grid = ((n + 15) // 16, (m + 31) // 32)
+    shifted = np.zeros((m, n), np.float32)  # shifted[r, c] = x[r - dr, c - dc], zero outside
+    rs, cs = np.arange(m)[:, None] - dr, np.arange(n)[None, :] - dc
+    ok = (rs >= 0) & (rs < m) & (cs >= 0) & (cs < n)
+    shifted[ok] = x[np.clip(rs, 0, m - 1), np.clip(cs, 0, n - 1)][ok]
+    y = np.full((m, n), -7.0, np.float32)
+    mod.shift(x, y, dr, dc, grid=grid)
+    np.testing.assert_array_equal(y, shifted + 1.0)
+    guarded = np.full((m + 2, n), -7.0, np.float32)  # a row of guards on each side
+    y = guarded[1:-1]
+    mod.shift_store(x, y, dr, dc, grid=grid)
+    # Y[r - dr, c - dc] = X[r, c] where it is inside Y (tiles of X past its edge store zeros)
+    want = np.full((m, n), -7.0, np.float32)
+    for r in range(((m + 31) // 32) * 32):
+        for c in range(((n + 15) // 16) * 16):
+            if 0 <= r - dr < m and 0 <= c - dc < n:
+                want[r - dr, c - dc] = x[r, c] if r < m and c < n else 0.0
+    np.testing.assert_array_equal(y, want)
+    assert (guarded[0] == -7).all() and (guarded[-1] == -7).all()

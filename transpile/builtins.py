@@ -39,7 +39,7 @@ class Builtin:
     name: str
     rule: str                 # the typing rule: CallChecker.rule_<rule>
     node: str                 # the IR node: intrinsic | collective | atomic | barrier | fence | print | assert | copy
-                              # | commit | wait
+                              # | commit | wait | mma | frag_load | frag_store
     coop: Coop = Coop.NONE    # who must call it together
     result: Vary = Vary.UNIFORM  # how its result varies over the tiles (beyond its arguments)
     printer: str = ""         # the printer rule (CPrinter.c_<printer>) for intrinsics and collectives
@@ -126,6 +126,15 @@ TABLE: tuple[Builtin, ...] = (
             doc="close the current group of asynchronous copies"),
     Builtin("twait", "twait", "wait", Coop.GROUP, cuda="tsr_cp_async_wait",
             doc="wait until at most n committed groups are pending, then tbarrier()"),
+    # ---- tensor-core tile operations (spec section 12; the whole group, on a tfrag accumulator)
+    Builtin("tmma", "tmma", "mma", Coop.GROUP, cuda="tsr_mma_m16n8k16_f16",
+            also=("tsr_mma_m16n8k16_bf16", "tsr_mma_m16n8k8_tf32", "tsr_mma_m16n8k32_s8", "tsr_mma_m16n8k32_u8",
+                  "tsr_ldmatrix_x4", "tsr_ldmatrix_x2", "tsr_ldmatrix_x4_trans", "tsr_ldmatrix_x2_trans",
+                  "tsr_load_a_tf32", "tsr_load_b_tf32", "tsr_load_bt_tf32", "tsr_load_b_8bit"),
+            doc="acc += a @ b (b: [K, N]) or a @ transpose(b) (trans_b=True, b: [N, K]) from shared arrays"),
+    Builtin("tload", "tload", "frag_load", Coop.GROUP, doc="a fragment = a view of its extents (outside: zero)"),
+    Builtin("tstore", "tstore", "frag_store", Coop.GROUP,
+            doc="a view = a fragment, converted to the view's element type (outside: not written)"),
     # ---- warp operations (all 32 lanes)
     Builtin("warp_sum", "warp_reduce", "collective", Coop.WARP, Vary.WARP, "warp_reduce", "tsr_warp_sum",
             doc="sum over the warp, in every lane"),
@@ -179,7 +188,7 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in TABLE}
 
 # Names that are builtins without being called like one: values, declarations and iterables.
 VALUES = frozenset(["grid_groups", "WARP_SIZE", "inf", "nan"])
-DECLARATIONS = frozenset(["tshared", "tregs"])
+DECLARATIONS = frozenset(["tshared", "tregs", "tfrag"])
 ITERABLES = frozenset(["range", "static_range", "tpipeline"])
 RESERVED = frozenset(BUILTINS) | VALUES | DECLARATIONS | ITERABLES
 

@@ -1,6 +1,6 @@
 """Array declarations in a function body: `x = tshared.alloc` (the whole shared budget,
 element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
-`x = tregs(f32[4, 4], 0.0)`, checked into typed `Assign` nodes with an `ArrayType`."""
+`x = tregs(f32[4, 4], 0.0)` (and `x = tfrag(...)`, check_frags), checked into typed `Assign` nodes with an `ArrayType`."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import math
 from collections.abc import Callable
 
 from tessera import nodes as N
-from tessera.dtypes import F32, SCALARS, ScalarType
+from tessera.dtypes import F32, I32, SCALARS, ScalarType
 from tessera.errors import Loc
-from tessera.transpile.check_calls import CallChecker
 from tessera.transpile.check_expr import Sym
+from tessera.transpile.check_frags import FragChecker, is_tfrag
 
 
-class ArrayDeclChecker(CallChecker):
+class ArrayDeclChecker(FragChecker):
     # The state of the function being checked (typecheck.FunctionChecker).
     fn: N.FuncDef
     block: tuple[int, ...]
@@ -39,14 +39,15 @@ class ArrayDeclChecker(CallChecker):
         return sym.name
 
     def special_value(self, s: N.Assign) -> N.Stmt | None:
-        """`x = tshared.alloc...` and `x = tregs(...)`: array declarations."""
+        """`x = tshared.alloc...`, `x = tregs(...)` and `x = tfrag(...)`: array declarations."""
         v = s.value
         is_bare = isinstance(v, N.Attr) and isinstance(v.base, N.Name) and v.base.id == "tshared" and v.name == "alloc"
         is_shaped = (isinstance(v, N.Call) and isinstance(v.func, N.Attr) and isinstance(v.func.base, N.Name)
                      and v.func.base.id == "tshared" and v.func.name == "alloc")
         is_regs = isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tregs" \
             and self.lookup("tregs") is None
-        if not (is_bare or is_shaped or is_regs):
+        is_frag = is_tfrag(v) and self.lookup("tfrag") is None
+        if not (is_bare or is_shaped or is_regs or is_frag):
             return None
         assert isinstance(s.target, N.Name), s.target  # s_Assign's assignments to a name
         name = s.target.id
@@ -56,6 +57,8 @@ class ArrayDeclChecker(CallChecker):
             return s
         if s.annotation:
             self.sink.error(s.loc, "an array declaration takes no type annotation")
+        if is_frag:
+            return self.frag_decl(s, name)
         if is_bare or is_shaped:
             if not self.in_kernel:
                 self.sink.error(v.loc, "shared memory can only be allocated in a kernel")
@@ -110,7 +113,9 @@ class ArrayDeclChecker(CallChecker):
             ty = N.ArrayType(elem, tuple(shape), "shared", pad)
             sym = Sym(name, "shared", ty, s.loc, block=self.block)
             self.locals[name] = sym
-            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), ty)
+            # pad= stays on the typed call: without it the compiler may choose a padding (plan-fragments)
+            given = tuple(N.Keyword(k.loc, "pad", N.IntLit(k.loc, pad, I32)) for k in v.kwargs)
+            call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), given, ty)
             return N.replace(s, target=N.replace(s.target, ty=ty, ref="shared"),
                                        value=call, declares=True)
         init = self.scalar_expr(v.args[1], "initial value of tregs()")

@@ -48,8 +48,8 @@ class CallChecker(DeviceCallChecker):
         if name in ITERABLES:
             self.sink.error(e.loc, f"{name}(...) is only allowed as the iterable of a for loop")
             return e
-        if name == "tregs":
-            self.sink.error(e.loc, "tregs(...) is only allowed as the value of an assignment to a name")
+        if name in ("tregs", "tfrag"):
+            self.sink.error(e.loc, f"{name}(...) is only allowed as the value of an assignment to a name")
             return e
         builtin = BUILTINS.get(name)
         if builtin is None:

@@ -440,7 +440,8 @@ def type_name(t: N.Type | None) -> str:
     if isinstance(t, N.TensorType):
         return f"tensor {t.elem}[{len(t.dims)}-D]"
     if isinstance(t, N.ArrayType):
-        what = {"shared": "shared array", "regs": "register array", "const": "constant table"}[t.space]
+        what = {"shared": "shared array", "regs": "register array", "const": "constant table",
+                "frag": "fragment"}[t.space]
         return f"{what} {t.elem}{list(t.shape)}"
     if isinstance(t, N.ViewType):
         return "view"

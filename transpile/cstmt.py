@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
+from tessera.transpile import cfrag
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.cmap import print_element_loop
@@ -167,6 +168,9 @@ class BodyPrinter:
         if b.space == "regs":
             self.emit(f"{b.elem.c_compute} {name}{dims_suffix(shape)};", s.loc)
             return
+        if b.space == "frag":
+            cfrag.print_alloc(self, b, s.loc)
+            return
         layout = shared_layout(self.fn)
         ctype = b.elem.c_storage
         if b.name in layout.sized:
@@ -191,6 +195,9 @@ class BodyPrinter:
     def s_Fill(self, s: L.Fill) -> None:
         b = self.fn.buffer(s.buf)
         assert b is not None
+        if b.space == "frag":
+            cfrag.print_fill(self, s)
+            return
         shape = _shape(b)
         total = math.prod(shape)
         first = c_ident(b.name) + "[0]" * len(shape)
@@ -301,6 +308,18 @@ class BodyPrinter:
             tail = f", {s.loc.line}"
         self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {dlo}, {sp}, {ss}, {sl}, {slo}, {self.pr.tid()}{tail});", s.loc)
 
+    def s_Mma(self, s: L.Mma) -> None:
+        cfrag.print_mma(self, s)
+
+    def s_FragLoad(self, s: L.FragLoad) -> None:
+        cfrag.print_frag_load(self, s)
+
+    def s_FragStore(self, s: L.FragStore) -> None:
+        cfrag.print_frag_store(self, s)
+
+    def s_FragAssign(self, s: L.FragAssign) -> None:
+        cfrag.print_frag_assign(self, s)
+
     @property
     def async_copies(self) -> bool:
         """cp.async exists from sm_80 on; below, tcopy_async is tcopy and tcommit does nothing."""
@@ -334,6 +353,11 @@ class BodyPrinter:
         """Origin pointer, the strides (elements) of the three copied dimensions, how many
         elements of each exist from the origin, and how many of them lie before the tensor (a start
         below 0; "0" where the start is proven non-negative)."""
+        ptr, strides, limits, lows = self.view_lists(v)
+        return ptr, ", ".join(strides), ", ".join(limits), ", ".join(lows)
+
+    def view_lists(self, v: L.View) -> tuple[str, list[str], list[str], list[str]]:
+        """`view_parts` as lists (three of each, outer dimensions first)."""
         b = self.pr.ctx.buffers[v.buf]
         name = c_ident(v.buf)
         dims = [self.pr.expr(d) for d in b.shape]
@@ -366,7 +390,7 @@ class BodyPrinter:
         lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x, _ in kept]
         if guards:
             lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
-        return ptr, ", ".join(st for st, _, _ in kept), ", ".join(lim), ", ".join(lo for _, _, lo in kept)
+        return ptr, [st for st, _, _ in kept], lim, [lo for _, _, lo in kept]
 
 
 def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:

@@ -19,6 +19,7 @@ includes only those it uses. This module is the one place that maps what a modul
     overflow      device/overflow.cuh       check_bounds and i32/i64 + - * or negation
     assert        device/assert.cuh         debug and a tassert
     copy          tessera_copy.cuh          a tcopy
+    mma           device/mma.cuh            a tmma (ldmatrix, mma.sync and their CPU-backend versions)
     map           device/map.cuh            a map kernel with vectorize(w > 1), unless only its generic
                                             variant is emitted (vector loads and stores)
 
@@ -67,6 +68,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("assert", "device/assert.cuh"),
     Section("copy", "tessera_copy.cuh", ("race",)),  # owned by the copy routines: included whole
     Section("map", "device/map.cuh"),
+    Section("mma", "device/mma.cuh"),
 )
 
 _COLLECTIVES = {"warp_reduce": "warp_reduce", "group_reduce": "group_reduce"}  # printer rule -> section
@@ -83,6 +85,8 @@ def sections(module: L.Module, opts: Options) -> tuple[str, ...]:
         used |= _halves(_types(fn, stmts, exprs)) | _builtins(exprs)
         if any(isinstance(s, L.Copy) for s in stmts):
             used.add("copy")
+        if any(isinstance(s, L.Mma) for s in stmts):
+            used.add("mma")
         if opts.alignment != "generic" and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):

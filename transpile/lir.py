@@ -14,6 +14,8 @@ the syntax tree:
   alignment; the C prints the index as written);
 - synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
   operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
+- tensor-core fragments (`frag` buffers, spread over the group's warps) have their own statements:
+  `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise);
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
   Python scoping makes visible after the block that assigns it), and `For` has its bounds.
 
@@ -181,7 +183,7 @@ class Buffer:
     """A global tensor (a parameter), shared array, register array or constant table."""
 
     name: str
-    space: str  # global | shared | regs | const | ref (an array parameter of a device function)
+    space: str  # global | shared | regs | frag | const | ref (an array parameter of a device function)
     elem: ScalarType
     shape: tuple[Expr, ...]  # Const, or Var for shape symbols and size parameters
     loc: Loc
@@ -189,6 +191,7 @@ class Buffer:
     pad: int = 0       # shared arrays: elements of padding after each innermost row
     stages: int = 1    # shared arrays multi-buffered by a tpipeline: the leading dimension
     pipeline: Loc | None = None  # ... and the loop that does it
+    auto_pad: bool = False  # shared arrays without pad=: the compiler may pad them (plan-fragments)
 
 
 @dataclass(frozen=True)
@@ -351,6 +354,51 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class Mma:
+    """`acc += a @ b` (`b` a [K, N] view) or `acc += a @ transpose(b)` (`trans_b`, `b` [N, K]) on the
+    tensor cores: the whole group, each warp computing its block of the fragment (frag_layout.py),
+    its operands read from shared memory (ldmatrix where the layout allows)."""
+
+    loc: Loc
+    acc: str
+    a: View
+    b: View
+    trans_b: bool = False
+
+
+@dataclass(frozen=True)
+class FragLoad:
+    """Every element of the fragment `acc` from the element at its position in a view of the
+    fragment's extents, converted (parts of the view outside the buffer read as zero)."""
+
+    loc: Loc
+    acc: str
+    src: View
+
+
+@dataclass(frozen=True)
+class FragStore:
+    """The fragment `acc` to a view of its extents, converted to the view's element type (parts of
+    the view outside the buffer are not written)."""
+
+    loc: Loc
+    dst: View
+    acc: str
+
+
+@dataclass(frozen=True)
+class FragAssign:
+    """Every element of the fragment `acc` set to `value` (or with `op`: `acc op value` computed in
+    `op_type`), where a `Load` of a fragment with the index `()` is its element at the same position."""
+
+    loc: Loc
+    acc: str
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@dataclass(frozen=True)
 class AsyncCommit:
     """Closes the tile's current group of asynchronous copies."""
 
@@ -401,7 +449,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
-    | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
+    | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 

@@ -98,6 +98,16 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}fence {s.scope}{ln}")
         elif isinstance(s, L.Copy):
             out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{ln}")
+        elif isinstance(s, L.Mma):
+            b = f"transpose({_view(s.b)})" if s.trans_b else _view(s.b)
+            out.append(f"{pad}mma {s.acc} += {_view(s.a)} @ {b}{ln}")
+        elif isinstance(s, L.FragLoad):
+            out.append(f"{pad}fragment {s.acc} <- {_view(s.src)}{ln}")
+        elif isinstance(s, L.FragStore):
+            out.append(f"{pad}fragment {_view(s.dst)} <- {s.acc}{ln}")
+        elif isinstance(s, L.FragAssign):
+            op = f" {s.op}=[{s.op_type}]" if s.op else " ="
+            out.append(f"{pad}fragment {s.acc}[:]{op} {expr(s.value)}{ln}")
         elif isinstance(s, L.AsyncCommit):
             out.append(f"{pad}commit{ln}")
         elif isinstance(s, L.AsyncWait):

@@ -142,6 +142,11 @@ class _Function:
                 extents.append(None)
         return L.View(v.base.id, tuple(starts), tuple(extents))
 
+    def whole(self, a: N.Expr) -> L.View:
+        """A whole shared array of constant shape (an operand of tmma) as a view."""
+        assert isinstance(a, N.Name) and isinstance(a.ty, N.ArrayType)
+        return L.View(a.id, tuple(L.Const(0, I32) for _ in a.ty.shape), tuple(int(d) for d in a.ty.shape), checked=False)
+
     # ---- statements
     def block(self, stmts: tuple[N.Stmt, ...]) -> tuple[L.Stmt, ...]:
         out: list[L.Stmt] = []
@@ -194,6 +199,8 @@ class _Function:
             return [L.Assign(s.loc, var, value)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name) and isinstance(t.ty, ScalarType)
         value = self.expr(s.value)
+        if _is_frag(t.base):
+            return [L.FragAssign(s.loc, t.base.id, L.converted(value, t.ty))]
         if t.ty.is_half and isinstance(value, L.Cast) and value.dtype == t.ty:
             value = value.x  # the conversion to f16/bf16 is the store itself (it rounds once)
         elif not t.ty.is_half:
@@ -231,7 +238,9 @@ class _Function:
 
     def array(self, s: N.Assign, name: str, ty: N.ArrayType) -> list[L.Stmt]:
         shape = tuple(L.Const(d, I32) if isinstance(d, int) else self.size_param(d) for d in ty.shape)
-        self.buffers.append(L.Buffer(name, ty.space, ty.elem, shape, s.value.loc, mut=True, pad=ty.pad))
+        auto_pad = ty.space == "shared" and isinstance(s.value, N.Call) and not s.value.kwargs
+        self.buffers.append(L.Buffer(name, ty.space, ty.elem, shape, s.value.loc, mut=True, pad=ty.pad,
+                                     auto_pad=auto_pad))
         if ty.space == "shared":
             return [L.Alloc(s.loc, name)]
         assert isinstance(s.value, N.Call)
@@ -255,6 +264,8 @@ class _Function:
         if isinstance(t, N.Name):
             return [L.Assign(s.loc, L.Var(t.id, tt), value, s.op, op_type)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name)
+        if _is_frag(t.base):
+            return [L.FragAssign(s.loc, t.base.id, value, s.op, op_type)]
         out: list[L.Stmt] = []
         index = self.once(self.index(t.indices), s.loc, out, _has_effects(value))
         return [*out, L.Store(s.loc, t.base.id, index, value, s.op, op_type)]
@@ -302,6 +313,16 @@ class _Function:
             return L.Assert(s.loc, self.expr(e.args[0]), msg.value)
         if node == "copy":
             return L.Copy(s.loc, self.view(e.args[0]), self.view(e.args[1]), async_=e.func.id == "tcopy_async")
+        if node == "mma":
+            acc, a, b, trans = e.args
+            assert isinstance(acc, N.Name) and isinstance(trans, N.BoolLit)
+            return L.Mma(s.loc, acc.id, self.whole(a), self.whole(b), trans.value)
+        if node == "frag_load":
+            assert isinstance(e.args[0], N.Name)
+            return L.FragLoad(s.loc, e.args[0].id, self.view(e.args[1]))
+        if node == "frag_store":
+            assert isinstance(e.args[1], N.Name)
+            return L.FragStore(s.loc, self.view(e.args[0]), e.args[1].id)
         if node == "commit":
             return L.AsyncCommit(s.loc)
         if node == "wait":
@@ -350,6 +371,10 @@ class _Function:
             name = f"{base}{n}"
         self.temps.add(name)
         return name
+
+
+def _is_frag(e: N.Expr) -> bool:
+    return isinstance(e.ty, N.ArrayType) and e.ty.space == "frag"
 
 
 def _has_effects(e: L.Expr) -> bool:

@@ -3,7 +3,8 @@ the context's sink). Two IR levels: the syntax tree (tessera.nodes) up to `check
 lowered IR (lir) from `lower` on. `PASS_NAMES` are the names of `tesserac --dump-after PASS`.
 
     parse -> resolve-constants | specialize -> kernel-headers -> typecheck -> check-cooperation
-          -> lower -> fold-constants -> pipeline-copies -> plan-shared -> (emit: cprinter, cstmt)
+          -> lower -> fold-constants -> pipeline-copies -> plan-fragments -> plan-shared
+          -> (emit: cprinter, cstmt)
 
 The passes before the bar depend only on the source and the `-D` values (`FRONT_END`): a source is
 parsed and resolved once and specialized per set of const parameter values (tessera.compiler).
@@ -24,6 +25,7 @@ from tessera.transpile.fold import fold_constants
 from tessera.transpile.kernel_header import evaluate_headers
 from tessera.transpile.lower import lower
 from tessera.transpile.pipeline_copies import pipeline_copies
+from tessera.transpile.plan_fragments import plan_fragments
 from tessera.transpile.resolve_constants import resolve_constants
 from tessera.transpile.shared_plan import plan_shared
 from tessera.transpile.specialize import specialize
@@ -55,6 +57,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("lower", lambda m, ctx: lower(m)),
     Pass("fold-constants", lambda m, ctx: fold_constants(m)),
     Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink)),
+    Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.arch)),
     Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)

@@ -237,6 +237,12 @@ class _Function:
         s = map_stmt_exprs(s, load)
         if isinstance(s, L.Copy) and self.stages.get(s.src.buf, 1) > 1:
             s = dataclasses.replace(s, src=_staged_view(s.src, stage))
+        if isinstance(s, L.FragLoad) and self.stages.get(s.src.buf, 1) > 1:
+            s = dataclasses.replace(s, src=_staged_view(s.src, stage))
+        if isinstance(s, L.Mma):
+            a, b = (_staged_view(v, stage) if self.stages.get(v.buf, 1) > 1 else v for v in (s.a, s.b))
+            if a is not s.a or b is not s.b:
+                s = dataclasses.replace(s, a=a, b=b)
         return s
 
 
@@ -318,7 +324,7 @@ def _forbidden(s: L.Stmt, depth: int) -> str:
 def _stored_buffer(s: L.Stmt) -> str | None:
     if isinstance(s, L.Store):
         return s.buf
-    if isinstance(s, L.Copy):
+    if isinstance(s, (L.Copy, L.FragStore)):
         return s.dst.buf
     return None
 
@@ -329,6 +335,10 @@ def _buffers_used(s: L.Stmt) -> set[str]:
         used.add(s.buf)
     if isinstance(s, L.Copy):
         used |= {s.dst.buf, s.src.buf}
+    if isinstance(s, L.Mma):
+        used |= {s.a.buf, s.b.buf}
+    if isinstance(s, (L.FragLoad, L.FragStore)):
+        used.add(s.src.buf if isinstance(s, L.FragLoad) else s.dst.buf)
     return used
 
 

@@ -193,10 +193,15 @@ class FunctionChecker(LoopChecker):
         return N.replace(s, cond=c, body=b)
 
     def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
-        target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
+        frag = self.frag_sym(s.target)
+        if frag is not None:
+            target = self.frag_target(s.target, frag)
+        else:
+            target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
         if N.is_whole_tensor(s.target) and target.ty is None:
             return s
-        value = self.scalar_expr(s.value)
+        value = self.frag_value(s.value, frag.ty.shape) if isinstance(frag, Sym) and isinstance(frag.ty, N.ArrayType) \
+            else self.scalar_expr(s.value)
         tt = scalar_type(target)
         if tt is None or value.ty is None:
             return s
@@ -259,10 +264,17 @@ class FunctionChecker(LoopChecker):
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
-            target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
+            frag = self.frag_sym(s.target)
+            if frag is not None:
+                target = self.frag_target(s.target, frag)
+            else:
+                target = self.map_target(s.target) if N.is_whole_tensor(s.target) else self.store_target(s.target)
             if N.is_whole_tensor(s.target) and target.ty is None:
                 return s
-            value = self.scalar_expr(s.value, "stored value")
+            if frag is not None and isinstance(frag.ty, N.ArrayType):
+                value = self.frag_value(s.value, frag.ty.shape)
+            else:
+                value = self.scalar_expr(s.value, "stored value")
             tt, vt = scalar_type(target), scalar_type(value)
             if tt is None or vt is None:
                 return s

@@ -85,6 +85,7 @@ class _LirVerifier:
             t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, BOOL) for d in t.shape), t.loc)
             for t in module.tables}
         self.map_shape: tuple[L.Expr, ...] | None = None  # inside a map kernel's ElementLoop
+        self.in_frag_assign = False  # checking the expressions of a FragAssign
 
     def fail(self, what: str, node: object) -> None:
         raise VerifyError(f"{self.fn.name}: {what}: {node}")
@@ -130,7 +131,10 @@ class _LirVerifier:
         if b is None:
             self.fail(f"unknown buffer '{buf}'", node)
             return
-        if not index:  # the element of a map kernel's tensor
+        if not index and b.space == "frag":  # a fragment's element in an elementwise statement
+            if not self.in_frag_assign:
+                self.fail("element of a fragment outside an elementwise fragment statement", node)
+        elif not index:  # the element of a map kernel's tensor
             if b.space != "global" or self.map_shape is None:
                 self.fail("element of a map outside an element loop or of something that is not a tensor", node)
             elif b.shape != self.map_shape:
@@ -163,8 +167,10 @@ class _LirVerifier:
                 scope.add(s.var.name)
                 continue
             if isinstance(s, L.Alloc):
-                if s.buf not in self.buffers or self.buffers[s.buf].space not in ("shared", "regs"):
-                    self.fail("allocation of something that is not a shared or register array", s)
+                if s.buf not in self.buffers or self.buffers[s.buf].space not in ("shared", "regs", "frag"):
+                    self.fail("allocation of something that is not a shared or register array or a fragment", s)
+                if self.buffers[s.buf].space == "frag" and not top:
+                    self.fail("fragment allocated inside a block", s)
                 if self.buffers[s.buf].space == "shared" and not top:
                     self.fail("shared memory allocated inside a block", s)
                 scope.add("@" + s.buf)
@@ -190,7 +196,7 @@ class _LirVerifier:
             b = self.buffers.get(s.buf)
             if b is None or b.space == "const" or (b.space in ("global", "ref") and not b.mut):
                 self.fail("store to memory that is not writable", s)
-            if b is not None and b.space in ("shared", "regs") and "@" + s.buf not in scope:
+            if b is not None and b.space in ("shared", "regs", "frag") and "@" + s.buf not in scope:
                 self.fail(f"'{s.buf}' used before its allocation", s)
         if isinstance(s, L.Store):
             self.access(s.buf, s.index, s)
@@ -213,8 +219,31 @@ class _LirVerifier:
                 self.fail("copy between views of different extents", s)
             for v in (s.dst, s.src):
                 self.access(v.buf, v.starts, s)
+        if isinstance(s, (L.Mma, L.FragLoad, L.FragStore, L.FragAssign)):
+            self.fragment_statement(s, scope)
+        self.in_frag_assign = isinstance(s, L.FragAssign)
         for e in exprs:
             self.expr(e, scope)
+        self.in_frag_assign = False
+
+    def fragment_statement(self, s: L.Mma | L.FragLoad | L.FragStore | L.FragAssign, scope: set[str]) -> None:
+        acc = self.buffers.get(s.acc)
+        if acc is None or acc.space != "frag" or "@" + s.acc not in scope:
+            self.fail("fragment statement on something that is not an allocated fragment", s)
+            return
+        if isinstance(s, L.FragAssign) and s.op is None and s.value.dtype != acc.elem:
+            self.fail("fragment assigned a value of another type", s)
+        views = (s.a, s.b) if isinstance(s, L.Mma) else (s.src,) if isinstance(s, L.FragLoad) else \
+            (s.dst,) if isinstance(s, L.FragStore) else ()
+        for v in views:
+            self.access(v.buf, v.starts, s)
+            kept = tuple(x for x in v.extents if x is not None)
+            if len(kept) != 2 or (isinstance(s, L.Mma) and self.buffers[v.buf].space != "shared"):
+                self.fail("fragment operand that is not a 2-D view (of shared memory, for mma)", s)
+        if isinstance(s, (L.FragLoad, L.FragStore)):
+            kept = tuple(x for x in (s.src if isinstance(s, L.FragLoad) else s.dst).extents if x is not None)
+            if kept != tuple(int(d.value) for d in acc.shape if isinstance(d, L.Const)):
+                self.fail("fragment moved to or from a view of other extents", s)
 
     def run(self) -> None:
         scope = {p.name for p in self.fn.params if p.kind not in ("tensor", "array")}

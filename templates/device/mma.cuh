@@ -1,0 +1,229 @@
+// ---- tensor-core tile operations (tfrag, tmma; spec section 12) ------------------------------
+// Lane-level primitives with the PTX ISA's register layouts (g = lane / 4, t = lane % 4):
+//   A (16 x k, row):  a[0] row g, a[1] row g + 8, a[2] row g (second half of k), a[3] row g + 8;
+//   B (k x 8, col):   b[0] column g (first half of k), b[1] column g (second half);
+//   C/D (16 x 8):     d[0], d[1] row g, columns 2t, 2t + 1; d[2], d[3] row g + 8.
+// A 32-bit register holds 2 f16/bf16 (k = 2t, 2t + 1), 4 bytes (k = 4t ... 4t + 3) or one TF32
+// value (k = t). On the GPU these are the instructions themselves; on the CPU backend the same
+// data movement between the lanes of a warp, through __shfl_sync (each lane gathers what the
+// hardware would route to it and computes its own elements), so that a wrong layout or a wrong
+// ldmatrix address gives wrong results there too.
+
+__device__ __forceinline__ unsigned tsr_lane_of(int tid) { return (unsigned)tid & 31u; }
+
+#if defined(TESSERA_HOST)
+// The 32-bit word at byte `off` of the row whose address lane `src` supplied.
+inline unsigned tsr_row_word(const void* row, int src, unsigned off) {
+    const unsigned char* p = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)row, src);
+    unsigned w;
+    __builtin_memcpy(&w, p + off, 4);
+    return w;
+}
+inline unsigned short tsr_row_half(const void* row, int src, unsigned k) {
+    const unsigned char* p = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)row, src);
+    unsigned short h;
+    __builtin_memcpy(&h, p + 2 * k, 2);
+    return h;
+}
+#endif
+
+// ldmatrix .x4 / .x2: matrix q (of 8 rows x 16 bytes) has its rows' addresses from lanes 8q ... 8q + 7;
+// lane l receives the word l % 4 of row l / 4 of each matrix.
+__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, const void* row, int tid) {
+#if defined(TESSERA_HOST)
+    const unsigned lane = tsr_lane_of(tid);
+    for (int q = 0; q < 4; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3));
+#else
+    (void)tid;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+__device__ __forceinline__ void tsr_ldmatrix_x2(unsigned* r, const void* row, int tid) {
+#if defined(TESSERA_HOST)
+    const unsigned lane = tsr_lane_of(tid);
+    for (int q = 0; q < 2; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3));
+#else
+    (void)tid;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 { %0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#endif
+}
+// .trans (16-bit elements): lane l receives elements l / 4 of rows 2 (l % 4) and 2 (l % 4) + 1.
+__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, const void* row, int tid) {
+#if defined(TESSERA_HOST)
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < 4; ++q) {
+        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g);
+        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g);
+        r[q] = lo | (hi << 16);
+    }
+#else
+    (void)tid;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 { %0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+__device__ __forceinline__ void tsr_ldmatrix_x2_trans(unsigned* r, const void* row, int tid) {
+#if defined(TESSERA_HOST)
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < 2; ++q) {
+        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g);
+        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g);
+        r[q] = lo | (hi << 16);
+    }
+#else
+    (void)tid;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 { %0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#endif
+}
+
+// An f32 rounded to TF32 (cvt.rna: to nearest, ties away from zero), as the bits of an f32.
+__device__ __forceinline__ unsigned tsr_tf32(float x) {
+#if defined(TESSERA_HOST)
+    unsigned u;
+    __builtin_memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    return u;
+#else
+    unsigned u;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
+    return u;
+#endif
+}
+// Four bytes gathered from a column of an 8-bit array (B[K, N] for i8/u8: k = 4t ... 4t + 3).
+__device__ __forceinline__ unsigned tsr_pack_bytes(const unsigned char* p, unsigned stride) {
+    return (unsigned)p[0] | ((unsigned)p[stride] << 8) | ((unsigned)p[2 * stride] << 16) |
+           ((unsigned)p[3 * stride] << 24);
+}
+
+// Per-lane operand loads where ldmatrix cannot serve (32-bit elements, 8-bit columns). `p` points
+// at the operand tile's first element, `s` is the row stride in elements.
+__device__ __forceinline__ void tsr_load_a_tf32(unsigned* a, const float* p, unsigned s, int tid) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    a[0] = tsr_tf32(p[g * s + t]);
+    a[1] = tsr_tf32(p[(g + 8) * s + t]);
+    a[2] = tsr_tf32(p[g * s + t + 4]);
+    a[3] = tsr_tf32(p[(g + 8) * s + t + 4]);
+}
+__device__ __forceinline__ void tsr_load_b_tf32(unsigned* b, const float* p, unsigned s, int tid) {  // B[K, N]
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    b[0] = tsr_tf32(p[t * s + g]);
+    b[1] = tsr_tf32(p[(t + 4) * s + g]);
+}
+__device__ __forceinline__ void tsr_load_bt_tf32(unsigned* b, const float* p, unsigned s, int tid) {  // Bt[N, K]
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    b[0] = tsr_tf32(p[g * s + t]);
+    b[1] = tsr_tf32(p[g * s + t + 4]);
+}
+__device__ __forceinline__ void tsr_load_b_8bit(unsigned* b, const void* p0, unsigned s, int tid) {  // B[K, N]
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    const unsigned char* p = (const unsigned char*)p0;
+    b[0] = tsr_pack_bytes(p + 4 * t * s + g, s);
+    b[1] = tsr_pack_bytes(p + (16 + 4 * t) * s + g, s);
+}
+
+#if defined(TESSERA_HOST)
+// One mma.sync on the CPU: lane (g, t) gathers the A registers of lanes 4g ... 4g + 3 (rows g and
+// g + 8, all of k) and the B registers of lanes 4 (2t) + q and 4 (2t + 1) + q (columns 2t and
+// 2t + 1), then computes its four elements of D. E elements per register, decoded by `dec`.
+template <class Acc, int E, class Dec>
+inline void tsr_mma_host(Acc* d, const unsigned* a, const unsigned* b, int tid, Dec dec) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    const unsigned long long a01 = (unsigned long long)a[0] | ((unsigned long long)a[1] << 32);
+    const unsigned long long a23 = (unsigned long long)a[2] | ((unsigned long long)a[3] << 32);
+    const unsigned long long b01 = (unsigned long long)b[0] | ((unsigned long long)b[1] << 32);
+    Acc acc[4] = {d[0], d[1], d[2], d[3]};
+    for (int q = 0; q < 4; ++q) {
+        const unsigned long long x01 = __shfl_sync(0xffffffffu, a01, (int)(4 * g) + q);
+        const unsigned long long x23 = __shfl_sync(0xffffffffu, a23, (int)(4 * g) + q);
+        const unsigned long long y0 = __shfl_sync(0xffffffffu, b01, (int)(4 * (2 * t)) + q);
+        const unsigned long long y1 = __shfl_sync(0xffffffffu, b01, (int)(4 * (2 * t + 1)) + q);
+        const unsigned ar[4] = {(unsigned)x01, (unsigned)(x01 >> 32), (unsigned)x23, (unsigned)(x23 >> 32)};
+        const unsigned br[2][2] = { {(unsigned)y0, (unsigned)(y0 >> 32)}, {(unsigned)y1, (unsigned)(y1 >> 32)}};
+        for (int h = 0; h < 2; ++h) {      // first and second half of this lane group's k
+            for (int e = 0; e < E; ++e) {
+                const auto lo = dec(ar[2 * h], e), hi = dec(ar[2 * h + 1], e);
+                const auto c0 = dec(br[0][h], e), c1 = dec(br[1][h], e);
+                acc[0] += lo * c0;
+                acc[1] += lo * c1;
+                acc[2] += hi * c0;
+                acc[3] += hi * c1;
+            }
+        }
+    }
+    for (int r = 0; r < 4; ++r) d[r] = acc[r];
+}
+inline float tsr_dec_f16(unsigned w, int e) { return __half2float(__ushort_as_half((unsigned short)(w >> (16 * e)))); }
+inline float tsr_dec_bf16(unsigned w, int e) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)(w >> (16 * e))));
+}
+inline float tsr_dec_tf32(unsigned w, int) { float f; __builtin_memcpy(&f, &w, 4); return f; }
+inline long long tsr_dec_s8(unsigned w, int e) { return (long long)(signed char)(w >> (8 * e)); }
+inline long long tsr_dec_u8(unsigned w, int e) { return (long long)(unsigned char)(w >> (8 * e)); }
+#endif
+
+// d += a @ b for one m16 x n8 tile (d: 4 accumulators, a: 4 registers, b: 2 registers).
+__device__ __forceinline__ void tsr_mma_m16n8k16_f16(float* d, const unsigned* a, const unsigned* b, int tid) {
+#if defined(TESSERA_HOST)
+    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_f16);
+#else
+    (void)tid;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
+                 "{ %8, %9}, { %0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void tsr_mma_m16n8k16_bf16(float* d, const unsigned* a, const unsigned* b, int tid) {
+#if defined(TESSERA_HOST)
+    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_bf16);
+#else
+    (void)tid;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
+                 "{ %8, %9}, { %0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void tsr_mma_m16n8k8_tf32(float* d, const unsigned* a, const unsigned* b, int tid) {
+#if defined(TESSERA_HOST)
+    tsr_mma_host<float, 1>(d, a, b, tid, tsr_dec_tf32);
+#else
+    (void)tid;
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
+                 "{ %8, %9}, { %0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+// 8-bit integers, exact (the sums wrap modulo 2**32 as the hardware's do without .satfinite).
+__device__ __forceinline__ void tsr_mma_m16n8k32_s8(int* d, const unsigned* a, const unsigned* b, int tid) {
+#if defined(TESSERA_HOST)
+    long long acc[4] = {d[0], d[1], d[2], d[3]};
+    tsr_mma_host<long long, 4>(acc, a, b, tid, tsr_dec_s8);
+    for (int r = 0; r < 4; ++r) d[r] = (int)(unsigned)(unsigned long long)acc[r];
+#else
+    (void)tid;
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
+                 "{ %8, %9}, { %0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void tsr_mma_m16n8k32_u8(int* d, const unsigned* a, const unsigned* b, int tid) {
+#if defined(TESSERA_HOST)
+    long long acc[4] = {d[0], d[1], d[2], d[3]};
+    tsr_mma_host<long long, 4>(acc, a, b, tid, tsr_dec_u8);
+    for (int r = 0; r < 4; ++r) d[r] = (int)(unsigned)(unsigned long long)acc[r];
+#else
+    (void)tid;
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
+                 "{ %8, %9}, { %0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
