@@ -24,8 +24,10 @@ import subprocess
 import sys
 import time
 
+from tessera.dist.engines import mpiexec
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
+MPIEXEC = mpiexec() or pathlib.Path("mpiexec")
 
 
 def worker(repeat: int) -> None:

@@ -6,6 +6,11 @@ returns a `Pending` whose `wait()` gives the result array; nothing is pickled (b
 
 from __future__ import annotations
 
+import os
+import pathlib
+import shutil
+import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +29,20 @@ def mpi() -> Any:
         raise DistError("tessera.dist needs mpi4py and an MPI library: pip install 'tessera-tsr[dist]' "
                         f"({e})") from None
     return MPI
+
+
+def mpiexec() -> pathlib.Path | None:
+    """The launcher of the MPI that mpi4py uses here: the mpich wheel's `mpiexec`, a script of this
+    Python (next to the interpreter in a virtual environment, in its scripts folder, or in the
+    user's after `pip install --user`); else the first on PATH; None where there is none."""
+    folders = [pathlib.Path(sys.executable).parent, sysconfig.get_path("scripts"),
+               sysconfig.get_path("scripts", f"{os.name}_user")]
+    for folder in folders:
+        p = pathlib.Path(folder) / "mpiexec"
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    found = shutil.which("mpiexec")
+    return pathlib.Path(found) if found else None
 
 
 def world() -> Any:
