@@ -35,8 +35,8 @@ def mpiexec() -> pathlib.Path | None:
     """The launcher of the MPI that mpi4py uses here: the mpich wheel's `mpiexec`, a script of this
     Python (next to the interpreter in a virtual environment, in its scripts folder, or in the
     user's after `pip install --user`); else the first on PATH; None where there is none."""
-    folders = [pathlib.Path(sys.executable).parent, sysconfig.get_path("scripts"),
-               sysconfig.get_path("scripts", f"{os.name}_user")]
+    folders: list[str] = [str(pathlib.Path(sys.executable).parent), sysconfig.get_path("scripts"),
+                          sysconfig.get_path("scripts", f"{os.name}_user")]
     for folder in folders:
         p = pathlib.Path(folder) / "mpiexec"
         if p.is_file() and os.access(p, os.X_OK):
