@@ -13,7 +13,7 @@ import tessera
 from tessera.compiler import compile_source, load_source
 from tessera.errors import LaunchError, SourceFile
 from tessera.runtime.nvrtc import compile_cuda
-from tessera.runtime.sass import disassemble, find_nvdisasm
+from tessera.runtime.sass import disassemble, find_nvdisasm, function_sass
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -126,10 +126,7 @@ def test_cli_info_names_the_variants(tmp_path, capsys) -> None:
 def _kernel_sass(cuda: str, arch: str, c_name: str) -> str:
     nv = compile_cuda(cuda, name="t.cu", arch=arch)
     assert nv.cubin is not None
-    text = disassemble(nv.cubin)
-    start = text.index(f".text.{c_name}:")
-    end = text.find(".text.", start + 10)
-    return text[start:end if end > 0 else len(text)]
+    return function_sass(disassemble(nv.cubin), c_name)
 
 
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")

@@ -19,7 +19,7 @@ from tessera.errors import SourceFile
 from tessera.runner import bf16_bits, bf16_values
 from tessera.runtime import cpu
 from tessera.runtime.nvrtc import compile_cuda
-from tessera.runtime.sass import disassemble, find_nvdisasm
+from tessera.runtime.sass import disassemble, find_nvdisasm, function_sass
 from tessera.transpile import lir as L
 from tessera.transpile.frag_layout import FragLayout, choose, divisions, operand_pad, working_extents
 from tests.conftest import ROOT
@@ -358,10 +358,7 @@ def _sass(cuda: str, arch: str, c_name: str) -> str:
     res = nv.kernel(c_name)
     assert res.spill_stores == 0 and res.spill_loads == 0, res
     assert nv.cubin is not None
-    text = disassemble(nv.cubin)
-    start = text.index(f".text.{c_name}:")
-    end = text.find(".text.", start + 10)
-    return text[start:end if end > 0 else len(text)]
+    return function_sass(disassemble(nv.cubin), c_name)
 
 
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")
