@@ -14,7 +14,7 @@ For each space in `SPACES` (one entry per `.tsr` kernel with `@autotune`) and ea
    the model's first choice's time as a fraction of the best measured (goal >= 0.9), and the time
    a first launch takes to tune (top-4 measured).
 
-    python bench/autotune_bench.py [--cpu-candidates N] [--archs sm_80,sm_90]
+    python bench/autotune_bench.py [--cpu-candidates N] [--archs sm_80,sm_90] [--spaces tc_gemm_f16,sgemm]
 
 Adding a space is one `Space(...)` entry in `SPACES`.
 """
@@ -65,6 +65,8 @@ class Space:
 SPACES = [
     Space("pipelined SGEMM (f32)", "samples/sgemm_pipelined.tsr", "sgemm", _gemm_args(np.float32), _gemm_grid,
           {"M": 4096, "N": 4096, "K": 4096}, {"M": 256, "N": 256, "K": 64}),
+    Space("tensor-core GEMM (f16 -> f32)", "samples/tc_gemm_f16.tsr", "tc_gemm_f16", _gemm_args(np.float16),
+          _gemm_grid, {"M": 4096, "N": 4096, "K": 4096}, {"M": 256, "N": 256, "K": 128}),
 ]
 
 
@@ -179,11 +181,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--archs", default="sm_80,sm_90")
     p.add_argument("--cpu-candidates", type=int, default=12, help="survivors timed on the CPU backend")
+    p.add_argument("--spaces", default="", help="only these kernels (comma-separated names; default: every space)")
     args = p.parse_args()
+    wanted = {n for n in args.spaces.split(",") if n}
+    unknown = wanted - {s.kernel for s in SPACES}
+    if unknown:
+        p.error(f"no space for {', '.join(sorted(unknown))}; the spaces are {', '.join(s.kernel for s in SPACES)}")
     from tessera.runtime.devices import cuda_status
 
     gpu, why = cuda_status()
     for space in SPACES:
+        if wanted and space.kernel not in wanted:
+            continue
         for arch in args.archs.split(","):
             report_model(space, arch)
             report_cpu(space, arch, args.cpu_candidates)

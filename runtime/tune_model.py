@@ -6,10 +6,15 @@ no GPU needed) and from the compiler (tiles per group, dynamic shared memory); i
 shared memory over what a group may have, tiles per group over the limit, registers × tiles over
 the register file, spills, and an occupancy of zero groups per SM.
 
-The estimate is a roofline with three roofs, each slowed by the fraction of the machine the
+The estimate is a roofline with four roofs, each slowed by the fraction of the machine the
 launch keeps busy:
-- arithmetic: FLOPs over the FP32 peak;
-- DRAM: the global bytes asked for (tile loads and stores, group copies) over the bandwidth;
+- arithmetic: FLOPs on the FMA pipes over the FP32 peak;
+- tensor cores: `mma` operations over the tensor-core peak of their operand type (f16/bf16,
+  TF32, 8-bit; `ArchSpec.mma_seconds`);
+- DRAM: the global bytes asked for (tile loads and stores, group copies, fragment loads and
+  stores), but no more than the launch's tensors hold when their size is known (the caches are
+  taken to serve re-reads of the same data: a GEMM's tiles of A and B read again by other groups),
+  over the bandwidth;
 - shared memory: the words the tiles read and write over what the SMs serve per clock;
 the slowest roof, times the wave quantization (a last, partly filled wave of groups takes a
 whole wave's time), divided by a latency-hiding factor that grows with resident warps, plus a
@@ -63,22 +68,25 @@ def prune_reason(arch: ArchSpec, res: Resources) -> tuple[str, str] | None:
 @dataclass(frozen=True)
 class Estimate:
     time_us: float
-    bound: str              # the roof that decides: "arithmetic", "DRAM" or "shared memory"
-    flops: float            # whole launch
+    bound: str              # the roof that decides: "arithmetic", "tensor cores", "DRAM" or "shared memory"
+    flops: float            # whole launch, FMA pipes
     global_bytes: float     # whole launch
     shared_bytes: float     # whole launch
     occupancy: float        # resident warps / maximum
     groups_per_sm: int
     waves: float
+    mma_ops: float = 0.0    # whole launch, tensor cores
 
     def to_json(self) -> dict:
         return {"time_us": self.time_us, "bound": self.bound, "flops": self.flops, "global_bytes": self.global_bytes,
                 "shared_bytes": self.shared_bytes, "occupancy": self.occupancy,
-                "groups_per_sm": self.groups_per_sm, "waves": self.waves}
+                "groups_per_sm": self.groups_per_sm, "waves": self.waves, "mma_ops": self.mma_ops}
 
 
-def estimate(arch: ArchSpec, res: Resources, work: WorkCounts, groups: int) -> Estimate:
-    """The roofline estimate of one launch of `groups` groups."""
+def estimate(arch: ArchSpec, res: Resources, work: WorkCounts, groups: int,
+             footprint: float | None = None) -> Estimate:
+    """The roofline estimate of one launch of `groups` groups; `footprint`: the bytes of its
+    global tensors (transpile/cost_count.global_footprint), which caps the DRAM traffic."""
     occ = occupancy(arch, res.tiles, res.registers, res.shared)
     per_wave = max(1, arch.sms * max(1, occ.groups_per_sm))
     waves = groups / per_wave
@@ -88,11 +96,15 @@ def estimate(arch: ArchSpec, res: Resources, work: WorkCounts, groups: int) -> E
     tiles = groups * res.tiles
     flops = work.flops * tiles
     gbytes = work.global_bytes * tiles + work.copy_bytes * groups
+    if footprint is not None and footprint > 0:
+        gbytes = min(gbytes, footprint)
     sbytes = work.shared_words * 4 * tiles
-    roofs = {"arithmetic": flops / arch.fp32_flops, "DRAM": gbytes / (arch.dram_gbs * 1e9),
+    mma = arch.mma_seconds(work.mma_f16 * groups, work.mma_tf32 * groups, work.mma_i8 * groups)
+    roofs = {"arithmetic": flops / arch.fp32_flops, "tensor cores": mma, "DRAM": gbytes / (arch.dram_gbs * 1e9),
              "shared memory": sbytes / arch.smem_bytes_per_s}
     bound = max(roofs, key=lambda k: roofs[k])
     hiding = min(1.0, occ.warps_per_sm / HIDING_WARPS) if occ.warps_per_sm else 1e-3
     seconds = roofs[bound] * quantized / (busy * hiding)
     seconds += work.barriers * groups / per_wave * BARRIER_CYCLES / (arch.clock_ghz * 1e9)
-    return Estimate(seconds * 1e6 + LAUNCH_US, bound, flops, gbytes, sbytes, occ.fraction, occ.groups_per_sm, waves)
+    return Estimate(seconds * 1e6 + LAUNCH_US, bound, flops, gbytes, sbytes, occ.fraction, occ.groups_per_sm, waves,
+                    work.mma_ops * groups)

@@ -76,7 +76,7 @@ def judge(front: Any, arch: str, kernel: str, config: Config, other: Mapping[str
     """Compile one candidate for `arch` (transpile, then NVRTC) and judge it."""
     from tessera.compiler import compile_variant
     from tessera.runtime.nvrtc import compile_cuda
-    from tessera.transpile.cost_count import count_work
+    from tessera.transpile.cost_count import count_work, global_footprint
 
     consts = {**other, **dict(config)}
     count("candidate_compiles")
@@ -104,7 +104,7 @@ def judge(front: Any, arch: str, kernel: str, config: Config, other: Mapping[str
         return Judged(config, res, None, *why)
     groups = groups_of(dict(info.const_values)) or _default_groups(info, shapes)
     work = count_work(fn, shapes, groups)
-    return Judged(config, res, estimate(spec, res, work, groups))
+    return Judged(config, res, estimate(spec, res, work, groups, global_footprint(fn, shapes)))
 
 
 def _default_groups(info: Any, shapes: Mapping[str, int]) -> int:

@@ -87,12 +87,14 @@ def _sgemm() -> Case:
 
 
 def _tc_gemm_f16() -> Case:
-    """tc_gemm_f16.tsr at its default tiles (128 x 128, BK 32): two row blocks, a partial column
-    block and K not a multiple of BK; f32 sums of exact f16 products (only the order differs)."""
+    """tc_gemm_f16.tsr with the tiles its @autotune picks (the grid follows BM and BN): at most
+    128 x 128 tiles give two row blocks and a partial column block, and K is not a multiple of BK;
+    f32 sums of exact f16 products (only the order differs)."""
     def make(rng: np.random.Generator) -> Arrays:
         return {"A": rng.standard_normal((150, 72)).astype(np.float16),
                 "B": rng.standard_normal((72, 100)).astype(np.float16), "C": np.zeros((150, 100), np.float32)}
-    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=(1, 2)),
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=lambda c: ((100 + c["BN"] - 1) // c["BN"],
+                                                                             (150 + c["BM"] - 1) // c["BM"])),
                 lambda a: {"C": a["A"].astype(np.float32) @ a["B"].astype(np.float32)}, rtol=1e-4, atol=1e-4)
 
 

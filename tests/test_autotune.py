@@ -263,3 +263,54 @@ def test_measuring_on_the_gpu_times_on_copies(fresh) -> None:
     np.testing.assert_array_equal(out, x + 1)
     timed = [r for r in _records(fresh, mod.arch) if r["time_ms"] is not None]
     assert timed and all(r["measured_on"].startswith("cuda: ") for r in timed)
+
+
+_TUNER = """
+import sys, numpy as np, tessera, tessera.autotune
+tessera.autotune.generalize(False)
+mod = tessera.compile(sys.argv[1], backend="cpu")
+for n in map(int, sys.argv[2:]):
+    x = np.arange(n, dtype=np.float32); out = np.ones(n, np.float32)
+    mod.accum(x, out, grid=lambda c: (n + c["BLOCK"] - 1) // c["BLOCK"])
+    assert (out == x + 1).all()
+"""
+
+
+def test_concurrent_tuners_keep_every_record(fresh) -> None:
+    """Two processes and two threads tune the same space for different keys into one cache at once:
+    one valid file at the end, with every record of every key (none lost, none torn)."""
+    import threading
+
+    from tessera.runtime.tune_cache import parse_file
+
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(fresh / "cache")}
+    keys = {"p1": [1000, 4100], "p2": [2000, 8300], "t1": [3000, 12500], "t2": [5000, 17000]}
+    procs = [subprocess.Popen([sys.executable, "-c", _TUNER, ACCUM, *map(str, keys[p])], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in ("p1", "p2")]
+    autotune.generalize(False)
+    mod = tessera.compile(ACCUM, backend="cpu")
+    errors: list[BaseException] = []
+
+    def tune(sizes: list[int]) -> None:
+        try:
+            for n in sizes:
+                x, out = _launch(mod, n)
+                np.testing.assert_array_equal(out, x + 1)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=tune, args=(keys[t],)) for t in ("t1", "t2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert not errors, errors
+    raw = _cache_file(fresh).read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a torn file or a malformed record would warn
+        recs = parse_file(raw, "test")
+    got = sorted((r.key[0][1], r.config[0][1]) for r in recs)
+    assert got == sorted((n, b) for sizes in keys.values() for n in sizes for b in (32, 64, 128))
+    assert [f.name for f in _cache_file(fresh).parent.iterdir() if ".tmp" in f.name] == []

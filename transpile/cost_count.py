@@ -5,20 +5,29 @@ around it, evaluated with the launch's shape symbols and the variant's constants
 - FLOPs: floating-point `+ - * /` (an `fma` is two, a compound assignment one more), per tile;
 - global bytes: loads and stores of global tensors, per tile, and copies (`tcopy`,
   `tcopy_async`) between global and shared memory, per group (a group copies cooperatively);
-- shared-memory accesses (words), per tile; barriers, per group.
+- shared-memory accesses (words), per tile; barriers, per group;
+- tensor-core work (spec section 12), per group and per kind of `mma.sync` (f16/bf16 -> f32,
+  TF32, 8-bit -> i32): an `Mma` on an `M x N` fragment with `K`-wide operands is 2 * M * N * K
+  operations; its operands are read from shared memory (each warp reads the rows of A and the
+  columns of B of its block of the fragment, frag_layout.py); a `FragLoad` / `FragStore` moves
+  M * N elements of its view (global: copy bytes; shared: words), and a `FragAssign` evaluates its
+  expression once per element of the fragment.
 Where a bound depends on a value known only at run time (a tile index, a loaded value) the tile
 index counts as 0 and a `while` loop runs once; of the two branches of an `if` the larger counts.
-These are estimates of what the kernel asks for, not of what reaches DRAM through the caches.
+These are estimates of what the kernel asks for, not of what reaches DRAM through the caches;
+`global_footprint` gives the other bound: the bytes of the global tensors, which a launch that
+touches all of them must move at least once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 
 from tessera.transpile import lir as L
 from tessera.transpile.consts import Value
+from tessera.transpile.frag_layout import MMA_KINDS, choose
 from tessera.transpile.lir_visit import children, stmt_exprs
 
 _FLOAT_OPS = frozenset("+-*/")
@@ -29,24 +38,35 @@ _MAX_TRIPS = 1 << 40
 class WorkCounts:
     """Per tile and per group, for one launch of one variant."""
 
-    flops: float = 0.0          # per tile
+    flops: float = 0.0          # per tile: on the FMA pipes
     global_bytes: float = 0.0   # per tile: loads and stores of global tensors
-    copy_bytes: float = 0.0     # per group: copies between global and shared memory
+    copy_bytes: float = 0.0     # per group: copies between global and shared memory, fragment loads/stores
     shared_words: float = 0.0   # per tile: shared-memory loads and stores, in 4-byte words
     barriers: float = 0.0       # per group
+    mma_f16: float = 0.0        # per group: tensor-core operations, f16 or bf16 operands (f32 accumulate)
+    mma_tf32: float = 0.0       # per group: ... f32 operands (TF32)
+    mma_i8: float = 0.0         # per group: ... 8-bit integer operands (i32 accumulate)
+
+    def _combine(self, o: WorkCounts, f: Callable[[float, float], float]) -> WorkCounts:
+        return WorkCounts(*(f(getattr(self, d.name), getattr(o, d.name)) for d in fields(self)))
 
     def __add__(self, o: WorkCounts) -> WorkCounts:
-        return WorkCounts(self.flops + o.flops, self.global_bytes + o.global_bytes, self.copy_bytes + o.copy_bytes,
-                          self.shared_words + o.shared_words, self.barriers + o.barriers)
+        return self._combine(o, lambda a, b: a + b)
 
     def scaled(self, k: float) -> WorkCounts:
-        return WorkCounts(self.flops * k, self.global_bytes * k, self.copy_bytes * k, self.shared_words * k,
-                          self.barriers * k)
+        return WorkCounts(*(getattr(self, d.name) * k for d in fields(self)))
 
     def larger(self, o: WorkCounts) -> WorkCounts:
-        return WorkCounts(max(self.flops, o.flops), max(self.global_bytes, o.global_bytes),
-                          max(self.copy_bytes, o.copy_bytes), max(self.shared_words, o.shared_words),
-                          max(self.barriers, o.barriers))
+        return self._combine(o, max)
+
+    @property
+    def mma_ops(self) -> float:
+        """Tensor-core operations per group, every kind."""
+        return self.mma_f16 + self.mma_tf32 + self.mma_i8
+
+
+# The WorkCounts field of each mma.sync operand type (frag_layout.MMA_KINDS).
+MMA_FIELD = {"f16": "mma_f16", "bf16": "mma_f16", "f32": "mma_tf32", "i8": "mma_i8", "u8": "mma_i8"}
 
 
 def _value(e: L.Expr, env: Mapping[str, Value]) -> int | None:
@@ -87,6 +107,7 @@ class _Counter:
     def __init__(self, fn: L.Function, env: Mapping[str, Value]) -> None:
         self.env = dict(env)
         self.space = {b.name: b for b in fn.buffers}
+        self.tiles = max(1, fn.tile_count)
 
     def _bound(self, e: L.Expr) -> int | None:
         v = _value(e, self.env)
@@ -140,6 +161,47 @@ class _Counter:
         spaces = {b.space for b in (src, dst) if b is not None}
         return WorkCounts(copy_bytes=nbytes) if "global" in spaces else WorkCounts()
 
+    def _frag_shape(self, name: str) -> tuple[int, int]:
+        b = self.space.get(name)
+        dims = [_value(d, self.env) for d in b.shape] if b is not None else []
+        return (dims[0] or 0, dims[1] or 0) if len(dims) == 2 else (0, 0)
+
+    def mma(self, s: L.Mma) -> WorkCounts:
+        """One `Mma` of the whole group: 2 * M * N * K tensor-core operations and the operand
+        words its warps read from shared memory."""
+        m, n = self._frag_shape(s.acc)
+        a = [x for x in s.a.extents if x is not None]
+        src = self.space.get(s.a.buf)
+        if not a or src is None or src.elem.name not in MMA_KINDS:
+            return WorkCounts()
+        k = a[-1]
+        ops = WorkCounts(**{MMA_FIELD[src.elem.name]: 2.0 * m * n * k})
+        warps = max(1, self.tiles // 32)
+        layout = choose(m, n, warps)
+        rows, cols = (layout.warp_m, layout.warp_n) if layout is not None else (m, n)
+        words = warps * (rows + cols) * k * src.elem.size / 4  # A's rows and B's columns of each warp's block
+        return ops + WorkCounts(shared_words=words / self.tiles)
+
+    def frag_move(self, view: L.View, acc: str) -> WorkCounts:
+        """A `FragLoad` / `FragStore`: the fragment's M * N elements through `view`."""
+        m, n = self._frag_shape(acc)
+        b = self.space.get(view.buf)
+        if b is None:
+            return WorkCounts()
+        if b.space == "global":
+            return WorkCounts(copy_bytes=float(m * n * b.elem.size))
+        if b.space == "shared":
+            return WorkCounts(shared_words=m * n * max(1, b.elem.size // 4) / self.tiles)
+        return WorkCounts()
+
+    def frag_assign(self, s: L.FragAssign) -> WorkCounts:
+        """A `FragAssign`: its expression per element of the fragment, spread over the tiles."""
+        m, n = self._frag_shape(s.acc)
+        work = self.expr(s.value)
+        if s.op is not None and (s.op_type or s.value.dtype).is_float:
+            work = work + WorkCounts(flops=1.0)
+        return work.scaled(m * n / self.tiles)
+
     def body(self, body: tuple[L.Stmt, ...]) -> WorkCounts:
         total = WorkCounts()
         for s in body:
@@ -159,6 +221,14 @@ class _Counter:
             return self.copy(s)
         if isinstance(s, (L.Barrier, L.AsyncWait)):
             return WorkCounts(barriers=1.0)
+        if isinstance(s, L.Mma):
+            return self.mma(s)
+        if isinstance(s, L.FragLoad):
+            return self.frag_move(s.src, s.acc)
+        if isinstance(s, L.FragStore):
+            return self.frag_move(s.dst, s.acc)
+        if isinstance(s, L.FragAssign):
+            return self.frag_assign(s)
         work = WorkCounts()
         for e in stmt_exprs(s):
             work = work + self.expr(e)
@@ -175,8 +245,8 @@ class _ZeroDefault(dict):
 
 
 def count_work(fn: L.Function, shapes: Mapping[str, int], groups: int) -> WorkCounts:
-    """Per-tile (FLOPs, global bytes, shared words) and per-group (copy bytes, barriers) counts of
-    kernel `fn` launched on `groups` groups with these shape symbols."""
+    """Per-tile (FLOPs, global bytes, shared words) and per-group (copy bytes, barriers,
+    tensor-core operations) counts of kernel `fn` launched on `groups` groups with these shape symbols."""
     env: dict[str, Value] = {c.name: c.value for c in fn.consts}
     env.update(shapes)
     counter = _Counter(fn, env)
@@ -186,5 +256,17 @@ def count_work(fn: L.Function, shapes: Mapping[str, int], groups: int) -> WorkCo
         count = _value(loops[0].count, env) or 1
         per_tile = count / max(1, groups * fn.tile_count)
         work = WorkCounts(work.flops * per_tile, work.global_bytes * per_tile, work.copy_bytes,
-                          work.shared_words * per_tile, work.barriers)
+                          work.shared_words * per_tile, work.barriers, work.mma_f16, work.mma_tf32, work.mma_i8)
     return work
+
+
+def global_footprint(fn: L.Function, shapes: Mapping[str, int]) -> float:
+    """Bytes of the kernel's global tensors with these shape symbols (a dimension that is not
+    known counts as 1)."""
+    env: dict[str, Value] = {c.name: c.value for c in fn.consts}
+    env.update(shapes)
+    total = 0.0
+    for b in fn.buffers:
+        if b.space == "global":
+            total += math.prod(max(0, _value(d, env) or 1) for d in b.shape) * b.elem.size
+    return total

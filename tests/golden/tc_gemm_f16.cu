@@ -4,49 +4,49 @@
 // <inlined here: device/core.cuh, device/f16.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
 extern "C" __global__ void __launch_bounds__(256)
-tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 9: group 256, 56832 bytes shared (dynamic)
+tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 256, 56832 bytes shared (dynamic)
 {
-    [[maybe_unused]] constexpr int BM = 128;  // line 9
-    [[maybe_unused]] constexpr int BN = 128;  // line 9
-    [[maybe_unused]] constexpr int BK = 32;  // line 10
-    [[maybe_unused]] constexpr int stages = 3;  // line 10
-    [[maybe_unused]] constexpr int NT = 256;  // line 10
+    [[maybe_unused]] constexpr int BM = 128;  // line 13
+    [[maybe_unused]] constexpr int BN = 128;  // line 13
+    [[maybe_unused]] constexpr int BK = 32;  // line 14
+    [[maybe_unused]] constexpr int stages = 3;  // line 14
+    [[maybe_unused]] constexpr int NT = 256;  // line 14
     TSR_DYNAMIC_SMEM(tsr_dynamic_smem);  // 56832 bytes of shared memory, above the 48 KiB static limit
-    __half (*As)[128][40] = reinterpret_cast<__half (*)[128][40]>(tsr_dynamic_smem + 0);  // 30720 bytes  // line 11
-    __half (*Bs)[32][136] = reinterpret_cast<__half (*)[32][136]>(tsr_dynamic_smem + 30720);  // 26112 bytes  // line 12
-    float acc[64];  // acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 13
-    tsr_fill<64, float>(&acc[0], 0.0f);  // line 13
-    int m0 = (int)blockIdx.y * BM;  // line 14
-    int n0 = (int)blockIdx.x * BN;  // line 15
-    const int tsr_k0_k0_16 = 0;  // line 16
-    if (tsr_k0_k0_16 < K) {  // line 16
-        tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0], 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k0_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k0_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-        tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0], 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k0_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    __half (*As)[128][40] = reinterpret_cast<__half (*)[128][40]>(tsr_dynamic_smem + 0);  // 30720 bytes  // line 15
+    __half (*Bs)[32][136] = reinterpret_cast<__half (*)[32][136]>(tsr_dynamic_smem + 30720);  // 26112 bytes  // line 16
+    float acc[64];  // acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 17
+    tsr_fill<64, float>(&acc[0], 0.0f);  // line 17
+    int m0 = (int)blockIdx.y * BM;  // line 18
+    int n0 = (int)blockIdx.x * BN;  // line 19
+    const int tsr_k0_k0_20 = 0;  // line 20
+    if (tsr_k0_k0_20 < K) {  // line 20
+        tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0], 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k0_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k0_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+        tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0], 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k0_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
     }
-    tsr_cp_async_commit();  // line 16
-    const int tsr_k1_k0_16 = 32;  // line 16
-    if (tsr_k1_k0_16 < K) {  // line 16
-        tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0] + (1) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k1_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k1_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-        tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k1_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    tsr_cp_async_commit();  // line 20
+    const int tsr_k1_k0_20 = 32;  // line 20
+    if (tsr_k1_k0_20 < K) {  // line 20
+        tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0] + (1) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k1_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k1_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+        tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0] + (1) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k1_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
     }
-    tsr_cp_async_commit();  // line 16
-    int tsr_stage_k0_16 = 2;  // line 16
-    for (int k0 = 0; k0 < K; k0 += BK) {  // line 16
-        tsr_stage_k0_16 = tsr_stage_k0_16 == 2 ? 0 : tsr_stage_k0_16 + 1;  // line 16
-        tsr_cp_async_wait<1>();  // line 16
-        __syncthreads();  // line 16
-        const int tsr_next_k0_16 = k0 + 64;  // line 16
-        const int tsr_fill_k0_16 = tsr_stage_k0_16 == 0 ? 2 : tsr_stage_k0_16 - 1;  // line 16
-        if (tsr_next_k0_16 < K) {  // line 16
-            tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_16) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_next_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_next_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-            tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_16) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_next_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_next_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    tsr_cp_async_commit();  // line 20
+    int tsr_stage_k0_20 = 2;  // line 20
+    for (int k0 = 0; k0 < K; k0 += BK) {  // line 20
+        tsr_stage_k0_20 = tsr_stage_k0_20 == 2 ? 0 : tsr_stage_k0_20 + 1;  // line 20
+        tsr_cp_async_wait<1>();  // line 20
+        __syncthreads();  // line 20
+        const int tsr_next_k0_20 = k0 + 64;  // line 20
+        const int tsr_fill_k0_20 = tsr_stage_k0_20 == 0 ? 2 : tsr_stage_k0_20 - 1;  // line 20
+        if (tsr_next_k0_20 < K) {  // line 20
+            tsr_copy_async<__half, 1, 128, 32, 256, 16, true>(&As[0][0][0] + (tsr_fill_k0_20) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_next_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_next_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+            tsr_copy_async<__half, 1, 32, 128, 256, 16, true>(&Bs[0][0][0] + (tsr_fill_k0_20) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_next_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_next_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
         }
-        tsr_cp_async_commit();  // line 16
-        {  // tmma(acc, As, Bs): acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 19
+        tsr_cp_async_commit();  // line 20
+        {  // tmma(acc, As, Bs): acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 23
             const int tsr_tid = (int)threadIdx.x;
             const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
-            const __half* tsr_pa = &As[0][0][0] + (tsr_stage_k0_16) * (40 * 128) + (tsr_warp / 4) * 64 * 40;
-            const __half* tsr_pb = &Bs[0][0][0] + (tsr_stage_k0_16) * (136 * 32) + (tsr_warp % 4) * 32;
+            const __half* tsr_pa = &As[0][0][0] + (tsr_stage_k0_20) * (40 * 128) + (tsr_warp / 4) * 64 * 40;
+            const __half* tsr_pb = &Bs[0][0][0] + (tsr_stage_k0_20) * (136 * 32) + (tsr_warp % 4) * 32;
             #pragma unroll
             for (int tsr_k = 0; tsr_k < 32; tsr_k += 16) {
                 unsigned tsr_a[4][4], tsr_b[4][2];
@@ -62,8 +62,8 @@ tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const _
             }
         }
     }
-    tsr_cp_async_wait<0>();  // line 16
-    {  // tstore(C[...], acc)  // line 20
+    tsr_cp_async_wait<0>();  // line 20
+    {  // tstore(C[...], acc)  // line 24
         float* tsr_p = C + (m0) * (N) + (n0);
         const int tsr_rows = (int)(M - (m0)), tsr_cols = (int)(N - (n0));
         const int tsr_tid = (int)threadIdx.x;
@@ -79,49 +79,49 @@ tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const _
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-tc_gemm_f16_BM128_BN128_BK32_stages3_NT256_a16(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 9: group 256, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 56832 bytes shared (dynamic)
+tc_gemm_f16_BM128_BN128_BK32_stages3_NT256_a16(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 256, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 56832 bytes shared (dynamic)
 {
-    [[maybe_unused]] constexpr int BM = 128;  // line 9
-    [[maybe_unused]] constexpr int BN = 128;  // line 9
-    [[maybe_unused]] constexpr int BK = 32;  // line 10
-    [[maybe_unused]] constexpr int stages = 3;  // line 10
-    [[maybe_unused]] constexpr int NT = 256;  // line 10
+    [[maybe_unused]] constexpr int BM = 128;  // line 13
+    [[maybe_unused]] constexpr int BN = 128;  // line 13
+    [[maybe_unused]] constexpr int BK = 32;  // line 14
+    [[maybe_unused]] constexpr int stages = 3;  // line 14
+    [[maybe_unused]] constexpr int NT = 256;  // line 14
     TSR_DYNAMIC_SMEM(tsr_dynamic_smem);  // 56832 bytes of shared memory, above the 48 KiB static limit
-    __half (*As)[128][40] = reinterpret_cast<__half (*)[128][40]>(tsr_dynamic_smem + 0);  // 30720 bytes  // line 11
-    __half (*Bs)[32][136] = reinterpret_cast<__half (*)[32][136]>(tsr_dynamic_smem + 30720);  // 26112 bytes  // line 12
-    float acc[64];  // acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 13
-    tsr_fill<64, float>(&acc[0], 0.0f);  // line 13
-    int m0 = (int)blockIdx.y * BM;  // line 14
-    int n0 = (int)blockIdx.x * BN;  // line 15
-    const int tsr_k0_k0_16 = 0;  // line 16
-    if (tsr_k0_k0_16 < K) {  // line 16
-        tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0], 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k0_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k0_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-        tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0], 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k0_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    __half (*As)[128][40] = reinterpret_cast<__half (*)[128][40]>(tsr_dynamic_smem + 0);  // 30720 bytes  // line 15
+    __half (*Bs)[32][136] = reinterpret_cast<__half (*)[32][136]>(tsr_dynamic_smem + 30720);  // 26112 bytes  // line 16
+    float acc[64];  // acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 17
+    tsr_fill<64, float>(&acc[0], 0.0f);  // line 17
+    int m0 = (int)blockIdx.y * BM;  // line 18
+    int n0 = (int)blockIdx.x * BN;  // line 19
+    const int tsr_k0_k0_20 = 0;  // line 20
+    if (tsr_k0_k0_20 < K) {  // line 20
+        tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0], 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k0_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k0_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+        tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0], 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k0_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k0_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
     }
-    tsr_cp_async_commit();  // line 16
-    const int tsr_k1_k0_16 = 32;  // line 16
-    if (tsr_k1_k0_16 < K) {  // line 16
-        tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0] + (1) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k1_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k1_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-        tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k1_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    tsr_cp_async_commit();  // line 20
+    const int tsr_k1_k0_20 = 32;  // line 20
+    if (tsr_k1_k0_20 < K) {  // line 20
+        tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0] + (1) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_k1_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_k1_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+        tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0] + (1) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_k1_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_k1_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
     }
-    tsr_cp_async_commit();  // line 16
-    int tsr_stage_k0_16 = 2;  // line 16
-    for (int k0 = 0; k0 < K; k0 += BK) {  // line 16
-        tsr_stage_k0_16 = tsr_stage_k0_16 == 2 ? 0 : tsr_stage_k0_16 + 1;  // line 16
-        tsr_cp_async_wait<1>();  // line 16
-        __syncthreads();  // line 16
-        const int tsr_next_k0_16 = k0 + 64;  // line 16
-        const int tsr_fill_k0_16 = tsr_stage_k0_16 == 0 ? 2 : tsr_stage_k0_16 - 1;  // line 16
-        if (tsr_next_k0_16 < K) {  // line 16
-            tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_16) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_next_k0_16), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_next_k0_16)), 0, 0, 0, (int)threadIdx.x);  // line 17
-            tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_16) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_next_k0_16) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_next_k0_16)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 18
+    tsr_cp_async_commit();  // line 20
+    int tsr_stage_k0_20 = 2;  // line 20
+    for (int k0 = 0; k0 < K; k0 += BK) {  // line 20
+        tsr_stage_k0_20 = tsr_stage_k0_20 == 2 ? 0 : tsr_stage_k0_20 + 1;  // line 20
+        tsr_cp_async_wait<1>();  // line 20
+        __syncthreads();  // line 20
+        const int tsr_next_k0_20 = k0 + 64;  // line 20
+        const int tsr_fill_k0_20 = tsr_stage_k0_20 == 0 ? 2 : tsr_stage_k0_20 - 1;  // line 20
+        if (tsr_next_k0_20 < K) {  // line 20
+            tsr_copy_async<__half, 1, 128, 32, 256, 16, false>(&As[0][0][0] + (tsr_fill_k0_20) * (40 * 128), 0, 40, 1, 1, 128, 32, 0, 0, 0, A + (m0) * (K) + (tsr_next_k0_20), 0, K, 1, 1, (int)(M - (m0)), (int)(K - (tsr_next_k0_20)), 0, 0, 0, (int)threadIdx.x);  // line 21
+            tsr_copy_async<__half, 1, 32, 128, 256, 16, false>(&Bs[0][0][0] + (tsr_fill_k0_20) * (136 * 32), 0, 136, 1, 1, 32, 128, 0, 0, 0, B + (tsr_next_k0_20) * (N) + (n0), 0, N, 1, 1, (int)(K - (tsr_next_k0_20)), (int)(N - (n0)), 0, 0, 0, (int)threadIdx.x);  // line 22
         }
-        tsr_cp_async_commit();  // line 16
-        {  // tmma(acc, As, Bs): acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 19
+        tsr_cp_async_commit();  // line 20
+        {  // tmma(acc, As, Bs): acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile  // line 23
             const int tsr_tid = (int)threadIdx.x;
             const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;
-            const __half* tsr_pa = &As[0][0][0] + (tsr_stage_k0_16) * (40 * 128) + (tsr_warp / 4) * 64 * 40;
-            const __half* tsr_pb = &Bs[0][0][0] + (tsr_stage_k0_16) * (136 * 32) + (tsr_warp % 4) * 32;
+            const __half* tsr_pa = &As[0][0][0] + (tsr_stage_k0_20) * (40 * 128) + (tsr_warp / 4) * 64 * 40;
+            const __half* tsr_pb = &Bs[0][0][0] + (tsr_stage_k0_20) * (136 * 32) + (tsr_warp % 4) * 32;
             #pragma unroll
             for (int tsr_k = 0; tsr_k < 32; tsr_k += 16) {
                 unsigned tsr_a[4][4], tsr_b[4][2];
@@ -137,8 +137,8 @@ tc_gemm_f16_BM128_BN128_BK32_stages3_NT256_a16(const __half* __restrict__ A, con
             }
         }
     }
-    tsr_cp_async_wait<0>();  // line 16
-    {  // tstore(C[...], acc)  // line 20
+    tsr_cp_async_wait<0>();  // line 20
+    {  // tstore(C[...], acc)  // line 24
         float* tsr_p = C + (m0) * (N) + (n0);
         const int tsr_rows = (int)(M - (m0)), tsr_cols = (int)(N - (n0));
         const int tsr_tid = (int)threadIdx.x;
