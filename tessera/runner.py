@@ -77,24 +77,31 @@ def _histogram() -> Case:
                 lambda a: {"hist": np.bincount(a["data"], minlength=256).astype(np.uint32)}, rtol=0, atol=0)
 
 
+# The tiles the sample runs use (fixed: see _sgemm).
+SGEMM_TILES = {"BM": 64, "BN": 64, "BK": 8, "stages": 3}
+TC_GEMM_TILES = {"BM": 64, "BN": 64, "BK": 32, "stages": 3}
+
+
 def _sgemm() -> Case:
     def make(rng: np.random.Generator) -> Arrays:
         return {"A": rng.standard_normal((300, 70)).astype(np.float32),
                 "B": rng.standard_normal((70, 260)).astype(np.float32), "C": np.zeros((300, 260), np.float32)}
-    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=lambda c: ((260 + c["BN"] - 1) // c["BN"],
-                                                                                (300 + c["BM"] - 1) // c["BM"])),
+    # Tiles fixed here: a run of the sample checks the kernel, it does not tune it (tuning compiles
+    # all 64 candidates with NVRTC first; tests/test_autotune.py covers it).
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], **SGEMM_TILES,
+                                     grid=lambda c: ((260 + c["BN"] - 1) // c["BN"], (300 + c["BM"] - 1) // c["BM"])),
                 lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
 
 
 def _tc_gemm_f16() -> Case:
-    """tc_gemm_f16.tsr with the tiles its @autotune picks (the grid follows BM and BN): at most
-    128 x 128 tiles give two row blocks and a partial column block, and K is not a multiple of BK;
+    """tc_gemm_f16.tsr with 64 x 64 tiles (fixed, as for the SGEMM): three row blocks, the last
+    partial, two column blocks, the last partial, and K not a multiple of BK;
     f32 sums of exact f16 products (only the order differs)."""
     def make(rng: np.random.Generator) -> Arrays:
         return {"A": rng.standard_normal((150, 72)).astype(np.float16),
                 "B": rng.standard_normal((72, 100)).astype(np.float16), "C": np.zeros((150, 100), np.float32)}
-    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=lambda c: ((100 + c["BN"] - 1) // c["BN"],
-                                                                             (150 + c["BM"] - 1) // c["BM"])),
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], **TC_GEMM_TILES,
+                                     grid=lambda c: ((100 + c["BN"] - 1) // c["BN"], (150 + c["BM"] - 1) // c["BM"])),
                 lambda a: {"C": a["A"].astype(np.float32) @ a["B"].astype(np.float32)}, rtol=1e-4, atol=1e-4)
 
 
