@@ -10,6 +10,7 @@ worker outlives the call.
 
 from __future__ import annotations
 
+import _signal
 import ctypes
 import math
 import os
@@ -72,6 +73,23 @@ def check_timeout(timeout: object) -> float | None:
     return float(timeout)
 
 
+_local = threading.local()
+
+
+def _error_buffer() -> ctypes.Array[ctypes.c_char]:
+    """This thread's buffer for a launch's error message (a launch returns before the next on the
+    same thread starts), cleared by the engine at the start of each launch."""
+    buf = getattr(_local, "error_buf", None)
+    if buf is None:
+        buf = _local.error_buf = ctypes.create_string_buffer(ERROR_BUF_LEN)
+    return buf
+
+
+def _sigint_handler() -> object:
+    """signal.getsignal(SIGINT) without its conversion to an enum (6 us a launch)."""
+    return _signal.getsignal(signal.SIGINT)
+
+
 def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem: int,
            args: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array], *,
            num_threads: int | None = None, fiber_stack_bytes: int = 0, timeout: float | None = None) -> None:
@@ -85,12 +103,13 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     """
     limit = check_timeout(timeout)
     try:
-        fn = getattr(lib, symbol)
+        fn = getattr(lib, symbol)  # CDLL keeps the function object: its types are set once
     except AttributeError as exc:
         raise LaunchError(f"the kernel library has no symbol {symbol!r}") from exc
-    fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
-    fn.restype = ctypes.c_int
-    err = ctypes.create_string_buffer(ERROR_BUF_LEN)
+    if fn.argtypes is None:
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
+        fn.restype = ctypes.c_int
+    err = _error_buffer()
     cfg = LaunchConfig()
     cfg.grid[:] = _dim3(grid, "grid")
     cfg.block[:] = _dim3(block, "block")
@@ -106,11 +125,12 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     # (host/host_signals.h); when SIGINT cancelled the launch, Python raises KeyboardInterrupt as
     # the call returns.
     watch = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        _sigint_handler() is signal.default_int_handler
     watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
     try:
         if watch_fn is not None:
-            watch_fn.restype = ctypes.c_uint
+            if watch_fn.restype is not ctypes.c_uint:
+                watch_fn.restype = ctypes.c_uint
             cfg.sigint_seen = watch_fn()
             cfg.flags = WATCH_SIGINT
         status = fn(ctypes.byref(cfg), argv)

@@ -4,6 +4,7 @@ nothing is written unless every check passes; each error names the parameter."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
+@functools.cache
 def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
     """NumPy dtypes accepted for a .tsr element type (bf16: ml_dtypes' bfloat16, or raw uint16 bits)."""
     if tsr_type == "bf16":
