@@ -104,9 +104,10 @@ def _default_threads() -> int:
     return _cpu_count()
 
 
-# The libraries launched most recently keep their pooled fiber stacks; older ones give them back
-# (tsr_trim_arenas_v1). Each pooled arena is two memory mappings per tile, so a process with many
-# libraries would otherwise reach the kernel's limit on mappings (vm.max_map_count, 65530).
+# The libraries launched most recently keep their pooled fiber stacks and worker threads; older
+# ones give them back (tsr_trim_arenas_v1). Each pooled arena is two memory mappings per tile, and
+# each library's pool up to a thread per CPU, so a process with many libraries would otherwise
+# reach the kernel's limit on mappings (vm.max_map_count, 65530) or on threads.
 KEEP_ARENAS = 4
 _recent: list[CpuLibrary] = []
 _recent_lock = threading.Lock()
@@ -135,7 +136,8 @@ class CpuLibrary:
         self.lib = load_library(path)
 
     def trim(self) -> None:
-        """Unmap this library's pooled fiber stacks (its next launch maps new ones)."""
+        """End this library's pooled worker threads and unmap its pooled fiber stacks (its next
+        launch starts and maps new ones)."""
         fn = getattr(self.lib, "tsr_trim_arenas_v1", None)
         if fn is not None:
             fn.restype = None

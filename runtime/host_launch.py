@@ -10,7 +10,7 @@ worker outlives the call.
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # CPython's own module, without typeshed stubs
 import ctypes
 import math
 import os
