@@ -55,6 +55,10 @@ Dims = int | Sequence[int]
 
 
 def _dim3(value: Dims, what: str) -> tuple[int, int, int]:
+    if type(value) is tuple and len(value) == 3:  # what the runtime passes: checked without a generator
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and x >= 0 and y >= 0 and z >= 0:
+            return value
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 0 for d in dims):
         raise LaunchError(f"{what} must be 1 to 3 non-negative integers, got {value!r}")
