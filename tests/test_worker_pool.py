@@ -30,10 +30,12 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="co
 
 def test_launches_reuse_the_pool_and_trim_ends_it():
     code = textwrap.dedent(f"""
-        import os, numpy as np, tessera
-        from tessera.runtime import cpu
+        import os, threading, numpy as np, tessera
         k = tessera.compile({SRC!r}, backend="cpu").fill
         out = np.zeros(64 * 16, np.int32)
+        for t in threading.enumerate():
+            if t.name == "tessera-engine-build":
+                t.join()  # the engine's prefetch (runtime/host_build.py) is not a pool thread
         before = len(os.listdir("/proc/self/task"))
         counts = set()
         for v in range(40):
@@ -81,3 +83,18 @@ def test_launches_from_several_python_threads_at_once():
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         assert all(pool.map(run, range(8)))
+
+
+def test_the_engine_prefetch_and_the_build_share_one_compile(tmp_path, monkeypatch):
+    from tessera.runtime import host_build
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    monkeypatch.setattr(host_build, "_prefetched", False)
+    builds = []
+    real = host_build._build_engine
+    monkeypatch.setattr(host_build, "_build_engine", lambda cxx: builds.append(cxx) or real(cxx))
+    host_build.prefetch_engine()
+    host_build.prefetch_engine()  # once per process
+    data = host_build.engine_object(host_build.find_cxx())  # waits for the prefetch, then finds it
+    assert len(builds) == 1 and data[:4] == b"\x7fELF"
