@@ -8,7 +8,8 @@ measured in the same run (fresh subprocesses, alternating; medians and ranges of
   with the C++ compiler's share (the engine object, the kernel unit, the link) from one probe run;
 * **launch** -- a launch of a one-group, 32-tile kernel through the Python API (`k[1](x)`), vs a
   ctypes call of an empty C function built here with the same compiler (goal: <= 15 us), and
-  vs Warp's CPU launch of an empty kernel when `warp` is installed (skipped otherwise).
+  vs Warp's CPU launch of a 32-thread kernel when `warp` is installed (skipped otherwise); then
+  the same kernel on 8 groups (`tessera-8`: the engine's worker threads take part, one per CPU).
 
 Every process runs with a bytecode cache in a temporary `PYTHONPYCACHEPREFIX` (filled by one
 untimed run), as an installed package would have.
@@ -48,16 +49,20 @@ LAUNCH = """\
 import ctypes, time, numpy as np, tessera
 m = tessera.compile({tiny!r}, backend="cpu")
 x = np.zeros(32, np.float32)
+x8 = np.zeros(8 * 32, np.float32)
 k = m.tiny
 k[1](x)
+k[8](x8)
 empty = ctypes.CDLL({so!r}).tsr_empty
 empty.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 p = ctypes.c_void_p(x.ctypes.data)
 def tsr():
     k[1](x)
+def tsr8():
+    k[8](x8)
 def raw():
     empty(p, p)
-fns = {{"tessera": tsr, "ctypes": raw}}
+fns = {{"tessera": tsr, "tessera-8": tsr8, "ctypes": raw}}
 try:
     import warp as wp
     wp.config.quiet = True
@@ -132,7 +137,8 @@ def main() -> int:
         lines = subprocess.run([py, "-c", LAUNCH.format(tiny=TINY, so=str(so))], env=dict(env, TESSERA_CACHE_DIR=str(
             Path(tmp) / "cache-probe")), check=True, capture_output=True, text=True).stdout.split("\n")
         figures = dict((ln.split()[0], float(ln.split()[1])) for ln in lines if ln.strip())
-        print("launch of a 1-group 32-tile kernel through the Python API (goal <= 15 us), median of 5 x 2000:")
+        print("launch of a 32-tile kernel through the Python API, 1 group (goal <= 15 us) and 8 groups (tessera-8), "
+              "median of 5 x 2000:")
         for name, us in figures.items():
             print(f"  {name:8s} {us:7.1f} us   {us / figures['ctypes']:.1f}x the ctypes call of an empty C function")
         if "warp" not in figures:
