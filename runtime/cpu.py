@@ -98,7 +98,7 @@ def _cpu_count() -> int:
 
 
 def _default_threads() -> int:
-    env = os.environ.get("TESSERA_CPU_THREADS", "")
+    env = os.environb.get(b"TESSERA_CPU_THREADS", b"")  # os.environ's: the same variables, 1 us less a launch
     if env.isdigit() and int(env) > 0:
         return int(env)
     return _cpu_count()
@@ -155,7 +155,8 @@ class CpuLibrary:
         args: list = []
         for p in info.params:
             if p.kind == "tensor":
-                args.append(ctypes.c_void_p(arrays[p.name].__array_interface__["data"][0]))  # .ctypes: 3 us
+                ptr = bound.addresses[p.name] if arrays is bound.arrays else arrays[p.name].__array_interface__["data"][0]
+                args.append(ctypes.c_void_p(ptr))
             elif p.kind == "shape":
                 args.append(ctypes.c_int32(bound.shapes[p.name]))
             else:

@@ -80,13 +80,14 @@ def check_timeout(timeout: object) -> float | None:
 _local = threading.local()
 
 
-def _error_buffer() -> ctypes.Array[ctypes.c_char]:
-    """This thread's buffer for a launch's error message (a launch returns before the next on the
-    same thread starts), cleared by the engine at the start of each launch."""
-    buf = getattr(_local, "error_buf", None)
-    if buf is None:
-        buf = _local.error_buf = ctypes.create_string_buffer(ERROR_BUF_LEN)
-    return buf
+def _error_buffer() -> tuple[ctypes.Array[ctypes.c_char], ctypes.c_char_p]:
+    """This thread's buffer for a launch's error message and the pointer to it (a launch returns
+    before the next on the same thread starts), cleared by the engine at the start of each launch."""
+    found = getattr(_local, "error_buf", None)
+    if found is None:
+        buf = ctypes.create_string_buffer(ERROR_BUF_LEN)
+        found = _local.error_buf = (buf, ctypes.cast(buf, ctypes.c_char_p))
+    return found
 
 
 def _sigint_handler() -> object:
@@ -113,14 +114,14 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     if fn.argtypes is None:
         fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
         fn.restype = ctypes.c_int
-    err = _error_buffer()
+    err, err_ptr = _error_buffer()
     cfg = LaunchConfig()
     cfg.grid[:] = _dim3(grid, "grid")
     cfg.block[:] = _dim3(block, "block")
     cfg.dynamic_smem_bytes = int(dynamic_smem)
     cfg.num_threads = int(num_threads or 0)
     cfg.fiber_stack_bytes = int(fiber_stack_bytes)
-    cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
+    cfg.error_buf = err_ptr
     cfg.error_buf_len = ERROR_BUF_LEN
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
     argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
