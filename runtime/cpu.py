@@ -134,6 +134,7 @@ class CpuLibrary:
 
         self.path = path
         self.lib = load_library(path)
+        self._entries: dict[str, Any] = {}  # kernel C name -> its PreparedLaunch
 
     def trim(self) -> None:
         """End this library's pooled worker threads and unmap its pooled fiber stacks (its next
@@ -143,28 +144,37 @@ class CpuLibrary:
             fn.restype = None
             fn()
 
+    def _prepared(self, info: KernelInfo) -> Any:
+        prepared = self._entries.get(info.c_name)
+        if prepared is None:
+            from tessera.runtime.host_launch import PreparedLaunch
+
+            types = [ctypes.c_void_p if p.kind == "tensor" else ctypes.c_int32 if p.kind == "shape"
+                     else _CTYPES[p.dtype] for p in info.params]
+            prepared = self._entries[info.c_name] = PreparedLaunch(self.lib, f"tsr_launch_{info.c_name}", info.tile,
+                                                                   types)
+        return prepared
+
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
                num_threads: int | None = None, timeout: float | None = None) -> None:
-        from tessera.runtime.host_launch import launch
-
         check_shared(info, bound, CPU_SHARED_LIMIT, "the CPU backend (as sm_90)")
         arrays = bound.arrays
         if check_bounds:
             # Run on copies so that a failing launch leaves the caller's arrays untouched.
             arrays = {k: (np.array(v, copy=True) if _is_mut(info, k) else v) for k, v in arrays.items()}
-        args: list = []
+        values: list[Any] = []
         for p in info.params:
             if p.kind == "tensor":
-                ptr = bound.addresses[p.name] if arrays is bound.arrays else arrays[p.name].__array_interface__["data"][0]
-                args.append(ctypes.c_void_p(ptr))
+                values.append(bound.addresses[p.name] if arrays is bound.arrays
+                              else arrays[p.name].__array_interface__["data"][0])
             elif p.kind == "shape":
-                args.append(ctypes.c_int32(bound.shapes[p.name]))
+                values.append(bound.shapes[p.name])
             else:
-                args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
+                values.append(bound.scalars[p.name])
+        prepared = self._prepared(info)
         _launched(self)
         try:
-            launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, bound.smem, args,
-                   num_threads=num_threads or _default_threads(), timeout=timeout)
+            prepared(values, bound.grid, bound.smem, num_threads=num_threads or _default_threads(), timeout=timeout)
         except LaunchError as e:
             if str(e).startswith(info.name):
                 raise
