@@ -165,7 +165,7 @@ class CpuLibrary:
         values: list[Any] = []
         for p in info.params:
             if p.kind == "tensor":
-                values.append(bound.addresses[p.name] if arrays is bound.arrays
+                values.append(bound.address(p.name) if arrays is bound.arrays
                               else arrays[p.name].__array_interface__["data"][0])
             elif p.kind == "shape":
                 values.append(bound.shapes[p.name])

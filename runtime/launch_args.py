@@ -123,9 +123,16 @@ class Bound:
     scalars: dict[str, int | float | bool]
     shapes: dict[str, int]
     smem: int = 0                 # dynamic shared memory bytes: constant arrays, then launch-sized ones
-    # Where each NumPy array's data starts: read once (`__array_interface__` builds a dict: 3 us)
-    # for the overlap check, the alignment check and the CPU launch.
-    addresses: dict[str, int] = field(default_factory=dict)
+    # Where each NumPy array's data starts, read once (`__array_interface__` builds a dict: 3 us)
+    # for the overlap check, the alignment check and the CPU launch: (the array, its address), so
+    # that a user of the address can tell whether `arrays` still holds that array (see `address`).
+    addresses: dict[str, tuple[Any, int]] = field(default_factory=dict)
+
+    def address(self, name: str) -> int:
+        """Where the NumPy array of tensor parameter `name` now in `arrays` starts."""
+        a = self.arrays[name]
+        known = self.addresses.get(name)
+        return known[1] if known is not None and known[0] is a else int(a.__array_interface__["data"][0])
 
 
 def _fail(kernel: str, param: str, message: str) -> LaunchError:
@@ -222,11 +229,12 @@ def _byte_range(value: Any, start: int | None) -> tuple[int, int]:
 
 
 def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, Any],
-                   addresses: dict[str, int]) -> None:
+                   addresses: dict[str, tuple[Any, int]]) -> None:
     """The kernel declares its tensor parameters __restrict__: a mut array may not share memory
     with any other array argument (the results would depend on the compiler's optimizations)."""
     tensors = [p for p in params if p.kind == "tensor"]
-    ranges = {p.name: _byte_range(arrays[p.name], addresses.get(p.name)) for p in tensors}
+    ranges = {p.name: _byte_range(arrays[p.name], addresses[p.name][1] if p.name in addresses else None)
+              for p in tensors}
     for i, a in enumerate(tensors):
         for b in tensors[i + 1:]:
             if not (a.mut or b.mut):
@@ -276,7 +284,7 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
         else:
             scalars[p.name] = _check_scalar(info, p, values[p.name])
-    addresses = {name: a.__array_interface__["data"][0] for name, a in arrays.items() if isinstance(a, np.ndarray)}
+    addresses = {name: (a, a.__array_interface__["data"][0]) for name, a in arrays.items() if isinstance(a, np.ndarray)}
     if info.restrict:
         _check_overlap(info, user, arrays, addresses)
     for name, extent in shapes.items():

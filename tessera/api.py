@@ -222,7 +222,7 @@ def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:
         if is_device_array(a):
             if describe(a).ptr % 16:
                 return False
-        elif not uploaded and bound.addresses[name] % 16:
+        elif not uploaded and bound.address(name) % 16:
             return False
     return True
 
