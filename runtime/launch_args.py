@@ -140,6 +140,8 @@ def _fail(kernel: str, param: str, message: str) -> LaunchError:
 
 
 def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
+    if type(grid) is int and 1 <= grid <= MAX_GRID[0]:  # the common launch, without the checks' 1.5 us
+        return grid, 1, 1
     dims = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid) if isinstance(grid, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
         raise LaunchError(f"{kernel}(): grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
