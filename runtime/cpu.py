@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import tempfile
 import threading
@@ -91,16 +92,22 @@ def cached_library(key: str) -> Path | None:
     return DiskCache("cpu").get_file(key, ".so")
 
 
+@functools.lru_cache(maxsize=1)
+def _cpu_count() -> int:
+    return os.cpu_count() or 1  # a system call (9 us), on every launch otherwise
+
+
 def _default_threads() -> int:
-    env = os.environ.get("TESSERA_CPU_THREADS", "")
+    env = os.environb.get(b"TESSERA_CPU_THREADS", b"")  # os.environ's: the same variables, 1 us less a launch
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return os.cpu_count() or 1
+    return _cpu_count()
 
 
-# The libraries launched most recently keep their pooled fiber stacks; older ones give them back
-# (tsr_trim_arenas_v1). Each pooled arena is two memory mappings per tile, so a process with many
-# libraries would otherwise reach the kernel's limit on mappings (vm.max_map_count, 65530).
+# The libraries launched most recently keep their pooled fiber stacks and worker threads; older
+# ones give them back (tsr_trim_arenas_v1). Each pooled arena is two memory mappings per tile, and
+# each library's pool up to a thread per CPU, so a process with many libraries would otherwise
+# reach the kernel's limit on mappings (vm.max_map_count, 65530) or on threads.
 KEEP_ARENAS = 4
 _recent: list[CpuLibrary] = []
 _recent_lock = threading.Lock()
@@ -127,35 +134,47 @@ class CpuLibrary:
 
         self.path = path
         self.lib = load_library(path)
+        self._entries: dict[str, Any] = {}  # kernel C name -> its PreparedLaunch
 
     def trim(self) -> None:
-        """Unmap this library's pooled fiber stacks (its next launch maps new ones)."""
+        """End this library's pooled worker threads and unmap its pooled fiber stacks (its next
+        launch starts and maps new ones)."""
         fn = getattr(self.lib, "tsr_trim_arenas_v1", None)
         if fn is not None:
             fn.restype = None
             fn()
 
+    def _prepared(self, info: KernelInfo) -> Any:
+        prepared = self._entries.get(info.c_name)
+        if prepared is None:
+            from tessera.runtime.host_launch import PreparedLaunch
+
+            types = [ctypes.c_void_p if p.kind == "tensor" else ctypes.c_int32 if p.kind == "shape"
+                     else _CTYPES[p.dtype] for p in info.params]
+            prepared = self._entries[info.c_name] = PreparedLaunch(self.lib, f"tsr_launch_{info.c_name}", info.tile,
+                                                                   types)
+        return prepared
+
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
                num_threads: int | None = None, timeout: float | None = None) -> None:
-        from tessera.runtime.host_launch import launch
-
         check_shared(info, bound, CPU_SHARED_LIMIT, "the CPU backend (as sm_90)")
         arrays = bound.arrays
         if check_bounds:
             # Run on copies so that a failing launch leaves the caller's arrays untouched.
             arrays = {k: (np.array(v, copy=True) if _is_mut(info, k) else v) for k, v in arrays.items()}
-        args: list = []
+        values: list[Any] = []
         for p in info.params:
             if p.kind == "tensor":
-                args.append(ctypes.c_void_p(arrays[p.name].ctypes.data))
+                values.append(bound.address(p.name) if arrays is bound.arrays
+                              else arrays[p.name].__array_interface__["data"][0])
             elif p.kind == "shape":
-                args.append(ctypes.c_int32(bound.shapes[p.name]))
+                values.append(bound.shapes[p.name])
             else:
-                args.append(_CTYPES[p.dtype](bound.scalars[p.name]))
+                values.append(bound.scalars[p.name])
+        prepared = self._prepared(info)
         _launched(self)
         try:
-            launch(self.lib, f"tsr_launch_{info.c_name}", bound.grid, info.tile, bound.smem, args,
-                   num_threads=num_threads or _default_threads(), timeout=timeout)
+            prepared(values, bound.grid, bound.smem, num_threads=num_threads or _default_threads(), timeout=timeout)
         except LaunchError as e:
             if str(e).startswith(info.name):
                 raise

@@ -11,6 +11,7 @@ that exports only the ``tsr_launch_*`` entry points.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import os
@@ -18,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,6 +118,8 @@ def _warn_output(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 _ENGINES: dict[str, bytes] = {}
+_ENGINE_LOCK = threading.Lock()  # one build of the engine at a time in a process (see prefetch_engine)
+_prefetched = False
 
 
 def engine_object(cxx: Sequence[str]) -> bytes:
@@ -126,24 +130,53 @@ def engine_object(cxx: Sequence[str]) -> bytes:
 
     key = cache_key("cpu-engine", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
                     *(p.name + "\n" + p.read_text() for p in host_sources()))
-    known = _ENGINES.get(key)
-    if known is not None:
-        return known
-    cache = DiskCache("cpu")
-    data = cache.get_bytes(key)
-    if data is None:
-        with tempfile.TemporaryDirectory(prefix="tessera-engine-") as tmp:
-            obj = Path(tmp) / "engine.o"
-            cmd = [*cxx, *ENGINE_FLAGS, "-I", str(host_dir()), "-c", str(host_dir() / "engine.cpp"), "-o", str(obj)]
-            proc = _run(cmd, Path(tmp))
-            if proc.returncode != 0:
-                raise TesseraError(f"the CPU backend's engine does not compile with {cxx[0]}:\n"
-                                   + (proc.stdout + proc.stderr).strip())
-            _warn_output(proc)
-            data = obj.read_bytes()
+    with _ENGINE_LOCK:
+        known = _ENGINES.get(key)
+        if known is not None:
+            return known
+        cache = DiskCache("cpu")
+        data = cache.get_bytes(key)
+        if data is None:
+            data = _build_engine(cxx)
             cache.put_bytes(key, data)
-    _ENGINES[key] = data
-    return data
+        _ENGINES[key] = data
+        return data
+
+
+def _build_engine(cxx: Sequence[str]) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="tessera-engine-") as tmp:
+        obj = Path(tmp) / "engine.o"
+        cmd = [*cxx, *ENGINE_FLAGS, "-I", str(host_dir()), "-c", str(host_dir() / "engine.cpp"), "-o", str(obj)]
+        proc = _run(cmd, Path(tmp))
+        if proc.returncode != 0:
+            raise TesseraError(f"the CPU backend's engine does not compile with {cxx[0]}:\n"
+                               + (proc.stdout + proc.stderr).strip())
+        _warn_output(proc)
+        return obj.read_bytes()
+
+
+def prefetch_engine() -> None:
+    """Start getting the engine object (from the cache, or by compiling it: most of a first
+    launch's time with an empty cache) on a background thread, so that it overlaps the transpiling
+    and the kernel unit's compile; `engine_object` then waits for it. Not a daemon thread: a process
+    that ends meanwhile waits for the build (and keeps its result in the cache) rather than leaving
+    a compiler writing into a temporary folder nobody removes."""
+    global _prefetched
+    with _ENGINE_LOCK:
+        if _prefetched:
+            return
+        _prefetched = True
+    try:
+        cxx = find_cxx()
+    except TesseraError:
+        return  # the build proper reports it
+    threading.Thread(target=_prefetch, args=(cxx,), name="tessera-engine-build").start()
+
+
+def _prefetch(cxx: list[str]) -> None:
+    # A failure is not cached: the build proper runs it again and raises it where it is seen.
+    with contextlib.suppress(TesseraError, OSError):
+        engine_object(cxx)
 
 
 def stub_headers(folder: Path) -> Path:
@@ -176,8 +209,6 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
     cxx = find_cxx()
     with tempfile.TemporaryDirectory(prefix="tessera-host-") as tmp:
         tmpdir = Path(tmp)
-        engine = tmpdir / "engine.o"
-        engine.write_bytes(engine_object(cxx))
         stubs = stub_headers(tmpdir / "stubs")
         (tmpdir / "kernel.cu").write_text(cuda_source)
         wrapper = tmpdir / "wrapper.cpp"
@@ -187,6 +218,8 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
         if proc.returncode != 0:
             raise compile_failure(proc.stdout + proc.stderr, cuda_source)
         _warn_output(proc)
+        engine = tmpdir / "engine.o"  # after the kernel unit: prefetch_engine may be building it meanwhile
+        engine.write_bytes(engine_object(cxx))
         frames = tmpdir / "frames.s"
         frames.write_text(frames_asm(frame_bytes((tmpdir / "kernel.su").read_text())))
         # Same directory as the destination, so os.replace never crosses filesystems.

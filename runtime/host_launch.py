@@ -10,6 +10,7 @@ worker outlives the call.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # CPython's own module, without typeshed stubs
 import ctypes
 import math
 import os
@@ -17,6 +18,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tessera.errors import LaunchError, TesseraError
 
@@ -54,6 +56,10 @@ Dims = int | Sequence[int]
 
 
 def _dim3(value: Dims, what: str) -> tuple[int, int, int]:
+    if type(value) is tuple and len(value) == 3:  # what the runtime passes: checked without a generator
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and x >= 0 and y >= 0 and z >= 0:
+            return value
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 0 for d in dims):
         raise LaunchError(f"{what} must be 1 to 3 non-negative integers, got {value!r}")
@@ -72,6 +78,22 @@ def check_timeout(timeout: object) -> float | None:
     return float(timeout)
 
 
+def _sigint_handler() -> object:
+    """signal.getsignal(SIGINT) without its conversion to an enum (6 us a launch)."""
+    return _signal.getsignal(signal.SIGINT)
+
+
+def _entry(lib: ctypes.CDLL, symbol: str) -> Any:
+    try:
+        fn = getattr(lib, symbol)  # CDLL keeps the function object: its types are set once
+    except AttributeError as exc:
+        raise LaunchError(f"the kernel library has no symbol {symbol!r}") from exc
+    if fn.argtypes is None:
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
+        fn.restype = ctypes.c_int
+    return fn
+
+
 def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem: int,
            args: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array], *,
            num_threads: int | None = None, fiber_stack_bytes: int = 0, timeout: float | None = None) -> None:
@@ -84,33 +106,79 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     KeyboardInterrupt.
     """
     limit = check_timeout(timeout)
-    try:
-        fn = getattr(lib, symbol)
-    except AttributeError as exc:
-        raise LaunchError(f"the kernel library has no symbol {symbol!r}") from exc
-    fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
-    fn.restype = ctypes.c_int
+    fn = _entry(lib, symbol)
     err = ctypes.create_string_buffer(ERROR_BUF_LEN)
     cfg = LaunchConfig()
-    cfg.grid[:] = _dim3(grid, "grid")
     cfg.block[:] = _dim3(block, "block")
+    cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
+    cfg.error_buf_len = ERROR_BUF_LEN
+    argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
+    _run(lib, fn, cfg, err, argv, grid, dynamic_smem, num_threads, fiber_stack_bytes, limit)
+
+
+class PreparedLaunch:
+    """One entry point of a kernel library with what does not change between its launches made
+    once: the function's ctypes types, the block, the argument holders of the parameters' C types
+    and the ``void*[]`` of their addresses, the launch configuration and the error buffer. A launch
+    takes a set from this thread's free list (a launch made meanwhile on the same thread, from a
+    signal handler, makes its own set), fills in the values and gives it back."""
+
+    def __init__(self, lib: ctypes.CDLL, symbol: str, block: Dims,
+                 arg_types: Sequence[type[ctypes._SimpleCData]]) -> None:
+        self.lib = lib
+        self.fn = _entry(lib, symbol)
+        self.block = _dim3(block, "block")
+        self.arg_types = tuple(arg_types)
+        self._free = threading.local()
+
+    def _new_set(self) -> tuple[LaunchConfig, ctypes.Array[ctypes.c_char], list[Any], Any]:
+        err = ctypes.create_string_buffer(ERROR_BUF_LEN)
+        cfg = LaunchConfig()
+        cfg.block[:] = self.block
+        cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
+        cfg.error_buf_len = ERROR_BUF_LEN
+        holders = [t() for t in self.arg_types]
+        argv = (ctypes.c_void_p * max(1, len(holders)))(*(ctypes.addressof(h) for h in holders))
+        return cfg, err, holders, argv
+
+    def __call__(self, values: Sequence[Any], grid: Dims, dynamic_smem: int, *, num_threads: int | None = None,
+                 timeout: float | None = None) -> None:
+        """Launch with ``values`` in parameter order (addresses for the pointers); as `launch`."""
+        limit = check_timeout(timeout)
+        free = getattr(self._free, "sets", None)
+        if free is None:
+            free = self._free.sets = []
+        current = free.pop() if free else self._new_set()
+        cfg, err, holders, argv = current
+        for h, v in zip(holders, values):
+            h.value = v
+        try:
+            _run(self.lib, self.fn, cfg, err, argv, grid, dynamic_smem, num_threads, 0, limit)
+        finally:
+            free.append(current)
+
+
+def _run(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, err: ctypes.Array[ctypes.c_char], argv: Any, grid: Dims,
+         dynamic_smem: int, num_threads: int | None, fiber_stack_bytes: int, limit: float | None) -> None:
+    """The launch proper: the rest of `cfg`, the SIGINT watch around the call, the status."""
+    cfg.grid[:] = _dim3(grid, "grid")
     cfg.dynamic_smem_bytes = int(dynamic_smem)
     cfg.num_threads = int(num_threads or 0)
     cfg.fiber_stack_bytes = int(fiber_stack_bytes)
-    cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
-    cfg.error_buf_len = ERROR_BUF_LEN
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
-    argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
+    cfg.flags = 0
+    cfg.sigint_seen = 0
     # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
     # library's handler is put in front of Python's before the call and taken away after it
     # (host/host_signals.h); when SIGINT cancelled the launch, Python raises KeyboardInterrupt as
     # the call returns.
     watch = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        _sigint_handler() is signal.default_int_handler
     watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
     try:
         if watch_fn is not None:
-            watch_fn.restype = ctypes.c_uint
+            if watch_fn.restype is not ctypes.c_uint:
+                watch_fn.restype = ctypes.c_uint
             cfg.sigint_seen = watch_fn()
             cfg.flags = WATCH_SIGINT
         status = fn(ctypes.byref(cfg), argv)

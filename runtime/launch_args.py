@@ -4,8 +4,9 @@ nothing is written unless every check passes; each error names the parameter."""
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
+@functools.cache
 def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
     """NumPy dtypes accepted for a .tsr element type (bf16: ml_dtypes' bfloat16, or raw uint16 bits)."""
     if tsr_type == "bf16":
@@ -121,6 +123,16 @@ class Bound:
     scalars: dict[str, int | float | bool]
     shapes: dict[str, int]
     smem: int = 0                 # dynamic shared memory bytes: constant arrays, then launch-sized ones
+    # Where each NumPy array's data starts, read once (`__array_interface__` builds a dict: 3 us)
+    # for the overlap check, the alignment check and the CPU launch: (the array, its address), so
+    # that a user of the address can tell whether `arrays` still holds that array (see `address`).
+    addresses: dict[str, tuple[Any, int]] = field(default_factory=dict)
+
+    def address(self, name: str) -> int:
+        """Where the NumPy array of tensor parameter `name` now in `arrays` starts."""
+        a = self.arrays[name]
+        known = self.addresses.get(name)
+        return known[1] if known is not None and known[0] is a else int(a.__array_interface__["data"][0])
 
 
 def _fail(kernel: str, param: str, message: str) -> LaunchError:
@@ -128,6 +140,8 @@ def _fail(kernel: str, param: str, message: str) -> LaunchError:
 
 
 def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
+    if type(grid) is int and 1 <= grid <= MAX_GRID[0]:  # the common launch, without the checks' 1.5 us
+        return grid, 1, 1
     dims = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid) if isinstance(grid, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
         raise LaunchError(f"{kernel}(): grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
@@ -204,10 +218,11 @@ def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | b
     return float(value)
 
 
-def _byte_range(value: Any) -> tuple[int, int]:
-    """[start, end) of a C-contiguous array's elements in memory (host or device addresses)."""
+def _byte_range(value: Any, start: int | None) -> tuple[int, int]:
+    """[start, end) of a C-contiguous array's elements in memory (host or device addresses);
+    `start` is a NumPy array's, already read."""
     if isinstance(value, np.ndarray):
-        start = value.__array_interface__["data"][0]
+        assert start is not None
         return start, start + value.nbytes
     from tessera.runtime.device_arrays import describe
 
@@ -215,11 +230,13 @@ def _byte_range(value: Any) -> tuple[int, int]:
     return d.ptr, d.ptr + d.size * d.dtype.itemsize
 
 
-def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, Any]) -> None:
+def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, Any],
+                   addresses: dict[str, tuple[Any, int]]) -> None:
     """The kernel declares its tensor parameters __restrict__: a mut array may not share memory
     with any other array argument (the results would depend on the compiler's optimizations)."""
     tensors = [p for p in params if p.kind == "tensor"]
-    ranges = {p.name: _byte_range(arrays[p.name]) for p in tensors}
+    ranges = {p.name: _byte_range(arrays[p.name], addresses[p.name][1] if p.name in addresses else None)
+              for p in tensors}
     for i, a in enumerate(tensors):
         for b in tensors[i + 1:]:
             if not (a.mut or b.mut):
@@ -269,8 +286,9 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
         else:
             scalars[p.name] = _check_scalar(info, p, values[p.name])
+    addresses = {name: (a, a.__array_interface__["data"][0]) for name, a in arrays.items() if isinstance(a, np.ndarray)}
     if info.restrict:
-        _check_overlap(info, user, arrays)
+        _check_overlap(info, user, arrays, addresses)
     for name, extent in shapes.items():
         if name in scalars and scalars[name] != extent:
             raise LaunchError(f"{info.name}(): parameter '{name}' is {scalars[name]} but {origin[name]} is {extent}")
@@ -286,7 +304,7 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             raise LaunchError(f"{info.name}(): no grid given and no parameter's shape uses grid_groups; "
                               f"pass grid=N or launch as {info.name}[N](...)")
         explicit = normalize_grid(info.name, shapes["grid_groups"])
-    return Bound(explicit, arrays, scalars, shapes, shared_bytes(info, scalars))
+    return Bound(explicit, arrays, scalars, shapes, shared_bytes(info, scalars), addresses)
 
 
 def shared_bytes(info: KernelInfo, scalars: dict[str, int | float | bool]) -> int:

@@ -222,7 +222,7 @@ def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:
         if is_device_array(a):
             if describe(a).ptr % 16:
                 return False
-        elif not uploaded and a.ctypes.data % 16:
+        elif not uploaded and bound.address(name) % 16:
             return False
     return True
 
@@ -361,6 +361,10 @@ class _Variant:
     def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool) -> _Variant:
         from tessera.compiler import compile_variant
 
+        if mod.backend == "cpu":  # the engine object builds while this transpiles (empty cache)
+            from tessera.runtime.host_build import prefetch_engine
+
+            prefetch_engine()
         front = mod._front_end()
         names = front.kernel_names
         const_names = front.const_params()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tessera.f32 import f32_text
+
 
 @dataclass(frozen=True)
 class ScalarType:
@@ -119,7 +121,7 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
         if v in (float("inf"), float("-inf")):
             sign = "-" if v < 0 else ""
             return f"{sign}__int_as_float(0x7f800000)" if ty.bits <= 32 else f"{sign}__longlong_as_double(0x7ff0000000000000LL)"
-        text = repr(v) if ty.bits == 64 else _f32_text(v)
+        text = repr(v) if ty.bits == 64 else f32_text(v)
         if "e" not in text and "." not in text:
             text += ".0"
         return text if ty.bits == 64 else text + "f"
@@ -131,17 +133,6 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
     if v == -(2**31):
         return "(-2147483647 - 1)"
     return str(v)
-
-
-def _f32_text(v: float) -> str:
-    """The shortest decimal text of an f32 value `v` that C reads back as exactly `v` (the text of
-    the double, `repr`, could lie on the other side of an f32 rounding boundary)."""
-    import numpy as np
-
-    x = np.float32(v)
-    if v == 0 or 1e-4 <= abs(v) < 1e16:
-        return np.format_float_positional(x, unique=True, trim="0")
-    return np.format_float_scientific(x, unique=True, trim="-")
 
 
 def round_to(v: float, ty: ScalarType) -> float:

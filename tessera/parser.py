@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import lark
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.indenter import Indenter
@@ -129,12 +130,29 @@ def _join_newlines(stream: Iterator[Token]) -> Iterator[Token]:
         yield token
 
 
-@functools.lru_cache(maxsize=1)
-def _parser() -> Lark:
-    grammar = importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
+def grammar_text() -> str:
+    return importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
+
+
+def build_parser(grammar: str) -> Lark:
+    """The parser built from the grammar text (LALR construction: 75-120 ms)."""
     # The tree builder runs as the parser reduces: no parse tree is built and then walked.
     return Lark(grammar, parser="lalr", postlex=TsrIndenter(), maybe_placeholders=True, cache=False,
                 transformer=Build())
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Lark:
+    """The parser, from the committed tables (tessera/parse_tables.py) when they were generated
+    from this grammar by this Lark, else built from the grammar."""
+    from tessera import parse_tables
+    from tessera.parse_tables_gen import grammar_key
+
+    grammar = grammar_text()
+    if grammar_key(grammar) == parse_tables.GRAMMAR_SHA256 and lark.__version__ == parse_tables.LARK_VERSION:
+        tables = parse_tables.TABLES
+        return Lark._load_from_dict(tables["data"], tables["memo"], postlex=TsrIndenter(), transformer=Build())
+    return build_parser(grammar)
 
 
 _TOKEN_WORDS = {

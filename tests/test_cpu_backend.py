@@ -563,3 +563,16 @@ def test_many_libraries_keep_a_bounded_number_of_memory_mappings() -> None:
     # one 512-tile arena per worker is about 1026 mappings: without trimming, 12 libraries would
     # add more than 12 of them
     assert counts[-1] - counts[cpu.KEEP_ARENAS - 1] < 3 * 1030, counts
+
+
+def test_a_launch_uses_the_array_now_in_the_bound_arguments() -> None:
+    # Bound keeps each array's address from the argument check; whoever swaps an array in after
+    # binding (the autotuner times on copies) must get the new one's address, not the old one's.
+    k = tessera.compile("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[tile_linear_id()] = 2.0\n",
+                        backend="cpu").k
+    y = np.zeros(32, np.float32)
+    lib, info, bound = k._prepare((y,), {}, 1)
+    copy = np.zeros(32, np.float32)
+    bound.arrays["y"] = copy
+    lib.launch(info, bound)
+    assert (copy == 2).all() and (y == 0).all()

@@ -11,15 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numpy as np
-
 from tessera import nodes as N
 from tessera.dtypes import ScalarType, int_range
 from tessera.errors import DiagnosticSink, Loc
+from tessera.f32 import round_f32
 from tessera.transpile.callgraph import tree_children
 from tessera.transpile.consts import Value
 
-F32_MAX = float(np.finfo(np.float32).max)
+F32_MAX = 3.4028234663852886e38  # FLT_MAX
 
 
 def value_range_error(v: Value, ty: ScalarType) -> str | None:
@@ -36,8 +35,7 @@ def value_range_error(v: Value, ty: ScalarType) -> str | None:
         except OverflowError:
             return f"{v} is out of the f32 range"
         if math.isfinite(f):
-            with np.errstate(all="ignore"):
-                g = float(np.float32(f))
+            g = round_f32(f)
             if math.isinf(g):
                 return f"{v!r} is out of the f32 range (at most about 3.4e38)"
             if f != 0.0 and g == 0.0:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
-import numpy as np
+from collections.abc import Callable
 
 from tessera.dtypes import BOOL, ScalarType, int_range, round_to, wrap_int
+from tessera.f32 import round_f32
 from tessera.transpile import lir as L
 from tessera.transpile.consts import COMPARE, INT_OPS, Value, trunc_div, trunc_mod
 from tessera.transpile.lir_visit import map_body, map_expr, map_stmt_exprs
@@ -58,19 +58,19 @@ def _float_result(op: str, a: float, b: float, ty: ScalarType) -> L.Const | None
         return None
     if not (math.isfinite(a) and math.isfinite(b)):  # inf and nan are left to the C
         return None
-    if ty.name == "f32":
-        x, y = np.float32(a), np.float32(b)
+    rnd: Callable[[float], float] = round_f32 if ty.name == "f32" else float
+    x, y = rnd(a), rnd(b)
+    r: float | None
+    if op in ("+", "-", "*", "/"):
+        # A double operation on f32 operands rounded once is the correctly rounded f32 result.
+        r = rnd(x + y if op == "+" else x - y if op == "-" else x * y if op == "*" else x / y)
+    elif op == "//":
+        q = rnd(x / y)
+        r = rnd(math.floor(q)) if math.isfinite(q) else None
+    elif op == "%":
+        r = rnd(math.fmod(x, y))
     else:
-        x, y = np.float64(a), np.float64(b)
-    with np.errstate(all="ignore"):
-        if op in ("+", "-", "*", "/"):
-            r = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op]
-        elif op == "//":
-            r = type(x)(math.floor(x / y)) if math.isfinite(x / y) else None
-        elif op == "%":
-            r = type(x)(math.fmod(x, y))
-        else:
-            return None
+        return None
     if r is None or not math.isfinite(float(r)):
         return None
     return L.Const(float(r), ty)

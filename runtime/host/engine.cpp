@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <new>
-#include <unordered_map>
 
 #pragma GCC visibility push(hidden)
 
@@ -62,7 +61,59 @@ struct RaceShadow {
   int reader, rline;
   int async_tile, async_line;  // the pending copy's tile and .tsr line; async_line 0: none
 };
-using RaceMap = std::unordered_map<uintptr_t, RaceShadow>;
+
+// The shadows by element address: open addressing with linear probing in a power-of-two table
+// kept at most half full (std::unordered_map's header alone added a quarter to the engine's
+// compile time, which a first launch with an empty cache waits for). Address 0 marks a free slot.
+class RaceMap {
+ public:
+  RaceMap() = default;
+  RaceMap(const RaceMap&) = delete;
+  RaceMap& operator=(const RaceMap&) = delete;
+  ~RaceMap() { free(slots_); }
+
+  // The shadow of `key`, zero-initialized when new.
+  RaceShadow& operator[](uintptr_t key) {
+    if (2 * (used_ + 1) > cap_) grow();
+    Slot* s = probe(slots_, cap_, key);
+    if (s->key == 0) {
+      s->key = key;
+      ++used_;
+    }
+    return s->value;
+  }
+  RaceShadow* find(uintptr_t key) {
+    if (cap_ == 0) return nullptr;
+    Slot* s = probe(slots_, cap_, key);
+    return s->key == key ? &s->value : nullptr;
+  }
+
+ private:
+  struct Slot {
+    uintptr_t key;
+    RaceShadow value;
+  };
+  static Slot* probe(Slot* slots, size_t cap, uintptr_t key) {
+    size_t i = static_cast<size_t>((key >> 1) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (slots[i].key != 0 && slots[i].key != key) i = (i + 1) & (cap - 1);
+    return &slots[i];
+  }
+  void grow() {
+    const size_t cap = cap_ ? cap_ * 2 : 1024;
+    Slot* slots = static_cast<Slot*>(calloc(cap, sizeof(Slot)));
+    if (!slots) {
+      fputs("tessera: out of memory in the shared-memory race detector\n", stderr);
+      abort();  // as std::unordered_map's bad_alloc would have ended the process
+    }
+    for (size_t i = 0; i < cap_; ++i)
+      if (slots_[i].key != 0) *probe(slots, cap, slots_[i].key) = slots_[i];
+    free(slots_);
+    slots_ = slots;
+    cap_ = cap;
+  }
+  Slot* slots_ = nullptr;
+  size_t cap_ = 0, used_ = 0;
+};
 
 // The element's shadow, with its barrier-interval part reset if the interval is a new one.
 RaceShadow& race_shadow(Worker* w, const void* p) {
@@ -152,8 +203,8 @@ void race_async_land(const AsyncCopy& c) {
 void race_async_drop(Worker* w, const AsyncCopy& c) {
   RaceMap& map = *static_cast<RaceMap*>(w->race);
   for (unsigned k = 0; k < c.bytes; k += c.elem_bytes) {
-    const auto it = map.find(reinterpret_cast<uintptr_t>(c.dst + k));
-    if (it != map.end()) it->second.async_line = 0;
+    RaceShadow* s = map.find(reinterpret_cast<uintptr_t>(c.dst + k));
+    if (s) s->async_line = 0;
   }
 }
 
@@ -222,7 +273,8 @@ class BlockSignals {
   BlockSignals() {
     sigset_t blocked;
     sigfillset(&blocked);
-    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, kPreemptSignal}) sigdelset(&blocked, sig);
+    const int kept[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, kPreemptSignal};
+    for (int sig : kept) sigdelset(&blocked, sig);
     pthread_sigmask(SIG_SETMASK, &blocked, &old_);
   }
   ~BlockSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
@@ -245,6 +297,110 @@ inline void start_workers(Launch* L, unsigned count) {
       __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
     pthread_attr_destroy(&attr);
   }
+}
+
+// --- Persistent workers ----------------------------------------------------------
+// Threads kept from launch to launch (one pool per library), so that a launch of several
+// groups does not create and join a thread per worker (tens of microseconds each).  One launch
+// uses the pool at a time; a launch that finds it in use (another Python thread launching
+// meanwhile) starts its own threads as before.  A pool thread waits for a launch, joins it as
+// one more worker (recording itself in Launch::threads, so a cancellation reaches it) and goes
+// back to waiting, unregistered: a late cancellation signal does nothing to it then.  A forked
+// child has none of the threads: its pool starts empty.
+struct WorkerPool {
+  pthread_mutex_t mu;
+  pthread_cond_t wake;  // a launch was posted
+  pthread_cond_t done;  // a pool thread left its launch
+  bool busy;            // a launch owns the pool
+  bool retire;          // pool_trim: the waiting threads exit
+  unsigned nthreads;    // threads started
+  Launch* job;
+  unsigned wanted, taken, running;
+};
+WorkerPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, 0, nullptr, 0, 0, 0};
+
+void pool_after_fork() {
+  g_pool = WorkerPool{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, 0, nullptr, 0, 0, 0};
+}
+void pool_register_fork() { pthread_atfork(nullptr, nullptr, &pool_after_fork); }
+
+void* pool_thread(void*) {
+  pthread_mutex_lock(&g_pool.mu);
+  for (;;) {
+    while (!g_pool.retire && (!g_pool.job || g_pool.taken >= g_pool.wanted))
+      pthread_cond_wait(&g_pool.wake, &g_pool.mu);
+    if (g_pool.retire) {
+      --g_pool.nthreads;
+      pthread_cond_broadcast(&g_pool.done);
+      pthread_mutex_unlock(&g_pool.mu);
+      return nullptr;
+    }
+    Launch* L = g_pool.job;
+    const unsigned n = g_pool.taken++;
+    ++g_pool.running;
+    L->threads[n] = pthread_self();
+    __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
+    pthread_mutex_unlock(&g_pool.mu);
+    worker_run(L);
+    pthread_mutex_lock(&g_pool.mu);
+    if (--g_pool.running == 0) pthread_cond_broadcast(&g_pool.done);
+  }
+}
+
+// Post `L` to `count` pool threads (started as needed); false if another launch has the pool.
+inline bool pool_start(Launch* L, unsigned count) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, &pool_register_fork);
+  pthread_mutex_lock(&g_pool.mu);
+  if (g_pool.busy) {
+    pthread_mutex_unlock(&g_pool.mu);
+    return false;
+  }
+  g_pool.busy = true;
+  if (g_pool.nthreads < count) {
+    BlockSignals blocked;  // inherited by the new threads
+    while (g_pool.nthreads < count) {
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setstacksize(&attr, 1 << 20);
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      pthread_t t;
+      const bool ok = pthread_create(&t, &attr, &pool_thread, nullptr) == 0;
+      pthread_attr_destroy(&attr);
+      if (!ok) break;
+      ++g_pool.nthreads;
+    }
+  }
+  g_pool.job = L;
+  g_pool.wanted = count < g_pool.nthreads ? count : g_pool.nthreads;
+  g_pool.taken = g_pool.running = 0;
+  pthread_cond_broadcast(&g_pool.wake);
+  pthread_mutex_unlock(&g_pool.mu);
+  return true;
+}
+
+// The pool's threads end (a library not launched recently keeps none: runtime/cpu.py trims it
+// with its stacks), unless a launch is using them.
+inline void pool_trim() {
+  pthread_mutex_lock(&g_pool.mu);
+  if (!g_pool.busy) {
+    g_pool.retire = true;
+    pthread_cond_broadcast(&g_pool.wake);
+    while (g_pool.nthreads) pthread_cond_wait(&g_pool.done, &g_pool.mu);
+    g_pool.retire = false;
+  }
+  pthread_mutex_unlock(&g_pool.mu);
+}
+
+// After the caller's own worker is done: wait for the pool threads in the launch; those that
+// have not joined it yet no longer do (every group is claimed or the launch failed).
+inline void pool_finish() {
+  pthread_mutex_lock(&g_pool.mu);
+  g_pool.wanted = g_pool.taken;
+  while (g_pool.running) pthread_cond_wait(&g_pool.done, &g_pool.mu);
+  g_pool.job = nullptr;
+  g_pool.busy = false;
+  pthread_mutex_unlock(&g_pool.mu);
 }
 
 inline timespec after_ms(long ms) {
@@ -340,9 +496,14 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
     BlockSignals blocked;
     has_watchdog = pthread_create(&watchdog, nullptr, &watchdog_thread, &L) == 0;
   }
-  start_workers(&L, static_cast<unsigned>(nthreads - 1));
+  const unsigned extra = static_cast<unsigned>(nthreads - 1);
+  const bool pooled = extra > 0 && pool_start(&L, extra);
+  if (!pooled) start_workers(&L, extra);
   worker_run(&L);  // the caller's thread is worker 0
-  for (unsigned i = 0; i < L.nthreads; ++i) pthread_join(L.threads[i], nullptr);
+  if (pooled)
+    pool_finish();
+  else
+    for (unsigned i = 0; i < L.nthreads; ++i) pthread_join(L.threads[i], nullptr);
   if (L.timeout_ms) {
     pthread_mutex_lock(&L.mu);
     L.finished = true;
@@ -392,8 +553,12 @@ extern "C" int tsr_rt_printf(const char* format, ...) {
 
 #pragma GCC visibility pop
 
-// Called by the runtime (runtime/cpu.py) on a library it has not launched recently.
-TSR_EXPORT void tsr_trim_arenas_v1() { tsr::detail::trim_arenas(); }
+// Called by the runtime (runtime/cpu.py) on a library it has not launched recently: its pooled
+// worker threads and fiber stacks go.
+TSR_EXPORT void tsr_trim_arenas_v1() {
+  tsr::detail::pool_trim();
+  tsr::detail::trim_arenas();
+}
 
 // Around a launch with kWatchSigint (runtime/host_launch.py): this library's SIGINT handler in
 // front while it runs; the count it returns goes into tsr_launch_config::sigint_seen.

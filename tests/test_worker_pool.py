@@ -1,0 +1,100 @@
+"""The CPU engine's persistent worker threads (runtime/host/engine.cpp, "Persistent workers"):
+launches of several groups reuse one pool of threads per library instead of starting threads,
+a trimmed library's pool ends, a forked child (which has none of the threads) still launches,
+and launches from several Python threads at once (one of them gets the pool, the others their
+own threads) all compute their results."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tessera
+
+SRC = """
+@kernel tile[(64,)]
+def fill(out: mut i32[n], v: i32):
+    i = group_id(0) * 64 + tile_id(0)
+    if i < n:
+        out[i] = v + i
+"""
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+
+
+def test_launches_reuse_the_pool_and_trim_ends_it():
+    code = textwrap.dedent(f"""
+        import os, threading, numpy as np, tessera
+        k = tessera.compile({SRC!r}, backend="cpu").fill
+        out = np.zeros(64 * 16, np.int32)
+        for t in threading.enumerate():
+            if t.name == "tessera-engine-build":
+                t.join()  # the engine's prefetch (runtime/host_build.py) is not a pool thread
+        before = len(os.listdir("/proc/self/task"))
+        counts = set()
+        for v in range(40):
+            lib, info, bound = k._prepare((out, v), {{}}, 16)
+            lib.launch(info, bound, num_threads=4)
+            assert (out == v + np.arange(out.size)).all()
+            counts.add(len(os.listdir("/proc/self/task")))
+        lib.trim()
+        print(before, sorted(counts), len(os.listdir("/proc/self/task")))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    fields = done.stdout.replace("[", "").replace("]", "").replace(",", "").split()
+    before, counts, after = int(fields[0]), [int(f) for f in fields[1:-1]], int(fields[-1])
+    assert counts == [before + 3]  # three pool threads, the same three for all 40 launches
+    assert after == before
+
+
+def test_a_forked_child_launches_without_the_parents_threads():
+    k = tessera.compile(SRC, backend="cpu").fill
+    out = np.zeros(64 * 8, np.int32)
+    k[8](out, 1)  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:  # the child: its pool must start empty, not wait for threads it does not have
+        code = 1
+        try:
+            child = np.zeros(64 * 8, np.int32)
+            k[8](child, 5, timeout=60)
+            code = 0 if (child == 5 + np.arange(child.size)).all() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (out == 1 + np.arange(out.size)).all()
+
+
+def test_launches_from_several_python_threads_at_once():
+    k = tessera.compile(SRC, backend="cpu").fill
+
+    def run(v: int) -> bool:
+        out = np.zeros(64 * 32, np.int32)
+        for _ in range(10):
+            k[32](out, v)
+        return bool((out == v + np.arange(out.size)).all())
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(run, range(8)))
+
+
+def test_the_engine_prefetch_and_the_build_share_one_compile(tmp_path, monkeypatch):
+    from tessera.runtime import host_build
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    monkeypatch.setattr(host_build, "_prefetched", False)
+    builds = []
+    real = host_build._build_engine
+    monkeypatch.setattr(host_build, "_build_engine", lambda cxx: builds.append(cxx) or real(cxx))
+    host_build.prefetch_engine()
+    host_build.prefetch_engine()  # once per process
+    data = host_build.engine_object(host_build.find_cxx())  # waits for the prefetch, then finds it
+    assert len(builds) == 1 and data[:4] == b"\x7fELF"
