@@ -11,10 +11,14 @@ measured in the same run (fresh subprocesses, alternating; medians and ranges of
   vs Warp's CPU launch of a 32-thread kernel when `warp` is installed (skipped otherwise); then
   the same kernel on 8 groups (`tessera-8`: the engine's worker threads take part, one per CPU).
 
+With `--baseline REV` (a git revision of this repository, e.g. the commit before a change), the
+launch script also runs with that revision's sources (`git archive`), alternating with the current
+ones (3 rounds each), and both sets of figures are printed.
+
 Every process runs with a bytecode cache in a temporary `PYTHONPYCACHEPREFIX` (filled by one
 untimed run), as an installed package would have.
 
-    python bench/startup_launch.py [--runs N]
+    python bench/startup_launch.py [--runs N] [--baseline REV] [--launch-only]
 """
 
 from __future__ import annotations
@@ -100,52 +104,95 @@ def _fmt(xs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--baseline", metavar="REV", help="also time the launches with this git revision's sources")
+    ap.add_argument("--launch-only", action="store_true", help="only the launch figures")
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
         env = dict(os.environ, PYTHONPYCACHEPREFIX=str(Path(tmp) / "pyc"))
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        numpy_cmd = [py, "-c", "import numpy"]
-        tesserac = [py, "-m", "tessera.cli"]
-        out = str(Path(tmp) / "o.cu")
-        _time(numpy_cmd, env)
-        print("tesserac FILE --emit cuda (goal <= 0.25 s), vs `import numpy`:")
-        for sample in SAMPLES:
-            cmd = [*tesserac, str(ROOT / "samples" / sample), "--emit", "cuda", "-o", out]
-            _time(cmd, env)
-            base, ours = [], []
-            for _ in range(args.runs):
-                base.append(_time(numpy_cmd, env))
-                ours.append(_time(cmd, env))
-            print(f"  {sample:22s} {_fmt(ours)}   import numpy {_fmt(base)}   "
-                  f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
+        if not args.launch_only:
+            _startup(args.runs, py, env, tmp)
+        _launches(py, env, tmp, args.baseline)
+    return 0
+
+
+def _baseline_tree(rev: str, tmp: str) -> Path:
+    """REV's sources laid out as an importable `tessera` (its runtime/ inside the package)."""
+    dest = Path(tmp) / "baseline"
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    (dest / "tessera" / "runtime").symlink_to(dest / "runtime")
+    return dest
+
+
+def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
+    numpy_cmd = [py, "-c", "import numpy"]
+    tesserac = [py, "-m", "tessera.cli"]
+    out = str(Path(tmp) / "o.cu")
+    _time(numpy_cmd, env)
+    print("tesserac FILE --emit cuda (goal <= 0.25 s), vs `import numpy`:")
+    for sample in SAMPLES:
+        cmd = [*tesserac, str(ROOT / "samples" / sample), "--emit", "cuda", "-o", out]
+        _time(cmd, env)
         base, ours = [], []
-        for i in range(args.runs):
-            cold_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / f"cache{i}"))
+        for _ in range(runs):
             base.append(_time(numpy_cmd, env))
-            ours.append(_time([py, "-c", COLD], cold_env))
-        print(f"cold first load + launch, empty cache (goal <= 3x): {_fmt(ours)}   import numpy {_fmt(base)}   "
+            ours.append(_time(cmd, env))
+        print(f"  {sample:22s} {_fmt(ours)}   import numpy {_fmt(base)}   "
               f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
-        probe_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe"))
-        steps = subprocess.run([py, "-c", PROBE], env=probe_env, check=True, capture_output=True, text=True).stdout
-        for line in steps.splitlines():
-            if line.startswith("STEP"):
-                print("   C++ compiler:", line[5:])
-        so = Path(tmp) / "empty.so"
-        (Path(tmp) / "empty.c").write_text("void tsr_empty(void* a, void* b) { (void)a; (void)b; }\n")
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(Path(tmp) / "empty.c"), "-o", str(so)], check=True)
-        script = Path(tmp) / "launch.py"  # a file, not -c: Warp reads its kernels' source
-        script.write_text(LAUNCH.format(tiny=TINY, so=str(so)))
-        lines = subprocess.run([py, str(script)], env=dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe")),
-                               check=True, capture_output=True, text=True).stdout.split("\n")
-        figures = {ln.split()[1]: float(ln.split()[2]) for ln in lines if ln.startswith("FIG ")}
-        print("launch of a 32-tile kernel through the Python API, 1 group (goal <= 15 us) and 8 groups (tessera-8), "
-              "median of 5 x 2000:")
+    base, ours = [], []
+    for i in range(runs):
+        cold_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / f"cache{i}"))
+        base.append(_time(numpy_cmd, env))
+        ours.append(_time([py, "-c", COLD], cold_env))
+    print(f"cold first load + launch, empty cache (goal <= 3x): {_fmt(ours)}   import numpy {_fmt(base)}   "
+          f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
+    probe_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe"))
+    steps = subprocess.run([py, "-c", PROBE], env=probe_env, check=True, capture_output=True, text=True).stdout
+    for line in steps.splitlines():
+        if line.startswith("STEP"):
+            print("   C++ compiler:", line[5:])
+
+
+def _launch_figures(py: str, env: dict[str, str], script: Path) -> dict[str, float]:
+    lines = subprocess.run([py, str(script)], env=env, check=True, capture_output=True, text=True).stdout.split("\n")
+    return {ln.split()[1]: float(ln.split()[2]) for ln in lines if ln.startswith("FIG ")}
+
+
+def _launches(py: str, env: dict[str, str], tmp: str, baseline: str | None) -> None:
+    so = Path(tmp) / "empty.so"
+    (Path(tmp) / "empty.c").write_text("void tsr_empty(void* a, void* b) { (void)a; (void)b; }\n")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(Path(tmp) / "empty.c"), "-o", str(so)], check=True)
+    script = Path(tmp) / "launch.py"  # a file, not -c: Warp reads its kernels' source
+    script.write_text(LAUNCH.format(tiny=TINY, so=str(so)))
+    env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe"))
+    print("launch of a 32-tile kernel through the Python API, 1 group (goal <= 15 us) and 8 groups (tessera-8), "
+          "median of 5 x 2000:")
+    if baseline is None:
+        figures = _launch_figures(py, env, script)
         for name, us in figures.items():
             print(f"  {name:8s} {us:7.1f} us   {us / figures['ctypes']:.1f}x the ctypes call of an empty C function")
         if "warp" not in figures:
             print("  warp     (not installed: skipped)")
-    return 0
+        return
+    base_env = dict(env, PYTHONPATH=str(_baseline_tree(baseline, tmp)))
+    ours: dict[str, list[float]] = {}
+    base: dict[str, list[float]] = {}
+    for _ in range(3):
+        for into, run_env in ((base, base_env), (ours, env)):
+            for name, us in _launch_figures(py, run_env, script).items():
+                into.setdefault(name, []).append(us)
+    for name in ("tessera", "tessera-8"):
+        o, b = ours[name], base[name]
+        print(f"  {name:9s} {statistics.median(o):6.1f} us ({min(o):.1f}-{max(o):.1f})   {baseline}: "
+              f"{statistics.median(b):6.1f} us ({min(b):.1f}-{max(b):.1f})   ratio {statistics.median(o) / statistics.median(b):.2f}")
+    for name in ("ctypes", "warp"):
+        if name in ours:
+            print(f"  {name:9s} {statistics.median(ours[name]):6.1f} us ({min(ours[name]):.1f}-{max(ours[name]):.1f})")
+    if "warp" not in ours:
+        print("  warp      (not installed: skipped)")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,7 @@ class PreparedLaunch:
         self.fn = _entry(lib, symbol)
         self.block = _dim3(block, "block")
         self.arg_types = tuple(arg_types)
+        self.kinds: tuple[tuple[str, str], ...] = ()  # the launcher's own record of the parameters
         self._free = threading.local()
 
     def _new_set(self) -> tuple[LaunchConfig, ctypes.Array[ctypes.c_char], list[Any], Any]:
@@ -144,7 +145,7 @@ class PreparedLaunch:
     def __call__(self, values: Sequence[Any], grid: Dims, dynamic_smem: int, *, num_threads: int | None = None,
                  timeout: float | None = None) -> None:
         """Launch with ``values`` in parameter order (addresses for the pointers); as `launch`."""
-        limit = check_timeout(timeout)
+        limit = None if timeout is None else check_timeout(timeout)
         free = getattr(self._free, "sets", None)
         if free is None:
             free = self._free.sets = []
@@ -172,7 +173,7 @@ def _run(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, err: ctypes.Array[ctypes.
     # library's handler is put in front of Python's before the call and taken away after it
     # (host/host_signals.h); when SIGINT cancelled the launch, Python raises KeyboardInterrupt as
     # the call returns.
-    watch = threading.current_thread() is threading.main_thread() and \
+    watch = threading.get_ident() == threading.main_thread().ident and \
         _sigint_handler() is signal.default_int_handler
     watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
     try:

@@ -71,6 +71,7 @@ class Module:
         self._consts: dict[str, tuple[str, ...]] = default.consts
         self._types: dict[str, dict[str, list]] = default.types  # kernels with type parameters
         self._spaces: dict[str, Any] = default.spaces  # kernels with @autotune: their TuneSpace
+        self._plain: dict[str, tuple[_Variant, KernelInfo]] = {}  # kernels with one variant: it, its info
 
     def _front_end(self) -> Any:
         """The source parsed once (on the first variant that is not in the cache), for every variant."""
@@ -135,9 +136,20 @@ class Kernel:
         """(library, kernel info, checked arguments) for a launch; const parameters come by keyword.
         A kernel with `@autotune` gets its tuned constants (`tuned`; tessera/autotune.py), and a
         `grid` that is a function is called with the variant's constants."""
-        from tessera.runtime.launch_args import bind
+        from tessera.runtime.bind_plan import fast_bind
 
-        args, kwargs = local_shards(args, kwargs)
+        if "tessera.dist.tensor" in sys.modules:
+            args, kwargs = local_shards(args, kwargs)
+        plain = self.module._plain.get(self.name)
+        if plain is not None:  # no const, type or tuned parameters: one variant, known already
+            variant, info = plain
+            if callable(grid):
+                grid = grid(dict(info.const_values))
+            bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+            if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
+                variant = self.module._variant(self.name, {}, aligned=True)
+                info = variant.kernel(self.name)
+            return variant.library(), info, bound
         names = self.module._consts.get(self.name, ())
         generic = self.module._types.get(self.name)
         types: dict[str, str] = {}
@@ -157,7 +169,9 @@ class Kernel:
         info = variant.kernel(self.name)
         if callable(grid):
             grid = grid(dict(info.const_values))
-        bound = bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
+        if not names and generic is None and space is None:
+            self.module._plain[self.name] = (variant, info)
+        bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
         if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
             variant = self.module._variant(self.name, consts, aligned=True)
             info = variant.kernel(self.name)
