@@ -83,3 +83,46 @@ def test_loops_with_barriers(rounds: int, monkeypatch: pytest.MonkeyPatch) -> No
 def test_barrier_in_branch_keeps_fibers() -> None:
     src = LOOPS.replace("    x[group_linear_id()", "    if rounds > 0:\n        tbarrier()\n    x[group_linear_id()")
     assert not tessera.compile(src, backend="cpu")["loops"].info().regions
+
+
+STRIDE = """
+@kernel tile[(64,)]
+def stride(x: f32[n], partial: mut f32[grid_groups], hits: mut i32[1]):
+    smem = tshared.alloc(f32[64])
+    i = tile_linear_id()
+    acc = 0.0
+    for k in range(global_linear_id(), n, grid_tile_count()):
+        acc += x[k] * 0.5
+    smem[i] = acc
+    tbarrier()
+    if i == 0:
+        t = 0.0
+        for j in range(64):
+            t += smem[j]
+        partial[group_linear_id()] = t
+"""
+
+
+def _stride_cuda(src: str) -> str:
+    from tessera.compiler import SourceFile, compile_source
+
+    return compile_source(SourceFile(path="s.tsr", text=src), cpu_regions=True).cuda
+
+
+@pytest.mark.parametrize("n", [0, 5, 100_003])
+def test_stride_loops_interleave_tiles(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "each tile's counter" in _stride_cuda(STRIDE)
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    got, want = np.zeros(3, np.float32), np.zeros(3, np.float32)
+    tessera.compile(STRIDE, backend="cpu").stride(x, got, np.zeros(1, np.int32), grid=3)
+    monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
+    tessera.compile(STRIDE, backend="cpu").stride(x, want, np.zeros(1, np.int32), grid=3)
+    assert got.tobytes() == want.tobytes()
+    assert np.isclose(got.sum(), x.astype(np.float64).sum() * 0.5, rtol=1e-4, atol=1e-3)
+
+
+def test_stride_loops_with_an_atomic_or_a_small_step_run_tile_by_tile() -> None:
+    atomic = STRIDE.replace("acc += x[k] * 0.5", "atomic_add(hits[0], 1)")
+    small = STRIDE.replace("n, grid_tile_count()", "n, 8")
+    for src in (atomic, small):
+        assert "region mode" in _stride_cuda(src) and "each tile's counter" not in _stride_cuda(src)

@@ -141,12 +141,25 @@ def _refs(stmts: tuple[L.Stmt, ...] | list[L.Stmt]) -> set[str]:
     return out
 
 
-def _pieces(body: tuple[L.Stmt, ...], regs: set[str]) -> Iterator[L.Stmt | list[L.Stmt]]:
+def _stride_loop(s: L.Stmt, tiles: int) -> bool:
+    """Whether `s` is a loop between barriers that the tiles run interleaved, one iteration of each
+    tile in turn (RegionPrinter.stride_for): a grid- or group-stride loop (a step that is not a
+    constant, or one of at least the tile count) with no break or continue of its own and no
+    atomic (whose order across tiles would change). Each tile's own iterations keep their order."""
+    if not isinstance(s, L.For) or s.unroll or s.stages is not None or _has_barrier(s.body) or _own_jumps(s.body):
+        return False
+    if isinstance(s.step, L.Const) and abs(int(s.step.value)) < tiles:
+        return False
+    return not any(isinstance(e, L.Atomic) for x in s.body for e in stmt_walk(x))
+
+
+def _pieces(body: tuple[L.Stmt, ...], regs: set[str], tiles: int) -> Iterator[L.Stmt | list[L.Stmt]]:
     """A region-level body as regions (lists of statements) and the statements between them
-    (barriers, loops with a barrier, shared-array declarations)."""
+    (barriers, loops with a barrier, stride loops, shared-array declarations)."""
     region: list[L.Stmt] = []
     for s in body:
-        if isinstance(s, L.Barrier) or _barrier_loop(s) or isinstance(s, L.Alloc) and s.buf not in regs:
+        if (isinstance(s, L.Barrier) or _barrier_loop(s) or _stride_loop(s, tiles)
+                or isinstance(s, L.Alloc) and s.buf not in regs):
             if region:
                 yield region
                 region = []
@@ -173,9 +186,9 @@ class RegionPrinter(BodyPrinter):
         level = {n for n, t in top if t}
 
         def visit(body: tuple[L.Stmt, ...]) -> None:
-            for p in _pieces(body, self.regs):
-                if isinstance(p, list):
-                    for n in _refs(p) & level:
+            for p in _pieces(body, self.regs, self.tiles):
+                if isinstance(p, list) or _stride_loop(p, self.tiles):
+                    for n in _refs(p if isinstance(p, list) else [p]) & level:
                         uses[n] = uses.get(n, 0) + 1
                 elif isinstance(p, (L.For, L.While)):
                     header = (p.start, p.stop, p.step) if isinstance(p, L.For) else (p.cond,)
@@ -228,9 +241,11 @@ class RegionPrinter(BodyPrinter):
         return f"{{{x}, {y}, {z}}}"
 
     def sequence(self, body: tuple[L.Stmt, ...]) -> None:
-        for p in _pieces(body, self.regs):
+        for p in _pieces(body, self.regs, self.tiles):
             if isinstance(p, list):
                 self.region(p)
+            elif isinstance(p, L.For) and _stride_loop(p, self.tiles):
+                self.stride_for(p)
             elif isinstance(p, L.Barrier):
                 self.emit("// tbarrier(): every tile has finished the region above", p.loc)
             elif isinstance(p, L.For):
@@ -253,6 +268,48 @@ class RegionPrinter(BodyPrinter):
                 self.emit(f"// {c_ident(s.buf)}: per-tile registers", s.loc)
             else:
                 self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
+
+    def stride_for(self, s: L.For) -> None:
+        """A stride loop, interleaved: each pass runs one iteration of every tile whose loop is not
+        done (each tile's counter in its own slot), so the tiles' accesses stay close together as
+        on a GPU instead of one tile's whole loop striding over memory before the next one's."""
+        k = self.counter = self.counter + 1
+        var, ctype, ks = var_name(s.var.name), s.var.dtype.c_compute, f"tsr_k{k}"
+        self.emit(f"{ctype} {ks}[{self.tiles}];  // each tile's counter", s.loc)
+        self.emit(f"for (unsigned tsr_t = 0; tsr_t < {self.tiles}u; ++tsr_t) {{")
+        self.depth += 1
+        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {self._tid('tsr_t')};")
+        self._bind(_var_names((s.start,)), "tsr_t")
+        self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
+        self.depth -= 1
+        self.emit("}")
+        step = self.pr.expr(s.step)
+        stop = self.pr.expr(s.stop)
+        if isinstance(s.step, L.Const):
+            cond = f"{var} {'<' if int(s.step.value) > 0 else '>'} {stop}"
+        else:
+            cond = f"({step} > 0 ? {var} < {stop} : {var} > {stop})"
+        self.emit(f"for (bool tsr_more{k} = true; tsr_more{k};) {{")
+        self.depth += 1
+        self.emit(f"tsr_more{k} = false;")
+        self.emit(f"for (unsigned tsr_t = 0; tsr_t < {self.tiles}u; ++tsr_t) {{")
+        self.depth += 1
+        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {self._tid('tsr_t')};")
+        self._bind(_refs([s]), "tsr_t")
+        self.emit(f"{ctype}& {var} = {ks}[tsr_t];")
+        self.emit(f"if (!({cond})) continue;")
+        self.emit(f"tsr_more{k} = true;")
+        self.emit("{")
+        self.depth += 1
+        for x in s.body:
+            self.stmt(x)
+        self.depth -= 1
+        self.emit("}")
+        self.emit(f"{var} += {step};")
+        self.depth -= 1
+        self.emit("}")
         self.depth -= 1
         self.emit("}")
 
