@@ -49,7 +49,8 @@ def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
             t = _c_param(p)
             out.append(f"    {t} tsr_a{i} = *static_cast<{t}*>(tsr_args[{i}]);")
             names.append(f"tsr_a{i}")
-        out.append(f'    return tsr::launch(tsr_cfg, [=] {{ ::{k.c_name}({", ".join(names)}); }}, "{k.name}");')
+        launch = "tsr::launch_regions" if k.regions else "tsr::launch"
+        out.append(f'    return {launch}(tsr_cfg, [=] {{ ::{k.c_name}({", ".join(names)}); }}, "{k.name}");')
         out.append("}")
         out.append("")
     return "\n".join(out)

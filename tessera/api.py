@@ -340,7 +340,7 @@ class _Variant:
         # The fingerprint covers the compiler and the CPU backend's runtime sources (runtime/host).
         key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
                         str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())),
-                        "aligned" if aligned else "generic")
+                        "aligned" if aligned else "generic", str(cpu_regions(mod.backend)))
         cache = DiskCache(mod.backend)
         raw = cache.get_bytes(key)
         variant: _Variant | None = None
@@ -390,9 +390,16 @@ class _Variant:
                 raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
         result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
                                  variants={kernel: consts} if kernel else None, skip_unbound=True,
-                                 restrict=mod.restrict, alignment="aligned" if aligned else "generic")
+                                 restrict=mod.restrict, alignment="aligned" if aligned else "generic",
+                                 cpu_regions=cpu_regions(mod.backend))
         spaces = {k: TuneSpace.from_json(v) for k, v in front.tune_spaces().items()}
         return _Variant(result.kernels, names, const_names, "", result.cuda, mod.backend, types=types, spaces=spaces)
+
+
+def cpu_regions(backend: str) -> bool:
+    """Whether CPU builds print kernels that allow it in region mode (transpile/cpu_regions.py):
+    yes unless `TESSERA_CPU_REGIONS=0` asks for fiber mode everywhere."""
+    return backend == "cpu" and os.environ.get("TESSERA_CPU_REGIONS", "1").strip() != "0"
 
 
 def _cuda_image(key: str) -> bytes | None:

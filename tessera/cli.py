@@ -154,6 +154,7 @@ def run(argv: list[str]) -> int:
                       f"{r.stack_bytes:>6}  {_variant_text(k)}", file=sys.stderr)
                 for line in _fragment_lines(result.module, k):
                     print(f"    {line}", file=sys.stderr)
+                print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}", file=sys.stderr)
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
@@ -181,6 +182,22 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
         return []
     fn = next((f for f in module.kernels if f.name == k.name), None)
     return fragment_info(fn) if fn is not None else []
+
+
+def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
+    """How the CPU backend would run kernel `k` (transpile/cpu_regions.py), for --info."""
+    from tessera.api import cpu_regions
+    from tessera.transpile import lir as L
+    from tessera.transpile.cpu_regions import fiber_reason
+    from tessera.transpile.cstmt import Options
+
+    fn = next((f for f in module.kernels if f.name == k.name), None) if isinstance(module, L.Module) else None
+    if fn is None:
+        return "-"
+    if not cpu_regions("cpu"):
+        return "fiber mode (TESSERA_CPU_REGIONS=0)"
+    why = fiber_reason(fn, Options(debug=debug))
+    return "region mode (loops over tiles between barriers)" if why is None else f"fiber mode: {why}"
 
 
 def _variant_text(k: KernelInfo) -> str:

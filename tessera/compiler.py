@@ -118,9 +118,10 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
                     variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                     line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
                     skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                    verify: Any = None, alignment: str = "both") -> CompileResult:
+                    verify: Any = None, alignment: str = "both", cpu_regions: bool = False) -> CompileResult:
     """Specialize, check, lower and emit one variant. Raises CompileError with every diagnostic.
-    `alignment`: which alignment variants of kernels with copies to emit (cstmt.Options)."""
+    `alignment`: which alignment variants of kernels with copies to emit (cstmt.Options);
+    `cpu_regions`: the code is for the CPU backend, with region mode where a kernel allows it."""
     src = front.source
 
     def work() -> CompileResult:
@@ -137,7 +138,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
             return CompileResult(src, module, "", ())
         assert isinstance(module, L.Module)
         opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
-                       source_name=os.path.basename(src.path), restrict=restrict, alignment=alignment)
+                       source_name=os.path.basename(src.path), restrict=restrict, alignment=alignment, cpu_regions=cpu_regions)
         emitted = module
         if only_kernel is not None:
             emitted = L.Module(module.path, module.consts, module.tables, tuple(
@@ -152,9 +153,10 @@ def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str
                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
                    skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                   verify: Any = None, alignment: str = "both") -> CompileResult:
+                   verify: Any = None, alignment: str = "both", cpu_regions: bool = False) -> CompileResult:
     """Compile one source (front end and one variant). Raises CompileError with every diagnostic."""
     front = front_end(src, defines, stop_after=stop_after)
     return compile_variant(front, arch=arch, variants=variants, debug=debug, line_info=line_info,
                            check_bounds=check_bounds, stop_after=stop_after, skip_unbound=skip_unbound,
-                           only_kernel=only_kernel, restrict=restrict, verify=verify, alignment=alignment)
+                           only_kernel=only_kernel, restrict=restrict, verify=verify, alignment=alignment,
+                           cpu_regions=cpu_regions)

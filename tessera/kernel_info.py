@@ -43,6 +43,9 @@ class KernelInfo:
     # Shared arrays sized at launch (after the `dynamic_smem` bytes of constant ones): per array,
     # its name, element size, dimensions (ints and integer parameter names) and row padding.
     smem_sized: tuple[tuple[str, int, tuple[int | str, ...], int], ...] = ()
+    # CPU backend: the kernel runs in region mode (loops over tiles between barriers, no fiber
+    # per tile; transpile/cpu_regions.py) rather than fiber mode.
+    regions: bool = False
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -60,5 +63,6 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
                               tuple(map(str, k.get("align_tensors", ()))), tuple(map(str, k.get("align_symbols", ()))),
                               int(k.get("map_width", 0)), str(k.get("map_tensor", "")),
                               tuple((str(n), int(size), tuple(d if isinstance(d, str) else int(d) for d in dims), int(pad))
-                                    for n, size, dims, pad in k.get("smem_sized", ()))))
+                                    for n, size, dims, pad in k.get("smem_sized", ())),
+                              bool(k.get("regions", False))))
     return tuple(out)

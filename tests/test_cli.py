@@ -67,6 +67,17 @@ def test_info_reports_registers_shared_and_spills(capsys, tmp_path) -> None:
     row = next(line for line in err.splitlines() if line.startswith("matmul_BM64_BN64"))
     regs, shared, st, ld, _stack = (int(v) for v in row.split()[1:6])
     assert 0 < regs <= 255 and shared == 9472 and st == 0 and ld == 0
+    assert "CPU backend: region mode" in err
+
+
+def test_info_reports_the_cpu_mode(capsys, tmp_path, monkeypatch) -> None:
+    warp = str(ROOT / "samples" / "warp_reduce.tsr")
+    assert run([warp, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
+    assert "CPU backend: fiber mode: a group or warp operation" in capsys.readouterr().err
+    monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
+    assert run([SAMPLE, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
+    err = capsys.readouterr().err
+    assert "CPU backend: fiber mode (TESSERA_CPU_REGIONS=0)" in err and "region mode" not in err
 
 
 def test_check_and_defines(capsys, tmp_path) -> None:

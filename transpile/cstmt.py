@@ -40,6 +40,8 @@ class Options:
     # Kernels whose copies depend on alignment (copy_plan): emit the "generic" variant, the
     # "aligned" one, or "both" (tesserac's default; the runtime compiles the one a launch needs).
     alignment: str = "both"
+    # The CPU build's kernel unit: kernels that allow it print in region mode (cpu_regions.py).
+    cpu_regions: bool = False
 
 
 def line_file_name(name: str) -> str:

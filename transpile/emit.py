@@ -19,6 +19,7 @@ from tessera.transpile import lir as L
 from tessera.transpile.cmap import element_loop, has_vector_variant, map_tensors
 from tessera.transpile.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
 from tessera.transpile.cprinter import Context, CPrinter, shared_flag_name, stride_name
+from tessera.transpile.cpu_regions import fiber_reason, print_regions
 from tessera.transpile.cstmt import Options, dims_suffix, finite, print_body
 from tessera.transpile.header_parts import SECTIONS, sections
 from tessera.transpile.lir_visit import all_exprs, statements, walk
@@ -179,7 +180,8 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
     for fn, variants in _alignment_variants(module, opts.alignment):
         ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
-        body = print_body(fn, CPrinter(fn, ctx), opts)
+        regions = opts.cpu_regions and fn.kind == "kernel" and fiber_reason(fn, opts) is None
+        body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts)
         cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
         if fn.kind == "device":
             params = ", ".join([_device_param(fn, p, opts.check_bounds) for p in fn.params]
@@ -196,7 +198,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         map_info = (loop.width, map_tensors(loop)[1][0]) if loop is not None else (0, "")
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
                                 fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
-                                _sized_arrays(fn, layout.sized)))
+                                _sized_arrays(fn, layout.sized), regions))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if loop is not None:
             summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"
@@ -204,6 +206,8 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
             summary += (", for 16-byte-aligned " + ", ".join(tensors) + "".join(f", {s} % 16 == 0" for s in symbols))
         if layout.total_bytes:
             summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
+        if regions:
+            summary += ", CPU region mode"
         if layout.sized:
             summary += ", shared " + ", ".join(layout.sized) + " sized at launch"
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,

@@ -448,7 +448,8 @@ inline size_t stack_bytes_for(const tsr_launch_config* cfg) {
   return (stack + page - 1) / page * page;
 }
 
-int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body) {
+int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body,
+               int regions) {
   if (cfg->error_buf && cfg->error_buf_len > 0) cfg->error_buf[0] = '\0';
   const unsigned* g = cfg->grid;
   const unsigned* b = cfg->block;
@@ -466,6 +467,7 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
   L.invoke = invoke;
   L.body = body;
   L.kernel_name = kernel_name;
+  L.regions = regions != 0;
   for (int i = 0; i < 3; ++i) {
     L.grid[i] = g[i];
     L.block[i] = b[i];

@@ -131,7 +131,9 @@ void async_grow(Worker* w);
 void race_async_issue(const AsyncCopy& c);
 void race_async_land(const AsyncCopy& c);
 long long clock_ns();
-int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body);
+// `regions`: the kernel loops over the block's threads itself (tsr::launch_regions).
+int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body,
+               int regions);
 
 inline bool launch_failed(const Worker* w) { return __atomic_load_n(&w->flags->failed, __ATOMIC_RELAXED) != 0; }
 

@@ -42,6 +42,7 @@ struct Launch {
   unsigned grid[3], block[3];
   unsigned long long ngroups;
   unsigned ntiles;
+  bool regions;                   // one fiber per group, which loops over the tiles (launch_regions)
   size_t dyn_bytes;
   size_t stack_bytes;
   unsigned long long next_group;  // atomic

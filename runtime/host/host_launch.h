@@ -25,7 +25,18 @@ inline int launch(const tsr_launch_config* cfg, F&& kernel_body, const char* ker
   typedef typename detail::remove_ref<F>::type Fn;
   return detail::launch_run(
       cfg, kernel_name, [](void* p) { (*static_cast<Fn*>(p))(); },
-      const_cast<void*>(static_cast<const void*>(__builtin_addressof(kernel_body))));
+      const_cast<void*>(static_cast<const void*>(__builtin_addressof(kernel_body))), 0);
+}
+
+// The same for a kernel printed in region mode (tessera/transpile/cpu_regions.py): its body loops
+// over the block's threads itself, so it runs once per block, in one fiber (tile 0's): failures,
+// stack overflow, Ctrl-C and timeouts work as for any fiber.
+template <class F>
+inline int launch_regions(const tsr_launch_config* cfg, F&& kernel_body, const char* kernel_name = nullptr) {
+  typedef typename detail::remove_ref<F>::type Fn;
+  return detail::launch_run(
+      cfg, kernel_name, [](void* p) { (*static_cast<Fn*>(p))(); },
+      const_cast<void*>(static_cast<const void*>(__builtin_addressof(kernel_body))), 1);
 }
 
 }  // namespace tsr

@@ -45,7 +45,8 @@ inline void start_group(Worker* w, unsigned long long g) {
   w->block_idx.x = static_cast<unsigned>(g % L->grid[0]);
   w->block_idx.y = static_cast<unsigned>((g / L->grid[0]) % L->grid[1]);
   w->block_idx.z = static_cast<unsigned>(g / (static_cast<unsigned long long>(L->grid[0]) * L->grid[1]));
-  for (unsigned i = 0; i < w->ntiles; ++i) {
+  const unsigned fibers = L->regions ? 1u : w->ntiles;
+  for (unsigned i = 0; i < fibers; ++i) {
     Tile& t = w->tiles[i];
     t.state = kTileReady;
     async_reset(w, i);  // what the previous group on this worker left pending
@@ -57,9 +58,10 @@ inline void start_group(Worker* w, unsigned long long g) {
     w->warps[i].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
     w->warps[i].arrived = 0;
   }
+  if (L->regions) w->warps[0].live = 1u;  // tile 0's fiber is the only one
   w->rhead = 0;
-  w->rcount = w->ntiles - 1;
-  w->live = w->ntiles;
+  w->rcount = fibers - 1;
+  w->live = fibers;
   w->bar_arrived = w->bar_pred = w->nwait = 0;
 }
 
