@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cpu_vs_numba_sim import TSR_REDUCE  # bench/ is the script's folder: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 N_REDUCE = 1 << 22
@@ -60,24 +61,7 @@ def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
     C[row, col] = acc
 """
 
-REDUCE = """
-@kernel tile[(128,)]
-def block_reduce(x: f32[n], partial: mut f32[grid_groups]):
-    smem = tshared.alloc(f32[128])
-    i = tile_linear_id()
-    acc = 0.0
-    for k in range(global_linear_id(), n, grid_tile_count()):
-        acc += x[k]
-    smem[i] = acc
-    tbarrier()
-    s = 64
-    while s > 0:
-        if i < s: smem[i] += smem[i + s]
-        tbarrier()
-        s //= 2
-    if i == 0:
-        partial[group_linear_id()] = smem[0]
-"""
+REDUCE = TSR_REDUCE  # the block reduction the Numba-simulator bench measures too
 
 
 def _time(fn: Any, repeats: int) -> tuple[float, float]:
