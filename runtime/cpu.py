@@ -6,8 +6,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import statistics
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +161,18 @@ class CpuLibrary:
                                                                    types)
             prepared.kinds = tuple((p.kind, p.name) for p in info.params)
         return prepared
+
+    def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
+        """Median milliseconds per launch, wall time, after `warmup` launches that are not timed
+        (the CUDA library's method of the same name, measured with events there)."""
+        for _ in range(warmup):
+            self.launch(info, bound)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self.launch(info, bound)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
 
     def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
                num_threads: int | None = None, timeout: float | None = None) -> None:
