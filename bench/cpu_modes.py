@@ -35,33 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cpu_vs_numba_sim import TSR_REDUCE  # bench/ is the script's folder: on sys.path
+
+# The kernels are the ones the Numba-simulator bench measures (bench/, the script's folder, is on sys.path).
+from cpu_vs_numba_sim import TSR_MATMUL, TSR_REDUCE
 
 ROOT = Path(__file__).resolve().parents[1]
 N_REDUCE = 1 << 22
 GROUPS, TILES = 8, 128
-
-MATMUL16 = """
-@kernel tile[(16, 16)]
-def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
-    As = tshared.alloc(f32[16, 16])
-    Bs = tshared.alloc(f32[16, 16])
-    tx = tile_id(0)
-    ty = tile_id(1)
-    row = group_id(1) * 16 + ty
-    col = group_id(0) * 16 + tx
-    acc = 0.0
-    for k0 in range(0, K, 16):
-        As[ty, tx] = A[row, k0 + tx]
-        Bs[ty, tx] = B[k0 + ty, col]
-        tbarrier()
-        for kk in range(16):
-            acc += As[ty, kk] * Bs[kk, tx]
-        tbarrier()
-    C[row, col] = acc
-"""
-
-REDUCE = TSR_REDUCE  # the block reduction the Numba-simulator bench measures too
 
 
 def _time(fn: Any, repeats: int) -> tuple[float, float]:
@@ -93,9 +73,9 @@ def tessera_child(repeats: int) -> dict[str, Any]:
     """Time every kernel in this process's mode and thread count (set by the parent's env)."""
     import tessera
 
-    m16 = tessera.compile(MATMUL16, backend="cpu")
+    m16 = tessera.compile(TSR_MATMUL, backend="cpu")
     m64 = tessera.load(str(ROOT / "samples" / "matmul.tsr"), backend="cpu")
-    red = tessera.compile(REDUCE, backend="cpu")
+    red = tessera.compile(TSR_REDUCE, backend="cpu")
     data = _workloads(np.random.default_rng(0))
     rows: dict[str, Any] = {}
     for name, d in data.items():
