@@ -159,12 +159,8 @@ def run(argv: list[str]) -> int:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
         return 0
-    except CompileError as e:
-        print(e.text, file=sys.stderr)
-        return EXIT_ERROR
-    except InternalCompilerError as e:
-        print(f"tesserac: internal compiler error: {e}\nPlease report this with the input file.", file=sys.stderr)
-        return EXIT_ICE
+    except (CompileError, InternalCompilerError) as e:
+        return compile_failure(e)
     except TesseraError as e:
         print(f"tesserac: error: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -206,6 +202,15 @@ def _variant_text(k: KernelInfo) -> str:
         symbols = f"; {', '.join(k.align_symbols)} multiples of 16" if k.align_symbols else ""
         return f"aligned: {', '.join(k.align_tensors)} 16-byte aligned{symbols}"
     return "generic (any alignment)" if k.align_tensors else "-"
+
+
+def compile_failure(e: CompileError | InternalCompilerError) -> int:
+    """Print why a compile failed (the diagnostics, or our own bug) and return the exit status."""
+    if isinstance(e, CompileError):
+        print(e.text, file=sys.stderr)
+        return EXIT_ERROR
+    print(f"tesserac: internal compiler error: {e}\nPlease report this with the input file.", file=sys.stderr)
+    return EXIT_ICE
 
 
 def main(argv: list[str] | None = None) -> None:

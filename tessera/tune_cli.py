@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str]) -> int:
-    from tessera.cli import EXIT_ERROR, EXIT_ICE, parse_defines
+    from tessera.cli import EXIT_ERROR, compile_failure, parse_defines
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -85,12 +85,8 @@ def run(argv: list[str]) -> int:
     try:
         print(report(args.input, args.kernel, args.arch, shapes, args.grid, defines), end="")
         return 0
-    except CompileError as e:
-        print(e.text, file=sys.stderr)
-        return EXIT_ERROR
-    except InternalCompilerError as e:
-        print(f"tesserac: internal compiler error: {e}", file=sys.stderr)
-        return EXIT_ICE
+    except (CompileError, InternalCompilerError) as e:
+        return compile_failure(e)
     except (TesseraError, ValueError) as e:
         print(f"tesserac tune: error: {e}", file=sys.stderr)
         return EXIT_ERROR
