@@ -63,8 +63,6 @@ def _finish(t: DistTensor, placement: Placement, async_op: bool, pending: Any) -
 def _check_op(op: Any, call: str) -> str:
     if op not in REDUCE_OPS:
         raise DistError(f"{call}: op must be one of {', '.join(REDUCE_OPS)}, not {op!r}")
-    if op == "avg":
-        return op
     return str(op)
 
 
