@@ -17,48 +17,26 @@ for certain (an allow-list of statements) keeps fiber mode: `fiber_reason` says 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from tessera.transpile import lir as L
 from tessera.transpile.cprinter import CPrinter
+from tessera.transpile.cpu_region_plan import (
+    RegionPlan,
+    assigned,
+    barrier_loop,
+    declared,
+    own_jumps,
+    plan_regions,
+    refs,
+    stride_loop,
+    var_names,
+)
 from tessera.transpile.cstmt import BodyPrinter, Options
 from tessera.transpile.cterms import var_name
-from tessera.transpile.lir_visit import bodies, stmt_exprs, stmt_walk, walk
+from tessera.transpile.lir_visit import bodies, stmt_walk
 from tessera.transpile.names import c_ident
 
 _ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
             L.Fence, L.Copy, L.Eval)
-
-
-def _has_barrier(body: tuple[L.Stmt, ...]) -> bool:
-    return any(isinstance(s, L.Barrier) or any(_has_barrier(b) for b in bodies(s)) for s in body)
-
-
-def _barrier_loop(s: L.Stmt) -> bool:
-    return isinstance(s, (L.For, L.While)) and _has_barrier(s.body)
-
-
-def _own_jumps(body: tuple[L.Stmt, ...]) -> bool:
-    """Whether a break or continue in `body` targets the loop whose body it is."""
-    return any(isinstance(s, (L.Break, L.Continue)) or (isinstance(s, L.If) and (_own_jumps(s.then)
-                                                                                  or _own_jumps(s.orelse)))
-               for s in body)
-
-
-def _assigned(body: tuple[L.Stmt, ...]) -> set[str]:
-    out: set[str] = set()
-    for s in body:
-        if isinstance(s, (L.Assign, L.Decl)):
-            out.add(s.var.name)
-        if isinstance(s, L.For):
-            out.add(s.var.name)
-        for b in bodies(s):
-            out |= _assigned(b)
-    return out
-
-
-def _var_names(exprs: tuple[L.Expr, ...]) -> set[str]:
-    return {x.name for e in exprs for x in walk(e) if isinstance(x, L.Var)}
 
 
 def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
@@ -74,13 +52,13 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
                 return "a group or warp operation" if isinstance(e, L.Collective) else "a device-function call"
         if isinstance(s, L.Barrier) and not top:
             return "a barrier inside a branch or a loop below the top level"
-        if _barrier_loop(s):
+        if barrier_loop(s):
             assert isinstance(s, (L.For, L.While))
             if not top:
                 return "a loop with a barrier inside a branch or another loop"
-            if _own_jumps(s.body):
+            if own_jumps(s.body):
                 return "a break or continue in a loop with a barrier"
-            if isinstance(s, L.For) and ({s.var.name} | _var_names((s.start, s.stop, s.step))) & _assigned(s.body):
+            if isinstance(s, L.For) and ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body):
                 return "a loop with a barrier whose counter or bounds change in its body"
             why = _check(s.body, True)
         else:
@@ -88,20 +66,6 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
         if why is not None:
             return why
     return None
-
-
-def _declared(body: tuple[L.Stmt, ...], top: bool, out: list[tuple[str, bool]]) -> None:
-    """Every name declared in `body` (variables, register arrays, loop counters), with whether
-    it is declared at region level."""
-    for s in body:
-        if isinstance(s, L.Decl):
-            out.append((s.var.name, top))
-        elif isinstance(s, L.Alloc):
-            out.append((s.buf, top))
-        elif isinstance(s, L.For):
-            out.append((s.var.name, False))
-        for b in bodies(s):
-            _declared(b, top and _barrier_loop(s), out)
 
 
 def fiber_reason(fn: L.Function, opts: Options) -> str | None:
@@ -114,60 +78,11 @@ def fiber_reason(fn: L.Function, opts: Options) -> str | None:
     if why is not None:
         return why
     names: list[tuple[str, bool]] = []
-    _declared(fn.body, True, names)
+    declared(fn.body, True, names)
     level = [n for n, top in names if top]
     if any(sum(1 for m, _ in names if m == n) > 1 for n in level):
         return "a variable declared twice, once between barriers"
     return None
-
-
-def _refs(stmts: tuple[L.Stmt, ...] | list[L.Stmt]) -> set[str]:
-    """The names (variables and arrays) that statements use, nested ones included (an over-estimate)."""
-    out: set[str] = set()
-    for s in stmts:
-        for e in stmt_exprs(s):
-            for x in walk(e):
-                if isinstance(x, L.Var):
-                    out.add(x.name)
-                elif isinstance(x, L.Load):
-                    out.add(x.buf)
-        for field in ("buf", "dst", "src"):
-            v = getattr(s, field, None)
-            out.add(v if isinstance(v, str) else getattr(v, "buf", ""))
-        if isinstance(s, (L.Decl, L.Assign)):
-            out.add(s.var.name)
-        for b in bodies(s):
-            out |= _refs(b)
-    return out
-
-
-def _stride_loop(s: L.Stmt, tiles: int) -> bool:
-    """Whether `s` is a loop between barriers that the tiles run interleaved, one iteration of each
-    tile in turn (RegionPrinter.stride_for): a grid- or group-stride loop (a step that is not a
-    constant, or one of at least the tile count) with no break or continue of its own and no
-    atomic (whose order across tiles would change). Each tile's own iterations keep their order."""
-    if not isinstance(s, L.For) or s.unroll or s.stages is not None or _has_barrier(s.body) or _own_jumps(s.body):
-        return False
-    if isinstance(s.step, L.Const) and abs(int(s.step.value)) < tiles:
-        return False
-    return not any(isinstance(e, L.Atomic) for x in s.body for e in stmt_walk(x))
-
-
-def _pieces(body: tuple[L.Stmt, ...], regs: set[str], tiles: int) -> Iterator[L.Stmt | list[L.Stmt]]:
-    """A region-level body as regions (lists of statements) and the statements between them
-    (barriers, loops with a barrier, stride loops, shared-array declarations)."""
-    region: list[L.Stmt] = []
-    for s in body:
-        if (isinstance(s, L.Barrier) or _barrier_loop(s) or _stride_loop(s, tiles)
-                or isinstance(s, L.Alloc) and s.buf not in regs):
-            if region:
-                yield region
-                region = []
-            yield s
-        else:
-            region.append(s)
-    if region:
-        yield region
 
 
 class RegionPrinter(BodyPrinter):
@@ -175,49 +90,21 @@ class RegionPrinter(BodyPrinter):
         super().__init__(fn, pr, opts)
         self.regs = {b.name for b in fn.buffers if b.space == "regs"}
         self.tiles = fn.tile_count
-        self.per_tile: dict[str, str] = {}  # name -> the C type of its per-tile storage's element
+        self.plan: RegionPlan = plan_regions(fn)
         self.counter = 0
-
-    def plan(self) -> None:
-        """Find the region-level names used in more than one region (or in a loop header)."""
-        uses: dict[str, int] = {}
-        top: list[tuple[str, bool]] = []
-        _declared(self.fn.body, True, top)
-        level = {n for n, t in top if t}
-
-        def visit(body: tuple[L.Stmt, ...]) -> None:
-            for p in _pieces(body, self.regs, self.tiles):
-                if isinstance(p, list) or _stride_loop(p, self.tiles):
-                    for n in _refs(p if isinstance(p, list) else [p]) & level:
-                        uses[n] = uses.get(n, 0) + 1
-                elif isinstance(p, (L.For, L.While)):
-                    header = (p.start, p.stop, p.step) if isinstance(p, L.For) else (p.cond,)
-                    for n in _var_names(header) & level:
-                        uses[n] = uses.get(n, 0) + 2
-                    visit(p.body)
-
-        visit(self.fn.body)
-        for s in _walk_region_level(self.fn.body):
-            if isinstance(s, L.Decl) and uses.get(s.var.name, 0) > 1:
-                self.per_tile[s.var.name] = s.var.dtype.c_compute
-            elif isinstance(s, L.Alloc) and s.buf in self.regs and uses.get(s.buf, 0) > 1:
-                b = self.fn.buffer(s.buf)
-                assert b is not None
-                dims = "".join(f"[{int(d.value)}]" for d in b.shape if isinstance(d, L.Const))
-                self.per_tile[s.buf] = b.elem.c_compute + dims
+        self._open = 0  # loops that _open_tiles opened
 
     def _cname(self, name: str) -> str:
         return c_ident(name) if name in self.regs else var_name(name)
 
     def print_kernel(self) -> None:
-        self.plan()
         self.prologue()
         self.emit(f"// region mode (CPU backend): the code between barriers runs as loops over the {self.tiles} "
                   "tiles")
         self.lines.append('#pragma push_macro("threadIdx")')
         self.lines.append("#undef threadIdx")
         self.lines.append("#define threadIdx tsr_tid")
-        for name, ctype in self.per_tile.items():
+        for name, ctype in self.plan.per_tile.items():
             elem, _, dims = ctype.partition("[")
             dims = "[" + dims if dims else ""
             cn = self._cname(name)
@@ -226,50 +113,62 @@ class RegionPrinter(BodyPrinter):
         self.sequence(self.fn.body)
         self.lines.append('#pragma pop_macro("threadIdx")')
 
-    def _bind(self, names: set[str], tile: str) -> None:
-        for name in sorted(names & set(self.per_tile)):
+    def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
+        """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the
+        recomputed ones that the statements `here` do not declare themselves."""
+        for name in sorted(names & set(self.plan.per_tile)):
             cn = self._cname(name)
             self.emit(f"[[maybe_unused]] auto& {cn} = tsr_rgp_{cn}[{tile}];")
+        for d in self.plan.recomputed(names, here or []):
+            self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
+                      f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
 
-    def _tid(self, tile: str) -> str:
+    def _open_tiles(self) -> None:
+        """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
+        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx)."""
         t = self.fn.tile + (1,) * (3 - len(self.fn.tile))
-        if tile == "0":
-            return "{0u, 0u, 0u}"
-        x = tile if t[0] == self.tiles else f"{tile} % {t[0]}u"
-        y = "0u" if t[1] == 1 else f"{tile} / {t[0]}u % {t[1]}u"
-        z = "0u" if t[2] == 1 else f"{tile} / {t[0] * t[1]}u"
-        return f"{{{x}, {y}, {z}}}"
+        axes = [(a, n) for a, n in zip("zyx", reversed(t)) if n > 1] or [("x", 1)]
+        for a, n in axes:
+            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {n}u; ++tsr_{a}) {{")
+            self.depth += 1
+        linear = {"x": "tsr_x", "y": f"tsr_y * {t[0]}u", "z": f"tsr_z * {t[0] * t[1]}u"}
+        self.emit(f"[[maybe_unused]] const unsigned tsr_t = {' + '.join(linear[a] for a, _ in reversed(axes))};")
+        tid = ", ".join(f"tsr_{a}" if any(a == b for b, _ in axes) else "0u" for a in "xyz")
+        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {{{tid}}};")
+        self._open = len(axes)
+
+    def _close_tiles(self) -> None:
+        for _ in range(self._open):
+            self.depth -= 1
+            self.emit("}")
 
     def sequence(self, body: tuple[L.Stmt, ...]) -> None:
-        for p in _pieces(body, self.regs, self.tiles):
+        for p in self.plan.pieces(body):
             if isinstance(p, list):
                 self.region(p)
-            elif isinstance(p, L.For) and _stride_loop(p, self.tiles):
+            elif isinstance(p, L.For) and stride_loop(p, self.tiles) and not self.plan.splits(p):
                 self.stride_for(p)
             elif isinstance(p, L.Barrier):
                 self.emit("// tbarrier(): every tile has finished the region above", p.loc)
             elif isinstance(p, L.For):
-                self.barrier_for(p)
+                self.boundary_for(p)
             elif isinstance(p, L.While):
                 self.barrier_while(p)
             else:
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
-        self.emit(f"for (unsigned tsr_t = 0; tsr_t < {self.tiles}u; ++tsr_t) {{")
-        self.depth += 1
-        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {self._tid('tsr_t')};")
-        self._bind(_refs(stmts), "tsr_t")
+        self._open_tiles()
+        self._bind(refs(stmts), "tsr_t", stmts)
         for s in stmts:
-            if isinstance(s, L.Decl) and s.var.name in self.per_tile:
+            if isinstance(s, L.Decl) and s.var.name in self.plan.per_tile:
                 if s.init is not None:
                     self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
-            elif isinstance(s, L.Alloc) and s.buf in self.per_tile:
+            elif isinstance(s, L.Alloc) and s.buf in self.plan.per_tile:
                 self.emit(f"// {c_ident(s.buf)}: per-tile registers", s.loc)
             else:
                 self.stmt(s)
-        self.depth -= 1
-        self.emit("}")
+        self._close_tiles()
 
     def stride_for(self, s: L.For) -> None:
         """A stride loop, interleaved: each pass runs one iteration of every tile whose loop is not
@@ -278,13 +177,10 @@ class RegionPrinter(BodyPrinter):
         k = self.counter = self.counter + 1
         var, ctype, ks = var_name(s.var.name), s.var.dtype.c_compute, f"tsr_k{k}"
         self.emit(f"{ctype} {ks}[{self.tiles}];  // each tile's counter", s.loc)
-        self.emit(f"for (unsigned tsr_t = 0; tsr_t < {self.tiles}u; ++tsr_t) {{")
-        self.depth += 1
-        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {self._tid('tsr_t')};")
-        self._bind(_var_names((s.start,)), "tsr_t")
+        self._open_tiles()
+        self._bind(var_names((s.start,)), "tsr_t")
         self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
-        self.depth -= 1
-        self.emit("}")
+        self._close_tiles()
         step = self.pr.expr(s.step)
         stop = self.pr.expr(s.stop)
         if isinstance(s.step, L.Const):
@@ -294,10 +190,8 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"for (bool tsr_more{k} = true; tsr_more{k};) {{")
         self.depth += 1
         self.emit(f"tsr_more{k} = false;")
-        self.emit(f"for (unsigned tsr_t = 0; tsr_t < {self.tiles}u; ++tsr_t) {{")
-        self.depth += 1
-        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {self._tid('tsr_t')};")
-        self._bind(_refs([s]), "tsr_t")
+        self._open_tiles()
+        self._bind(refs([s]), "tsr_t")
         self.emit(f"{ctype}& {var} = {ks}[tsr_t];")
         self.emit(f"if (!({cond})) continue;")
         self.emit(f"tsr_more{k} = true;")
@@ -308,16 +202,17 @@ class RegionPrinter(BodyPrinter):
         self.depth -= 1
         self.emit("}")
         self.emit(f"{var} += {step};")
-        self.depth -= 1
-        self.emit("}")
+        self._close_tiles()
         self.depth -= 1
         self.emit("}")
 
     def _tile0(self, exprs: tuple[L.Expr, ...]) -> None:
         self.emit("[[maybe_unused]] const uint3 tsr_tid = {0u, 0u, 0u};  // the header is uniform: tile 0's values")
-        self._bind(_var_names(exprs), "0")
+        self._bind(var_names(exprs), "0")
 
-    def barrier_for(self, s: L.For) -> None:
+    def boundary_for(self, s: L.For) -> None:
+        """A loop with a barrier, or a uniform loop (cpu_region_plan): once for the group, its body's
+        regions inside."""
         k = self.counter = self.counter + 1
         lo, hi, st = f"tsr_lo{k}", f"tsr_hi{k}", f"tsr_st{k}"
         self.emit(f"{s.var.dtype.c_compute} {lo}; {s.stop.dtype.c_compute} {hi}; {s.step.dtype.c_compute} {st};",
@@ -353,14 +248,6 @@ class RegionPrinter(BodyPrinter):
         self.sequence(s.body)
         self.depth -= 1
         self.emit("}")
-
-
-def _walk_region_level(body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt]:
-    for s in body:
-        yield s
-        if _barrier_loop(s):
-            assert isinstance(s, (L.For, L.While))
-            yield from _walk_region_level(s.body)
 
 
 def print_regions(fn: L.Function, pr: CPrinter, opts: Options) -> str:

@@ -1,0 +1,191 @@
+"""Region mode's plan (transpile/cpu_region_plan.py): uniform loops run once for the group with the
+tile loops inside (interchange), pure top-level locals are computed again in each region instead of
+kept per tile, and the tile loops nest x innermost. Every kernel here gives bit-identical results
+in region mode and in fiber mode (TESSERA_CPU_REGIONS=0), and the tests check which loops were
+interchanged by reading the CPU build's C."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.compiler import SourceFile, compile_source
+
+pytestmark = pytest.mark.usefixtures("shared_cache")
+
+MATMUL16 = """
+const TS = 16
+
+@kernel tile[(16, 16)]
+def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
+    As = tshared.alloc(f32[16, 16])
+    Bs = tshared.alloc(f32[16, 16])
+    tx = tile_id(0)
+    ty = tile_id(1)
+    row = group_id(1) * TS + ty
+    col = group_id(0) * TS + tx
+    acc = 0.0
+    for k0 in range(0, K, TS):
+        As[ty, tx] = A[row, k0 + tx]
+        Bs[ty, tx] = B[k0 + ty, col]
+        tbarrier()
+        for kk in range(TS):
+            acc += As[ty, kk] * Bs[kk, tx]
+        tbarrier()
+    C[row, col] = acc
+"""
+
+
+def cpu_c(src: str) -> str:
+    return compile_source(SourceFile(path="k.tsr", text=src), cpu_regions=True).cuda
+
+
+def interchanged(src: str, var: str) -> bool:
+    """Whether the CPU C runs the loop over `var` outside the tile loops (a uniform loop)."""
+    c = cpu_c(src)
+    assert re.search(rf"for \(\w+ {var} = ", c), f"no loop over {var}"
+    return bool(re.search(rf"for \(\w+ {var} = tsr_lo\d+;", c))
+
+
+def both_modes(src: str, name: str, launch: Callable[[object, dict[str, np.ndarray]], None],
+               make: Callable[[], dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch) -> dict[str, np.ndarray]:
+    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
+    got = make()
+    k = tessera.compile(src, backend="cpu")[name]
+    assert k.info().regions
+    launch(k, got)
+    monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
+    want = make()
+    launch(tessera.compile(src, backend="cpu")[name], want)
+    for key in got:
+        assert got[key].tobytes() == want[key].tobytes(), key
+    return got
+
+
+def test_matmul16_interchanges_the_dot_product_and_recomputes_indices(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cpu_c(MATMUL16)
+    assert interchanged(MATMUL16, "kk")
+    # the indices are computed again in each region, only the accumulator is kept per tile
+    assert "tsr_rgs_acc" in c and not re.search(r"tsr_rgs_(tx|ty|row|col)\b", c)
+    assert "const int row = (int)blockIdx.y * TS + ty;" in c
+    # tiles nest x innermost
+    assert re.search(r"for \(unsigned tsr_y = 0; tsr_y < 16u; \+\+tsr_y\) \{\n *for \(unsigned tsr_x = 0;", c)
+
+    def make() -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(1)
+        return {"A": rng.standard_normal((48, 32), np.float32), "B": rng.standard_normal((32, 64), np.float32),
+                "C": np.zeros((48, 64), np.float32)}
+
+    out = both_modes(MATMUL16, "matmul16", lambda k, a: k(a["A"], a["B"], a["C"], grid=(4, 3)), make, monkeypatch)
+    assert np.allclose(out["C"], out["A"] @ out["B"], rtol=1e-4, atol=1e-4)
+
+
+LOOPS = """
+@kernel tile[(8, 4)]
+def loops(x: f32[n], y: mut f32[n], flags: mut i32[n], hits: mut i32[1], reps: i32):
+    sh = tshared.alloc(f32[32])
+    t = tile_linear_id()
+    g = group_linear_id() * 32 + t
+    half = reps // 2
+    acc = 0.0
+    sh[t] = x[g]
+    tbarrier()
+    for r in range(reps):                    # uniform: interchanged
+        v = sh[(t + r) % 32]
+        if t % 3 == 0:
+            v = v * 2.0
+        for q in range(half):                # nested uniform loop: interchanged too
+            acc += v * 0.5
+        acc += v
+    for j in range(t):                       # bound depends on the tile: stays in the tile loop
+        acc += 1.0
+    for b in range(reps):                    # break: stays in the tile loop
+        if acc > 100.0:
+            break
+        acc += 0.25
+    for a in range(reps):                    # atomic: stays in the tile loop (order across tiles)
+        atomic_add(hits[0], 1)
+    m = reps
+    if t == 0:
+        m = 3
+    for z in range(m):                       # bound assigned under a tile-dependent branch: stays
+        acc -= 0.125
+    y[g] = acc
+    flags[g] = t
+"""
+
+
+@pytest.mark.parametrize("reps", [0, 1, 5])
+def test_which_loops_are_interchanged_and_results_agree(reps: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert interchanged(LOOPS, "r") and interchanged(LOOPS, "q")
+    for var in ("j", "b", "a", "z"):
+        assert not interchanged(LOOPS, var), var
+    n = 64
+
+    def make() -> dict[str, np.ndarray]:
+        return {"x": np.arange(n, dtype=np.float32) / 7, "y": np.zeros(n, np.float32),
+                "flags": np.zeros(n, np.int32), "hits": np.zeros(1, np.int32)}
+
+    out = both_modes(LOOPS, "loops", lambda k, a: k(a["x"], a["y"], a["flags"], a["hits"], reps, grid=2),
+                     make, monkeypatch)
+    assert out["hits"][0] == 64 * reps and out["y"].any()
+
+
+TILES3 = """
+@kernel tile[(4, 2, 3)]
+def ids(out: mut i32[n, 4], k: i32):
+    s = tshared.alloc(i32[24])
+    t = tile_linear_id()
+    base = group_linear_id() * 24
+    s[t] = tile_id(0) + 10 * tile_id(1) + 100 * tile_id(2)
+    tbarrier()
+    for i in range(k):
+        s[t] += 1000
+    tbarrier()
+    out[base + t, 0] = s[(t + 5) % 24]
+    out[base + t, 1] = tile_id(2)
+    out[base + t, 2] = t
+    out[base + t, 3] = global_linear_id()
+"""
+
+
+def test_three_dimensional_groups_map_tiles_like_fibers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert interchanged(TILES3, "i")
+    out = both_modes(TILES3, "ids", lambda k, a: k(a["out"], 2, grid=2),
+                     lambda: {"out": np.zeros((48, 4), np.int32)}, monkeypatch)
+    assert list(out["out"][:, 2]) == list(range(24)) * 2 and list(out["out"][:, 3]) == list(range(48))
+
+
+NESTED = """
+@kernel tile[(32,)]
+def nested(x: f32[n], y: mut f32[n], rounds: i32):
+    sh = tshared.alloc(f32[32])
+    t = tile_id(0)
+    width = rounds + 1
+    v = x[group_id(0) * 32 + t]
+    r = rounds
+    while r > 0:                              # a loop with barriers: its body splits too
+        sh[t] = v
+        tbarrier()
+        for k in range(width):                # uniform (width is), inside the barrier loop
+            w = sh[(t + k) % 32]
+            for s in range(global_linear_id() % 3, 7, 64):   # a stride loop inside it
+                w += 0.5
+            v += w * 0.25
+        r -= 1
+        tbarrier()
+    y[group_id(0) * 32 + t] = v
+"""
+
+
+@pytest.mark.parametrize("rounds", [0, 2])
+def test_uniform_loops_inside_barrier_loops(rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert interchanged(NESTED, "k")
+    out = both_modes(NESTED, "nested", lambda k, a: k(a["x"], a["y"], rounds, grid=3),
+                     lambda: {"x": np.linspace(-1, 1, 96, dtype=np.float32), "y": np.zeros(96, np.float32)},
+                     monkeypatch)
+    assert rounds == 0 or not np.array_equal(out["x"], out["y"])
