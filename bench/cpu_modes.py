@@ -12,6 +12,13 @@ and NVIDIA Warp's CPU path on the same work when `warp` is installed (skipped ot
   per group (Warp: 8 x 128 threads grid-striding with an atomic add per thread, as in issue 12's
   table: 9.5 ms).
 
+The scaling over N threads is printed next to this machine's own ceiling, measured in the same
+run by a small C++ program built with the same compiler: N threads each running the same
+independent work as one thread does alone, for vectorized float arithmetic on L1-resident arrays
+(what region mode's inner loops become) and for a scalar dependency chain (latency-bound, like
+fiber switches). On a machine whose CPUs share a core's vector units (SMT siblings, or a virtual
+machine's CPUs on one physical core), no program scales on the first kind of work.
+
 Each configuration runs in its own process (the mode is fixed when a kernel compiles, the thread
 count when the engine starts); the compile cache is warmed first, untimed. Every result is checked
 against NumPy (the script exits 1 on a mismatch). Printed: the median and minimum of --repeats
@@ -159,6 +166,59 @@ def warp_child(repeats: int) -> dict[str, Any]:
     return rows
 
 
+CEILING = r"""
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+static volatile float fsink;
+static volatile unsigned usink;
+static void vec() {  // vectorizable float arithmetic on L1-resident arrays
+    alignas(64) static thread_local float a[1024], b[1024], acc[1024];
+    for (int i = 0; i < 1024; ++i) { a[i] = i * 1e-3f; b[i] = 1.0f - i * 1e-4f; acc[i] = 0.0f; }
+    for (int r = 0; r < 40000; ++r)
+        for (int i = 0; i < 1024; ++i) acc[i] = acc[i] * 0.999f + a[i] * b[i];
+    fsink = acc[7];
+}
+static void chain() {  // a scalar dependency chain
+    unsigned x = 1;
+    for (long r = 0; r < 100000000; ++r) x = x * 1664525u + 1013904223u;
+    usink = x;
+}
+static double run(void (*f)(), int n) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; ++i) ts.emplace_back(f);
+    for (auto& t : ts) t.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+int main(int argc, char** argv) {
+    int n = std::atoi(argv[1]);
+    double best[4] = {1e9, 1e9, 1e9, 1e9};
+    for (int k = 0; k < 3; ++k) {
+        double v[4] = {run(vec, 1), run(vec, n), run(chain, 1), run(chain, n)};
+        for (int i = 0; i < 4; ++i) best[i] = v[i] < best[i] ? v[i] : best[i];
+    }
+    std::printf("%.3f %.3f\n", n * best[0] / best[1], n * best[2] / best[3]);
+}
+"""
+
+
+def machine_ceiling(ncpu: int, tmp: str) -> tuple[float, float]:
+    """This machine's speedup of `ncpu` threads over one on independent work (each thread does
+    one thread's work): vectorized float arithmetic, and a scalar dependency chain."""
+    from tessera.runtime.host_build import find_cxx
+
+    src, exe = Path(tmp) / "ceiling.cpp", Path(tmp) / "ceiling"
+    src.write_text(CEILING)
+    subprocess.run([*find_cxx(), "-O2", "-pthread", str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), str(ncpu)], check=True, capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+
+
 def _child(kind: str, env: dict[str, str], repeats: int) -> dict[str, Any]:
     done = subprocess.run([sys.executable, __file__, "--child", kind, "--repeats", str(repeats)],
                           env=env, capture_output=True, text=True)
@@ -191,6 +251,7 @@ def main() -> int:
                     _child("tessera", env, 1)  # warm the compile cache, untimed
                 results[f"{mode} {threads}T"] = _child("tessera", env, repeats)
         warp = _child("warp", {**base, "OMP_NUM_THREADS": "1"}, repeats)
+        vec, chain = machine_ceiling(ncpu, cache)
     cols = list(results)
     print(f"median (min) ms of {repeats} launches; {ncpu} CPUs; every result checked against NumPy")
     print(f"{'kernel':14}" + "".join(f"{c:>18}" for c in cols) + f"{'warp CPU':>18}")
@@ -203,7 +264,9 @@ def main() -> int:
         print(f"Warp: SKIPPED: {warp['skipped']}")
     else:
         print(f"Warp {warp['version']} (one CPU thread: Warp's CPU launches run serially)")
-    print("\nratios (medians): regions/fibers at 1T, 1T/NT speedup in each mode, regions/warp at 1T")
+    print(f"\nthis machine's own {ncpu}-thread speedup on independent work (C++, same compiler): vectorized float "
+          f"{vec:.2f}x, scalar chain {chain:.2f}x (of {ncpu})")
+    print("ratios (medians): regions/fibers at 1T, 1T/NT speedup in each mode, regions/warp at 1T")
     for name in results[cols[0]]:
         r1, rn = results["regions 1T"][name]["median"], results[f"regions {ncpu}T"][name]["median"]
         f1, fn = results["fibers 1T"][name]["median"], results[f"fibers {ncpu}T"][name]["median"]

@@ -170,22 +170,24 @@ def _run(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, err: ctypes.Array[ctypes.
     cfg.flags = 0
     cfg.sigint_seen = 0
     # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
-    # library's handler is put in front of Python's before the call and taken away after it
-    # (host/host_signals.h); when SIGINT cancelled the launch, Python raises KeyboardInterrupt as
-    # the call returns.
+    # library's handler is put in front of Python's before the call, and the launch takes it away
+    # as it returns (host/host_signals.h); when SIGINT cancelled the launch, Python raises
+    # KeyboardInterrupt as the call returns.
     watch = threading.get_ident() == threading.main_thread().ident and \
         _sigint_handler() is signal.default_int_handler
     watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
-    try:
-        if watch_fn is not None:
-            if watch_fn.restype is not ctypes.c_uint:
-                watch_fn.restype = ctypes.c_uint
-            cfg.sigint_seen = watch_fn()
-            cfg.flags = WATCH_SIGINT
+    if watch_fn is not None:
+        if watch_fn.restype is not ctypes.c_uint:
+            watch_fn.restype = ctypes.c_uint
+        cfg.sigint_seen = watch_fn()
+        cfg.flags = WATCH_SIGINT
+        try:
+            status = fn(ctypes.byref(cfg), argv)  # puts Python's handler back as it returns
+        except BaseException:
+            lib.tsr_sigint_unwatch_v1()  # the call did not run
+            raise
+    else:
         status = fn(ctypes.byref(cfg), argv)
-    finally:
-        if watch_fn is not None:
-            lib.tsr_sigint_unwatch_v1()
     if status == INTERRUPTED:
         raise KeyboardInterrupt  # only if Python's own handler has not raised it already
     if status == TIMED_OUT:

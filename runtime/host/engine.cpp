@@ -287,6 +287,7 @@ class BlockSignals {
 
 // Start `count` more workers (with the signals blocked: see BlockSignals).
 inline void start_workers(Launch* L, unsigned count) {
+  if (count == 0) return;  // a launch on one thread: no signal-mask system calls
   BlockSignals blocked;
   for (unsigned i = 0; i < count; ++i) {
     pthread_attr_t attr;
@@ -450,6 +451,14 @@ inline size_t stack_bytes_for(const tsr_launch_config* cfg) {
 
 int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body,
                int regions) {
+  // With kWatchSigint, tsr_sigint_watch_v1 put this library's SIGINT handler in front; the
+  // previous one goes back as this returns, whichever way (one call fewer for each launch).
+  struct SigintBack {
+    bool on;
+    ~SigintBack() {
+      if (on) unwatch_sigint();
+    }
+  } sigint_back{(cfg->flags & kWatchSigint) != 0};
   if (cfg->error_buf && cfg->error_buf_len > 0) cfg->error_buf[0] = '\0';
   const unsigned* g = cfg->grid;
   const unsigned* b = cfg->block;
@@ -562,8 +571,9 @@ TSR_EXPORT void tsr_trim_arenas_v1() {
   tsr::detail::trim_arenas();
 }
 
-// Around a launch with kWatchSigint (runtime/host_launch.py): this library's SIGINT handler in
-// front while it runs; the count it returns goes into tsr_launch_config::sigint_seen.
+// Before a launch with kWatchSigint (runtime/host_launch.py): this library's SIGINT handler in
+// front until the launch returns (it puts the previous one back itself); the count it returns
+// goes into tsr_launch_config::sigint_seen. The unwatch is for a launch call that never ran.
 TSR_EXPORT unsigned tsr_sigint_watch_v1() { return tsr::detail::watch_sigint(); }
 TSR_EXPORT void tsr_sigint_unwatch_v1() { tsr::detail::unwatch_sigint(); }
 
