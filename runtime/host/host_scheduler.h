@@ -84,7 +84,7 @@ inline bool worker_init(Worker* w, Launch* L) {
   w->async = static_cast<AsyncQueue*>(calloc(n, sizeof(AsyncQueue)));
   const size_t dyn = (L->dyn_bytes + 127) / 128 * 128;
   w->dyn_smem = static_cast<unsigned char*>(aligned_alloc(128, dyn ? dyn : 128));
-  w->arena = acquire_arena(n, L->stack_bytes);
+  w->arena = acquire_arena(L->regions ? 1u : n, L->stack_bytes);  // region mode: tile 0's fiber only
   if (!w->tiles || !w->warps || !w->ready || !w->bar_wait || !w->async || !w->dyn_smem || !w->arena) return false;
   const unsigned bx = L->block[0], by = L->block[1];
   for (unsigned i = 0; i < n; ++i) {
