@@ -189,3 +189,41 @@ def test_uniform_loops_inside_barrier_loops(rounds: int, monkeypatch: pytest.Mon
                      lambda: {"x": np.linspace(-1, 1, 96, dtype=np.float32), "y": np.zeros(96, np.float32)},
                      monkeypatch)
     assert rounds == 0 or not np.array_equal(out["x"], out["y"])
+
+
+EARLY = """
+@kernel tile[(64,)]
+def early(x: f32[n], y: mut f32[n], a: f32):
+    s = tshared.alloc(f32[64])
+    i = global_linear_id()
+    if i >= n:
+        return
+    for k in range(4):
+        if x[i] > 100.0 + k:
+            return
+    s[tile_linear_id()] = a * x[i]
+    y[i] = s[tile_linear_id()] + y[i]
+"""
+
+
+@pytest.mark.parametrize("n", [1, 100, 1000])
+def test_early_return_without_barriers_runs_in_region_mode(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "goto tsr_tile_done;" in cpu_c(EARLY)
+
+    def make() -> dict[str, np.ndarray]:
+        x = np.linspace(-5, 110, n, dtype=np.float32)
+        return {"x": x, "y": np.ones(n, np.float32)}
+
+    out = both_modes(EARLY, "early", lambda k, a: k(a["x"], a["y"], 2.0, grid=(n + 63) // 64), make, monkeypatch)
+    want = np.where(out["x"] > 100.0, 1.0, 2.0 * out["x"] + 1.0).astype(np.float32)
+    assert np.array_equal(out["y"], want)
+
+
+def test_early_return_with_a_barrier_keeps_fibers() -> None:
+    from tessera.transpile.cpu_regions import fiber_reason
+    from tessera.transpile.cstmt import Options
+
+    src = EARLY.replace("    y[i] = s", "    tbarrier()\n    y[i] = s")
+    assert not tessera.compile(src, backend="cpu")["early"].info().regions
+    fn = next(f for f in compile_source(SourceFile(path="k.tsr", text=src)).module.functions if f.name == "early")
+    assert fiber_reason(fn, Options()) == "a return in a kernel with a barrier"

@@ -31,7 +31,8 @@ def test_modes_identical(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         assert v.tobytes() == fibers[k].tobytes(), k
 
 
-@pytest.mark.parametrize("name,want", [("sum_reduce", True), ("matmul", True), ("transpose", True),
+@pytest.mark.parametrize("name,want", [("sum_reduce", True), ("matmul", True), ("transpose", True), ("saxpy_f32", True),
+                                       ("bias_gelu_bf16", True),
                                        ("block_scan", False), ("warp_reduce", False), ("sgemm", False)])
 def test_which_mode(name: str, want: bool) -> None:
     assert tessera.load(sample_of(name), backend="cpu")[name].info().regions is want

@@ -20,6 +20,7 @@ are, a tensor's element being `X[j]` or `tsr_lanes_X[tsr_e]` (the printer's `ele
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.dtypes import F32, c_literal
@@ -60,7 +61,10 @@ def has_vector_variant(fn: L.Function) -> bool:
     return loop is not None and loop.width > 1
 
 
-def print_element_loop(bp: BodyPrinter, s: L.ElementLoop) -> None:
+def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
+                       tile_loop: tuple[Callable[[], None], Callable[[], None]] | None = None) -> None:
+    """`tile_loop`: region mode's opening and closing of the loop over the group's tiles, printed
+    inside the grid-stride loop (which is the same for every tile of the group)."""
     pr = bp.pr
     tiles, width = bp.fn.tile_count, s.width
     step = tiles * width
@@ -69,6 +73,8 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop) -> None:
     bp.emit(f"for (long long tsr_step = (long long)tsr_group_linear_id() * {step}; tsr_step < tsr_count; "
             f"tsr_step += (long long)tsr_grid_groups() * {step}) {{")
     bp.depth += 1
+    if tile_loop is not None:
+        tile_loop[0]()
     read, written = map_tensors(s)
     if bp.fn.aligned and width > 1:
         _vector_step(bp, s, read, written)
@@ -83,6 +89,8 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop) -> None:
         _guarded(bp, s, read + written, "tsr_j")
         bp.depth -= 1
         bp.emit("}")
+    if tile_loop is not None:
+        tile_loop[1]()
     bp.depth -= 1
     bp.emit("}")
 

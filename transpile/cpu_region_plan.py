@@ -55,6 +55,10 @@ def assigned(body: tuple[L.Stmt, ...]) -> set[str]:
     return out
 
 
+def returns(body: tuple[L.Stmt, ...]) -> bool:
+    return any(isinstance(s, L.Return) for s in statements(body))
+
+
 def var_names(exprs: tuple[L.Expr, ...]) -> set[str]:
     return {x.name for e in exprs for x in walk(e) if isinstance(x, L.Var)}
 
@@ -134,6 +138,9 @@ class RegionPlan:
     remat: dict[str, L.Decl] = field(default_factory=dict)  # recomputed locals, in program order
     per_tile: dict[str, str] = field(default_factory=dict)  # name -> the C type of its per-tile element
     reassigned: set[str] = field(default_factory=set)  # locals that an assignment statement changes
+    # The kernel returns early (and has no barrier: fiber_reason): its whole body is one region
+    # (no loop is split or interleaved), in which a return ends the tile's iteration.
+    returns: bool = False
 
     def splits(self, s: L.Stmt) -> bool:
         """Whether `s` is a loop that runs once for the group with its body split into regions."""
@@ -143,9 +150,16 @@ class RegionPlan:
         """A region-level body as regions (lists of statements) and the statements between them
         (barriers, boundary loops, stride loops, shared-array declarations)."""
         regs = {b.name for b in self.fn.buffers if b.space == "regs"}
+        if self.returns:  # one region, after the shared arrays (declared for the whole group)
+            shared = [s for s in body if isinstance(s, L.Alloc) and s.buf not in regs]
+            yield from shared
+            rest = [s for s in body if not (isinstance(s, L.Alloc) and s.buf not in regs)]
+            if rest:
+                yield rest
+            return
         region: list[L.Stmt] = []
         for s in body:
-            if (isinstance(s, L.Barrier) or self.splits(s) or stride_loop(s, self.fn.tile_count)
+            if (isinstance(s, (L.Barrier, L.ElementLoop)) or self.splits(s) or stride_loop(s, self.fn.tile_count)
                     or isinstance(s, L.Alloc) and s.buf not in regs):
                 if region:
                     yield region
@@ -190,7 +204,9 @@ def plan_regions(fn: L.Function) -> RegionPlan:
         if (isinstance(s, L.Decl) and s.init is not None and count[s.var.name] == 1
                 and s.var.name not in plan.reassigned and _pure(s.init, plan.remat, local)):
             plan.remat[s.var.name] = s
-    _choose(plan, fn.body, _uniform_locals(fn, local), local, count)
+    plan.returns = returns(fn.body)
+    if not plan.returns:
+        _choose(plan, fn.body, _uniform_locals(fn, local), local, count)
     _per_tile(plan)
     return plan
 
@@ -255,7 +271,7 @@ def _per_tile(plan: RegionPlan) -> None:
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
-            if isinstance(p, list) or stride_loop(p, fn.tile_count):
+            if isinstance(p, (list, L.ElementLoop)) or stride_loop(p, fn.tile_count):
                 for n in refs(p if isinstance(p, list) else [p]) & level:
                     uses[n] = uses.get(n, 0) + 1
             elif isinstance(p, (L.For, L.While)):
@@ -276,5 +292,5 @@ def _per_tile(plan: RegionPlan) -> None:
                 plan.per_tile[s.buf] = b.elem.c_compute + dims
 
 
-__all__ = ["RegionPlan", "plan_regions", "has_barrier", "barrier_loop", "own_jumps", "assigned", "var_names",
+__all__ = ["RegionPlan", "plan_regions", "has_barrier", "returns", "barrier_loop", "own_jumps", "assigned", "var_names",
            "declared", "refs", "stride_loop"]

@@ -17,16 +17,21 @@ for certain (an allow-list of statements) keeps fiber mode: `fiber_reason` says 
 
 from __future__ import annotations
 
+import functools
+
 from tessera.transpile import lir as L
+from tessera.transpile.cmap import print_element_loop
 from tessera.transpile.cprinter import CPrinter
 from tessera.transpile.cpu_region_plan import (
     RegionPlan,
     assigned,
     barrier_loop,
     declared,
+    has_barrier,
     own_jumps,
     plan_regions,
     refs,
+    returns,
     stride_loop,
     var_names,
 )
@@ -36,7 +41,7 @@ from tessera.transpile.lir_visit import bodies, stmt_walk
 from tessera.transpile.names import c_ident
 
 _ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
-            L.Fence, L.Copy, L.Eval)
+            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop)
 
 
 def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
@@ -50,6 +55,8 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
         for e in stmt_walk(s):
             if isinstance(e, (L.Collective, L.Call)):
                 return "a group or warp operation" if isinstance(e, L.Collective) else "a device-function call"
+        if isinstance(s, L.ElementLoop) and not top:
+            return "a map kernel's element loop below the top level"
         if isinstance(s, L.Barrier) and not top:
             return "a barrier inside a branch or a loop below the top level"
         if barrier_loop(s):
@@ -77,6 +84,8 @@ def fiber_reason(fn: L.Function, opts: Options) -> str | None:
     why = _check(fn.body, True)
     if why is not None:
         return why
+    if returns(fn.body) and has_barrier(fn.body):
+        return "a return in a kernel with a barrier"
     names: list[tuple[str, bool]] = []
     declared(fn.body, True, names)
     level = [n for n, top in names if top]
@@ -137,6 +146,10 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {{{tid}}};")
         self._open = len(axes)
 
+    def _tiles_for(self, s: L.ElementLoop) -> None:
+        self._open_tiles()
+        self._bind(refs(s.body), "tsr_t")
+
     def _close_tiles(self) -> None:
         for _ in range(self._open):
             self.depth -= 1
@@ -154,11 +167,16 @@ class RegionPrinter(BodyPrinter):
                 self.boundary_for(p)
             elif isinstance(p, L.While):
                 self.barrier_while(p)
+            elif isinstance(p, L.ElementLoop):
+                print_element_loop(self, p, (functools.partial(self._tiles_for, p), self._close_tiles))
             else:
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
         self._open_tiles()
+        if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
+            self.emit("{")
+            self.depth += 1
         self._bind(refs(stmts), "tsr_t", stmts)
         for s in stmts:
             if isinstance(s, L.Decl) and s.var.name in self.plan.per_tile:
@@ -168,7 +186,14 @@ class RegionPrinter(BodyPrinter):
                 self.emit(f"// {c_ident(s.buf)}: per-tile registers", s.loc)
             else:
                 self.stmt(s)
+        if self.plan.returns:
+            self.depth -= 1
+            self.emit("}")
+            self.emit("tsr_tile_done:;")
         self._close_tiles()
+
+    def s_Return(self, s: L.Return) -> None:
+        self.emit("goto tsr_tile_done;  // return: this tile is done", s.loc)
 
     def stride_for(self, s: L.For) -> None:
         """A stride loop, interleaved: each pass runs one iteration of every tile whose loop is not
