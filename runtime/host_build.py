@@ -119,6 +119,7 @@ def _warn_output(proc: subprocess.CompletedProcess[str]) -> None:
 
 _ENGINES: dict[str, bytes] = {}
 _ENGINE_LOCK = threading.Lock()  # one build of the engine at a time in a process (see prefetch_engine)
+_PREFETCH_LOCK = threading.Lock()  # not _ENGINE_LOCK: a second prefetch must not wait for the build
 _prefetched = False
 
 
@@ -162,7 +163,7 @@ def prefetch_engine() -> None:
     that ends meanwhile waits for the build (and keeps its result in the cache) rather than leaving
     a compiler writing into a temporary folder nobody removes."""
     global _prefetched
-    with _ENGINE_LOCK:
+    with _PREFETCH_LOCK:
         if _prefetched:
             return
         _prefetched = True

@@ -364,12 +364,12 @@ class _Variant:
 
     @staticmethod
     def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool) -> _Variant:
-        from tessera.compiler import compile_variant
-
-        if mod.backend == "cpu":  # the engine object builds while this transpiles (empty cache)
+        if mod.backend == "cpu":  # the engine object builds while the compiler loads and transpiles (empty cache)
             from tessera.runtime.host_build import prefetch_engine
 
             prefetch_engine()
+        from tessera.compiler import compile_variant
+
         front = mod._front_end()
         names = front.kernel_names
         const_names = front.const_params()

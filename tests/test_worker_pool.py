@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -98,3 +100,30 @@ def test_the_engine_prefetch_and_the_build_share_one_compile(tmp_path, monkeypat
     host_build.prefetch_engine()  # once per process
     data = host_build.engine_object(host_build.find_cxx())  # waits for the prefetch, then finds it
     assert len(builds) == 1 and data[:4] == b"\x7fELF"
+
+
+def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypatch):
+    # The launch path calls prefetch_engine again while the first one builds: it must go on to
+    # compile the kernel unit meanwhile, not wait for the engine (that serialised the two).
+    from tessera.runtime import host_build
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    monkeypatch.setattr(host_build, "_prefetched", False)
+    started, release = threading.Event(), threading.Event()
+    real = host_build._build_engine
+
+    def slow_build(cxx):
+        started.set()
+        release.wait(30)
+        return real(cxx)
+
+    monkeypatch.setattr(host_build, "_build_engine", slow_build)
+    host_build.prefetch_engine()
+    assert started.wait(30)
+    t0 = time.perf_counter()
+    host_build.prefetch_engine()
+    waited = time.perf_counter() - t0
+    release.set()
+    assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
+    assert waited < 5
