@@ -6,8 +6,11 @@ interchanged by reading the CPU build's C."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -16,28 +19,19 @@ import tessera
 from tessera.compiler import SourceFile, compile_source
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
+ROOT = Path(__file__).resolve().parents[1]
 
-MATMUL16 = """
-const TS = 16
+def _bench_kernels() -> ModuleType:
+    """bench/cpu_vs_numba_sim.py (bench/ is not a package): its kernels are the ones
+    bench/cpu_modes.py times against Warp."""
+    spec = importlib.util.spec_from_file_location("cpu_vs_numba_sim", ROOT / "bench" / "cpu_vs_numba_sim.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-@kernel tile[(16, 16)]
-def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
-    As = tshared.alloc(f32[16, 16])
-    Bs = tshared.alloc(f32[16, 16])
-    tx = tile_id(0)
-    ty = tile_id(1)
-    row = group_id(1) * TS + ty
-    col = group_id(0) * TS + tx
-    acc = 0.0
-    for k0 in range(0, K, TS):
-        As[ty, tx] = A[row, k0 + tx]
-        Bs[ty, tx] = B[k0 + ty, col]
-        tbarrier()
-        for kk in range(TS):
-            acc += As[ty, kk] * Bs[kk, tx]
-        tbarrier()
-    C[row, col] = acc
-"""
+
+MATMUL16: str = _bench_kernels().TSR_MATMUL
 
 
 def cpu_c(src: str) -> str:
