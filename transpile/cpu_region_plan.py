@@ -17,6 +17,10 @@ loops split its regions, which locals are computed again in each region, which n
   counts up with the tile.
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
+
+A map kernel's element loop is a piece of its own (RegionPrinter prints the tile loop inside its
+grid-stride loop). A kernel that returns early has no barrier (fiber_reason): its body is one
+region, and nothing is split or interleaved.
 """
 
 from __future__ import annotations
