@@ -221,3 +221,29 @@ def test_early_return_with_a_barrier_keeps_fibers() -> None:
     assert not tessera.compile(src, backend="cpu")["early"].info().regions
     fn = next(f for f in compile_source(SourceFile(path="k.tsr", text=src)).module.functions if f.name == "early")
     assert fiber_reason(fn, Options()) == "a return in a kernel with a barrier"
+
+
+ROWS = """
+@kernel tile[(32,)]
+def rows(x: f32[R, N], out: mut f32[R], flat: f32[m]):
+    r = group_id(0) * 32 + tile_linear_id()
+    acc = 0.0
+    for j in range(N):                 # each tile walks its own row: stays inside the tile loop
+        acc += x[r, j]
+    for j2 in range(4):                # neighbouring tiles, neighbouring elements: interchanged
+        acc += flat[r + j2 * R]
+    for j3 in range(4):                # a stride of 4 elements from one tile to the next: stays
+        acc += flat[r * 4 + j3]
+    out[r] = acc
+"""
+
+
+def test_only_loops_whose_tiles_touch_neighbouring_elements_are_interchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not interchanged(ROWS, "j") and interchanged(ROWS, "j2") and not interchanged(ROWS, "j3")
+    def make() -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(5)
+        return {"x": rng.standard_normal((64, 24), np.float32), "out": np.zeros(64, np.float32),
+                "flat": rng.standard_normal(256, np.float32)}
+
+    out = both_modes(ROWS, "rows", lambda k, a: k(a["x"], a["out"], a["flat"], grid=2), make, monkeypatch)
+    assert out["out"].any()

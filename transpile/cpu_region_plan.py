@@ -5,7 +5,8 @@ loops split its regions, which locals are computed again in each region, which n
   loop with a barrier (the cooperation rule makes its header uniform), and a *uniform loop*: a
   `for` at region level whose bounds are the same for every tile (built from parameters,
   constants, uniform builtins and uniform locals only), with no break or continue of its own, no
-  atomic, neither unrolled nor pipelined. Moving the tile loop inside a uniform loop (PoCL's loop
+  atomic, neither unrolled nor pipelined, whose memory accesses are coalesced (from one tile to
+  the next along x, only the last index moves, by at most one: `_coalesced`). Moving the tile loop inside a uniform loop (PoCL's loop
   interchange for work-item loops) keeps each tile's own statements in their order, and turns the
   innermost loop into a loop over the tiles, where neighbouring tiles touch neighbouring elements
   as on a GPU and the C compiler vectorizes (a dot product over a shared tile: `acc += As[ty, k] *
@@ -31,7 +32,7 @@ from typing import TypeGuard
 
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS, Vary
-from tessera.transpile.lir_visit import bodies, statements, stmt_exprs, stmt_walk, walk
+from tessera.transpile.lir_visit import bodies, children, statements, stmt_exprs, stmt_walk, walk
 
 
 def has_barrier(body: tuple[L.Stmt, ...]) -> bool:
@@ -127,6 +128,72 @@ def _uniform(e: L.Expr, uniform: set[str], local: set[str]) -> bool:
             return False
         if isinstance(x, L.Intrinsic) and x.op in BUILTINS and BUILTINS[x.op].result != Vary.UNIFORM:
             return False
+    return True
+
+
+_FAR = 1 << 20  # a step between neighbouring tiles too large (or unknown) to be a contiguous access
+_STEP_X = {"tile_linear_id": 1, "global_linear_id": 1, "lane_id": 1}
+
+
+def _step(e: L.Expr, plan: RegionPlan, uniform: set[str], local: set[str]) -> int:
+    """How far `e` moves from one tile to the next along x (the tile loop's inner axis): 0 (the
+    same for neighbouring tiles), 1, a larger constant, or _FAR where it is not known."""
+    def go(x: L.Expr) -> int:
+        if isinstance(x, L.Const):
+            return 0
+        if isinstance(x, L.Var):
+            if x.name not in local or x.name in uniform:
+                return 0
+            d = plan.remat.get(x.name)
+            return go(d.init) if d is not None and d.init is not None else _FAR
+        if isinstance(x, L.Affine):
+            return go(x.source)
+        if isinstance(x, (L.Cast, L.Unary)):
+            return go(x.x)
+        if isinstance(x, L.Intrinsic):
+            if x.op == "tile_id":
+                return 1 if isinstance(x.args[0], L.Const) and x.args[0].value == 0 else 0
+            if x.op in _STEP_X:
+                return _STEP_X[x.op]
+            return 0 if all(go(a) == 0 for a in x.args) else _FAR
+        if isinstance(x, L.Binary):
+            a, b = go(x.a), go(x.b)
+            if x.op in ("+", "-"):
+                return min(a + b, _FAR)
+            if x.op == "*":
+                if a == 0 or b == 0:
+                    step, factor = (b, x.a) if a == 0 else (a, x.b)
+                    if step == 0:
+                        return 0
+                    return min(step * abs(int(factor.value)), _FAR) if isinstance(factor, L.Const) else _FAR
+                return _FAR
+            if x.op in ("//", "/", ">>", "%") and b == 0 and isinstance(x.b, L.Const):
+                return a if x.op == "%" or a == 0 else max(1, a // max(1, abs(int(x.b.value))))
+            return 0 if a == b == 0 else _FAR
+        if isinstance(x, L.Select):
+            return max(go(x.a), go(x.b)) if go(x.cond) == 0 else _FAR
+        if isinstance(x, L.Load):
+            return 0 if all(go(i) == 0 for i in x.index) else _FAR
+        return 0 if all(go(c) == 0 for c in children(x)) else _FAR
+    return go(e)
+
+
+def _coalesced(body: tuple[L.Stmt, ...], plan: RegionPlan, uniform: set[str], local: set[str]) -> bool:
+    """Whether every memory access in `body` touches, from one tile to the next along x, the same
+    or the next element: only the last index may move, by at most one (what coalesced GPU code
+    does). A loop whose tiles each walk their own row (`x[r, j]`, `r` per tile) stays inside the tile
+    loop: interchanged, its innermost loop would stride over memory."""
+    regs = {b.name for b in plan.fn.buffers if b.space == "regs"}
+    for s in statements(body):
+        accesses = [x for x in stmt_walk(s) if isinstance(x, L.Load)]
+        if isinstance(s, L.Store):
+            accesses.append(L.Load(s.buf, s.index, s.value.dtype))
+        for a in accesses:
+            if a.buf in regs or not a.index:
+                continue
+            steps = [_step(i, plan, uniform, local) for i in a.index]
+            if any(steps[:-1]) or steps[-1] > 1:
+                return False
     return True
 
 
@@ -257,7 +324,8 @@ def _choose(plan: RegionPlan, body: tuple[L.Stmt, ...], uniform: set[str], local
         elif (isinstance(s, L.For) and not s.unroll and s.stages is None and not own_jumps(s.body)
               and not _atomic(s.body) and all(_uniform(e, uniform, local) for e in (s.start, s.stop, s.step))
               and not ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body)
-              and all(count.get(n, 0) == 1 for n in _declared_here(s.body))):
+              and all(count.get(n, 0) == 1 for n in _declared_here(s.body))
+              and _coalesced(s.body, plan, uniform | {s.var.name}, local)):
             plan.boundary.add(id(s))
             _choose(plan, s.body, uniform | {s.var.name}, local, count)
 
