@@ -247,3 +247,45 @@ def test_only_loops_whose_tiles_touch_neighbouring_elements_are_interchanged(mon
 
     out = both_modes(ROWS, "rows", lambda k, a: k(a["x"], a["out"], a["flat"], grid=2), make, monkeypatch)
     assert out["out"].any()
+
+
+STENCIL = """
+const RAD = 3
+
+@kernel tile[(64,)]
+def stencil(x: f32[n], y: mut f32[n], w: f32[7], tri: mut f32[n]):
+    sh = tshared.alloc(f32[64 + 2 * RAD])
+    t = tile_linear_id()
+    g = group_id(0) * 64 + t
+    sh[t + RAD] = x[g] if g < n else 0.0
+    if t < RAD:
+        sh[t] = x[g - RAD] if g >= RAD else 0.0
+        sh[t + 64 + RAD] = x[g + 64] if g + 64 < n else 0.0
+    tbarrier()
+    acc = 0.0
+    for r in range(-RAD, RAD + 1):            # uniform, neighbouring tiles read neighbouring elements
+        acc += w[r + RAD] * sh[t + RAD + r]
+    tot = 0.0
+    for i in range(4):                        # a triangle: the inner bound is the outer counter
+        for j in range(i):
+            tot += sh[t + j] * 0.25
+    if g < n:
+        y[g] = acc
+        tri[g] = tot
+"""
+
+
+@pytest.mark.parametrize("n", [64, 200])
+def test_stencil_and_triangular_loops(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert interchanged(STENCIL, "r") and interchanged(STENCIL, "i") and interchanged(STENCIL, "j")
+
+    def make() -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(n)
+        return {"x": rng.standard_normal(n, np.float32), "y": np.zeros(n, np.float32),
+                "w": rng.standard_normal(7, np.float32), "tri": np.zeros(n, np.float32)}
+
+    out = both_modes(STENCIL, "stencil", lambda k, a: k(a["x"], a["y"], a["w"], a["tri"], grid=(n + 63) // 64),
+                     make, monkeypatch)
+    pad = np.concatenate([np.zeros(3, np.float32), out["x"], np.zeros(3, np.float32)])
+    want = sum(out["w"][k] * pad[k:k + n] for k in range(7))
+    assert np.allclose(out["y"], want, rtol=1e-5, atol=1e-5)

@@ -184,6 +184,9 @@ def _coalesced(body: tuple[L.Stmt, ...], plan: RegionPlan, uniform: set[str], lo
     does). A loop whose tiles each walk their own row (`x[r, j]`, `r` per tile) stays inside the tile
     loop: interchanged, its innermost loop would stride over memory."""
     regs = {b.name for b in plan.fn.buffers if b.space == "regs"}
+    # The counter of a loop inside: the same value for every tile in the same iteration.
+    uniform = uniform | {s.var.name for s in statements(body) if isinstance(s, L.For)
+                         and _step(s.start, plan, uniform, local) == 0 and _step(s.step, plan, uniform, local) == 0}
     for s in statements(body):
         accesses = [x for x in stmt_walk(s) if isinstance(x, L.Load)]
         if isinstance(s, L.Store):
