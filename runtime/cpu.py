@@ -63,9 +63,12 @@ def library_key(cuda: str, wrapper: str) -> str:
     Tessera fingerprint (which covers the host prelude and this backend's own sources)."""
     from tessera.runtime.cache import cache_key
     from tessera.runtime.fingerprint import fingerprint
-    from tessera.runtime.host_build import BASE_FLAGS, compiler_identity, find_cxx
+    from tessera.runtime.host_build import BASE_FLAGS, compiler_identity, find_cxx, linker
 
-    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS), compiler_identity(find_cxx()))
+    cxx = find_cxx()
+    link_flags, link_version = linker(cxx)
+    return cache_key("cpu-library", fingerprint(), cuda, wrapper, " ".join(BASE_FLAGS), compiler_identity(cxx),
+                     " ".join(link_flags), link_version)
 
 
 def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path]:

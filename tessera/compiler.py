@@ -8,6 +8,8 @@ compiles may run on several threads at once.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +25,18 @@ from tessera.transpile.consts import Value
 from tessera.transpile.cstmt import Options
 from tessera.transpile.emit import render_module
 from tessera.transpile.pipeline import FRONT_END, PassContext, run_passes
+
+
+def _freeze_at_exit() -> None:
+    """Collect the garbage there is (its finalizers run as they would at exit), then freeze
+    what is left: the interpreter's teardown then frees the compiler's classes, parse tables and
+    IR by reference counts only, without the collections over them (a cold first load's process
+    ended 0.09-0.10 s after its launch returned, 0.015-0.025 s with this)."""
+    gc.collect()
+    gc.freeze()
+
+
+atexit.register(_freeze_at_exit)
 
 
 @dataclass(frozen=True)

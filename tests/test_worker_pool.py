@@ -2,7 +2,8 @@
 launches of several groups reuse one pool of threads per library instead of starting threads,
 a trimmed library's pool ends, a forked child (which has none of the threads) still launches,
 and launches from several Python threads at once (one of them gets the pool, the others their
-own threads) all compute their results."""
+own threads) all compute their results. Also the other steps of a first launch with an empty
+cache: the engine's prefetch, the linker, the end of the process."""
 
 from __future__ import annotations
 
@@ -127,3 +128,23 @@ def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypa
     release.set()
     assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
     assert waited < 5
+
+
+def test_the_link_uses_gold_where_the_compiler_accepts_it_else_the_default_linker(tmp_path):
+    from tessera.runtime import host_build
+
+    refuses = tmp_path / "cxx-without-gold"
+    refuses.write_text("#!/bin/sh\nexit 1\n")
+    refuses.chmod(0o755)
+    assert host_build.linker([str(refuses)]) == (host_build.LINK_FLAGS, "")
+    flags, version = host_build.linker(host_build.find_cxx())
+    assert flags in (host_build.LINK_FLAGS, host_build.LINK_FLAGS + host_build.GOLD)
+    assert ("GNU gold" in version) == (flags != host_build.LINK_FLAGS)  # the version goes into the cache key
+
+
+def test_garbage_left_at_exit_is_still_finalized_after_the_compiler_was_imported():
+    # tessera.compiler freezes what is left at exit (a faster teardown) after collecting it once.
+    code = ("import tessera.compiler\nclass A:\n    def __del__(self):\n        print('finalized')\n"
+            "a = A()\na.me = a\ndel a\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout == "finalized\n"

@@ -37,7 +37,7 @@ extern "C" const unsigned long long tsr_frames__bytes;
 namespace tsr {
 namespace detail {
 
-thread_local Worker* t_worker = nullptr;
+thread_local Worker* t_worker __attribute__((tls_model("local-dynamic"))) = nullptr;  // as declared (host_engine.h)
 
 Worker* fiber_worker() noexcept { return t_worker; }
 Tile* fiber_tile() noexcept { return t_worker->cur; }

@@ -73,7 +73,9 @@ struct StackArena {
   unsigned char* bottom(unsigned i) const { return slot(i + 1) + kGuardBytes; }
 };
 
-extern thread_local Worker* t_worker;
+// local-dynamic: the variable is in this library (hidden), so no dynamic symbol is needed to find
+// it; the general-dynamic model -Og picks would leave one in the library's table with gold.
+extern thread_local Worker* t_worker __attribute__((tls_model("local-dynamic")));
 
 // --- Fiber stacks ----------------------------------------------------------
 // Arenas are pooled per library and reused across launches, so the mmap/mprotect system
