@@ -11,6 +11,7 @@ import concurrent.futures
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -128,6 +129,27 @@ def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypa
     release.set()
     assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
     assert waited < 5
+
+
+def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_started(tmp_path, monkeypatch):
+    from tessera.runtime import host_build
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    host_build.engine_object(host_build.find_cxx())  # into the disk cache
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    monkeypatch.setattr(host_build, "_prefetched", False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    builds = []
+    monkeypatch.setattr(host_build, "_build_engine", lambda cxx: builds.append(cxx) or b"")
+    host_build.prefetch_engine()  # starts the compile before the cache is asked
+    for t in threading.enumerate():
+        if t.name == "tessera-engine-build":
+            t.join(60)
+    assert builds == [] and host_build._STARTED == {}
+    assert list((tmp_path / "tmp").iterdir()) == []  # its folder is gone
+    assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
 
 
 def test_the_link_uses_gold_where_the_compiler_accepts_it_else_the_default_linker(tmp_path):
