@@ -259,6 +259,21 @@ def _prefetch(cxx: list[str]) -> None:
         unused = _STARTED.pop(tuple(cxx), None)
         if unused is not None:
             unused.cancel()
+        linker(cxx)  # the probe's process reaped here, also when no library is linked
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads and child processes: new locks (a thread
+    of the parent may have held one), and the parent's engine compile and linker probe forgotten."""
+    global _ENGINE_LOCK, _LINKER_LOCK, _PREFETCH_LOCK
+    _ENGINE_LOCK, _LINKER_LOCK, _PREFETCH_LOCK = threading.Lock(), threading.Lock(), threading.Lock()
+    _STARTED.clear()
+    for cxx in [c for c, probe in _LINKERS.items() if isinstance(probe, subprocess.Popen)]:
+        del _LINKERS[cxx]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def stub_headers(folder: Path) -> Path:

@@ -152,6 +152,21 @@ def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_st
     assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
 
 
+def test_a_child_forked_while_the_engine_compiles_builds_its_own(tmp_path, monkeypatch):
+    from tessera.runtime import host_build
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(host_build, "_ENGINES", {})
+    monkeypatch.setattr(host_build, "_prefetched", False)
+    host_build.prefetch_engine()  # the parent's compile runs (about 0.3 s)
+    pid = os.fork()
+    if pid == 0:  # the parent's compile is not the child's to wait for
+        ok = host_build._STARTED == {} and host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
+        os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
+
+
 def test_the_link_uses_gold_where_the_compiler_accepts_it_else_the_default_linker(tmp_path):
     from tessera.runtime import host_build
 
