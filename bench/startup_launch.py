@@ -44,10 +44,13 @@ m.sum_reduce(np.ones(4096, np.float32), out)
 assert (out == 4096).all()
 """
 
-PROBE = "import subprocess, time\n_run = subprocess.run\n" \
-    "def run(cmd, *a, **k):\n    t = time.perf_counter(); r = _run(cmd, *a, **k)\n" \
-    "    print('STEP %.3f %s' % (time.perf_counter() - t, ' '.join(str(c) for c in cmd)[:60]))\n    return r\n" \
-    "subprocess.run = run\n" + COLD
+# Each compiler process from its start to its end (subprocess.run, and the engine's compile, which
+# the prefetch starts with Popen and waits for on its thread).
+PROBE = "import subprocess, time\n_init, _comm = subprocess.Popen.__init__, subprocess.Popen.communicate\n" \
+    "def init(self, *a, **k):\n    self.tsr_t = time.perf_counter(); _init(self, *a, **k)\n" \
+    "def comm(self, *a, **k):\n    r = _comm(self, *a, **k)\n" \
+    "    print('STEP %.3f %s' % (time.perf_counter() - self.tsr_t, ' '.join(str(c) for c in self.args)[:60]))\n" \
+    "    return r\nsubprocess.Popen.__init__, subprocess.Popen.communicate = init, comm\n" + COLD
 
 LAUNCH = """\
 import ctypes, time, numpy as np, tessera
@@ -152,7 +155,8 @@ def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
     probe_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe"))
     steps = subprocess.run([py, "-c", PROBE], env=probe_env, check=True, capture_output=True, text=True).stdout
     for line in steps.splitlines():
-        if line.startswith("STEP"):
+        # not the linker probe (host_build.linker), reaped long after it ended
+        if line.startswith("STEP") and not line.endswith("-Wl,--version"):
             print("   C++ compiler:", line[5:])
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import statistics
 import tempfile
 import threading
 import time
@@ -168,6 +167,8 @@ class CpuLibrary:
     def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
         """Median milliseconds per launch, wall time, after `warmup` launches that are not timed
         (the CUDA library's method of the same name, measured with events there)."""
+        import statistics  # with fractions, 5-9 ms: not on a first launch's path
+
         for _ in range(warmup):
             self.launch(info, bound)
         times = []

@@ -165,7 +165,11 @@ class Kernel:
             from tessera.autotune import launch_config
 
             consts.update(launch_config(self, space, args, kwargs, consts, grid))
-        variant = self.module._variant(self.name, consts)
+        # A kernel with no const, type or tuned parameters is in the default variant (compiled by load),
+        # with the C a variant of its own would have; that one would be transpiled again (10-15 ms).
+        default = None if names or generic is not None or space is not None else self.module._variant(None, {})
+        variant = (default if default is not None and any(k.name == self.name for k in default.kernels)
+                   else self.module._variant(self.name, consts))
         info = variant.kernel(self.name)
         if callable(grid):
             grid = grid(dict(info.const_values))

@@ -76,3 +76,19 @@ def test_const_values_at_a_launch_are_checked(value, message: str, tmp_path, mon
 
     with pytest.raises(tessera.TesseraError, match=message):
         mod.k(np.zeros(4, np.float32), grid=1, N=value)
+
+
+def test_a_kernel_without_const_parameters_launches_the_variant_load_compiled(tmp_path, monkeypatch) -> None:
+    import numpy as np
+
+    import tessera.compiler
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    compiled = []
+    real = tessera.compiler.compile_variant
+    monkeypatch.setattr(tessera.compiler, "compile_variant", lambda *a, **k: compiled.append(k) or real(*a, **k))
+    mod = tessera.compile(SOURCE, backend="cpu")
+    out = np.zeros(8, np.float32)
+    mod.sum_reduce(np.ones(4096, np.float32), out)
+    assert (out == 4096).all()
+    assert len(compiled) == 1  # by load, not again for the launch
