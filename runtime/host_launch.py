@@ -78,6 +78,17 @@ def check_timeout(timeout: object) -> float | None:
     return float(timeout)
 
 
+_MAIN_IDENT = threading.main_thread().ident  # the main thread's, read once (again after a fork)
+
+
+def _forked() -> None:
+    global _MAIN_IDENT
+    _MAIN_IDENT = threading.main_thread().ident
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _sigint_handler() -> object:
     """signal.getsignal(SIGINT) without its conversion to an enum (6 us a launch)."""
     return _signal.getsignal(signal.SIGINT)
@@ -113,7 +124,27 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
     cfg.error_buf_len = ERROR_BUF_LEN
     argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
-    _run(lib, fn, cfg, err, argv, grid, dynamic_smem, num_threads, fiber_stack_bytes, limit)
+    _configure(cfg, _dim3(grid, "grid"), dynamic_smem, num_threads, fiber_stack_bytes, limit)
+    _call(lib, fn, cfg, ctypes.byref(cfg), err, argv, limit)
+
+
+class _Set:
+    """What one launch at a time of a PreparedLaunch fills in: the configuration (and a pointer to
+    it), the error buffer, the argument holders and the ``void*[]`` of their addresses, and the
+    configuration last written (a launch like the one before writes only the arguments)."""
+
+    __slots__ = ("cfg", "ref", "err", "holders", "argv", "last")
+
+    def __init__(self, block: tuple[int, int, int], arg_types: Sequence[type[ctypes._SimpleCData]]) -> None:
+        self.err = ctypes.create_string_buffer(ERROR_BUF_LEN)
+        self.cfg = LaunchConfig()
+        self.cfg.block[:] = block
+        self.cfg.error_buf = ctypes.cast(self.err, ctypes.c_char_p)
+        self.cfg.error_buf_len = ERROR_BUF_LEN
+        self.ref = ctypes.byref(self.cfg)
+        self.holders = [t() for t in arg_types]
+        self.argv = (ctypes.c_void_p * max(1, len(self.holders)))(*(ctypes.addressof(h) for h in self.holders))
+        self.last: tuple = ()
 
 
 class PreparedLaunch:
@@ -132,62 +163,58 @@ class PreparedLaunch:
         self.kinds: tuple[tuple[str, str], ...] = ()  # the launcher's own record of the parameters
         self._free = threading.local()
 
-    def _new_set(self) -> tuple[LaunchConfig, ctypes.Array[ctypes.c_char], list[Any], Any]:
-        err = ctypes.create_string_buffer(ERROR_BUF_LEN)
-        cfg = LaunchConfig()
-        cfg.block[:] = self.block
-        cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
-        cfg.error_buf_len = ERROR_BUF_LEN
-        holders = [t() for t in self.arg_types]
-        argv = (ctypes.c_void_p * max(1, len(holders)))(*(ctypes.addressof(h) for h in holders))
-        return cfg, err, holders, argv
-
-    def __call__(self, values: Sequence[Any], grid: Dims, dynamic_smem: int, *, num_threads: int | None = None,
-                 timeout: float | None = None) -> None:
-        """Launch with ``values`` in parameter order (addresses for the pointers); as `launch`."""
+    def __call__(self, values: Sequence[Any], grid: tuple[int, int, int], dynamic_smem: int, *,
+                 num_threads: int | None = None, timeout: float | None = None) -> None:
+        """Launch with ``values`` in parameter order (addresses for the pointers) and a checked
+        ``grid`` (three non-negative integers); as `launch`."""
         limit = None if timeout is None else check_timeout(timeout)
         free = getattr(self._free, "sets", None)
         if free is None:
             free = self._free.sets = []
-        current = free.pop() if free else self._new_set()
-        cfg, err, holders, argv = current
-        for h, v in zip(holders, values):
+        current = free.pop() if free else _Set(self.block, self.arg_types)
+        for h, v in zip(current.holders, values):
             h.value = v
+        config = (grid, dynamic_smem, num_threads, limit)
+        if config != current.last:
+            _configure(current.cfg, grid, dynamic_smem, num_threads, 0, limit)
+            current.last = config
         try:
-            _run(self.lib, self.fn, cfg, err, argv, grid, dynamic_smem, num_threads, 0, limit)
+            _call(self.lib, self.fn, current.cfg, current.ref, current.err, current.argv, limit)
         finally:
             free.append(current)
 
 
-def _run(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, err: ctypes.Array[ctypes.c_char], argv: Any, grid: Dims,
-         dynamic_smem: int, num_threads: int | None, fiber_stack_bytes: int, limit: float | None) -> None:
-    """The launch proper: the rest of `cfg`, the SIGINT watch around the call, the status."""
-    cfg.grid[:] = _dim3(grid, "grid")
+def _configure(cfg: LaunchConfig, grid: tuple[int, int, int], dynamic_smem: int, num_threads: int | None,
+               fiber_stack_bytes: int, limit: float | None) -> None:
+    cfg.grid[:] = grid
     cfg.dynamic_smem_bytes = int(dynamic_smem)
     cfg.num_threads = int(num_threads or 0)
     cfg.fiber_stack_bytes = int(fiber_stack_bytes)
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
-    cfg.flags = 0
-    cfg.sigint_seen = 0
+
+
+def _call(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, ref: Any, err: ctypes.Array[ctypes.c_char], argv: Any,
+          limit: float | None) -> None:
+    """The launch proper: the SIGINT watch around the call, the status."""
     # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
     # library's handler is put in front of Python's before the call, and the launch takes it away
     # as it returns (host/host_signals.h); when SIGINT cancelled the launch, Python raises
     # KeyboardInterrupt as the call returns.
-    watch = threading.get_ident() == threading.main_thread().ident and \
-        _sigint_handler() is signal.default_int_handler
-    watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if watch else None
+    watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if threading.get_ident() == _MAIN_IDENT and \
+        _sigint_handler() is signal.default_int_handler else None
     if watch_fn is not None:
         if watch_fn.restype is not ctypes.c_uint:
             watch_fn.restype = ctypes.c_uint
         cfg.sigint_seen = watch_fn()
         cfg.flags = WATCH_SIGINT
         try:
-            status = fn(ctypes.byref(cfg), argv)  # puts Python's handler back as it returns
+            status = fn(ref, argv)  # puts Python's handler back as it returns
         except BaseException:
             lib.tsr_sigint_unwatch_v1()  # the call did not run
             raise
     else:
-        status = fn(ctypes.byref(cfg), argv)
+        cfg.flags = 0
+        status = fn(ref, argv)
     if status == INTERRUPTED:
         raise KeyboardInterrupt  # only if Python's own handler has not raised it already
     if status == TIMED_OUT:
