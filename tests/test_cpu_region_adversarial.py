@@ -3,7 +3,9 @@ each gives the same bytes in region mode and in fiber mode (TESSERA_CPU_REGIONS=
 computes. Runtime and negative steps, zero- and one-trip loops, bounds reassigned between loops,
 locals declared in loop bodies, uniform loops inside barrier loops, tile-dependent code inside
 interchanged loops, non-power-of-two and 3-D groups, map kernels, early returns, integer wrap-around
-and division by negative numbers. The xfail tests are region mode's known failures."""
+and division by negative numbers. A uniform loop whose step also makes it a
+stride loop (a runtime step, one of at least the tile count, any step in a group of one tile) once
+failed to compile in region mode."""
 
 from __future__ import annotations
 
@@ -233,19 +235,12 @@ def _rounds(shape: str, tiles: int, rounds: int, monkeypatch: pytest.MonkeyPatch
           lambda k, d: k(d["x"], d["y"], rounds, grid=2), _rounds_ref(rounds, tiles), monkeypatch)
 
 
-@pytest.mark.parametrize("shape,tiles", [("(7,)", 7), ("(4, 3)", 12), ("(1, 1, 3)", 3)])
+# (1,): a group of one tile, where every loop with a constant step is also a stride loop.
+@pytest.mark.parametrize("shape,tiles", [("(7,)", 7), ("(4, 3)", 12), ("(1, 1, 3)", 3), ("(1,)", 1)])
 @pytest.mark.parametrize("rounds", [0, 1, 3])
 def test_uniform_loops_inside_a_barrier_while(shape: str, tiles: int, rounds: int,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     _rounds(shape, tiles, rounds, monkeypatch)
-
-
-@pytest.mark.xfail(strict=True, reason="a group of one tile: every loop with a constant step passes stride_loop, "
-                   "so _per_tile counts the uniform loop k as one stride piece and never visits its body: "
-                   "tsr_stop_k2 (declared in k's body, read by k2's header) gets no per-tile copy; the C "
-                   "compiler rejects the kernel ('tsr_stop_k2' was not declared in this scope)")
-def test_uniform_loops_inside_a_barrier_while_single_tile(monkeypatch: pytest.MonkeyPatch) -> None:
-    _rounds("(1,)", 1, 3, monkeypatch)
 
 
 STRIDED = """
@@ -261,10 +256,6 @@ def strided(x: f32[n], y: mut f32[n], m: i32, st: i32):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="_per_tile: a uniform loop whose step is not a constant, or a constant of "
-                   "at least the tile count, is a boundary (_choose) and also passes stride_loop, which "
-                   "_per_tile tests first: its body's locals used in two of its regions get no per-tile "
-                   "copy ('v' was not declared in this scope)")
 @pytest.mark.parametrize("step", ["st", "8"])
 def test_uniform_loop_with_a_stride_step(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
     src = STRIDED.format(step=step)

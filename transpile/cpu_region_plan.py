@@ -346,7 +346,7 @@ def _per_tile(plan: RegionPlan) -> None:
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
-            if isinstance(p, (list, L.ElementLoop)) or stride_loop(p, fn.tile_count):
+            if isinstance(p, (list, L.ElementLoop)) or stride_loop(p, fn.tile_count) and not plan.splits(p):
                 for n in refs(p if isinstance(p, list) else [p]) & level:
                     uses[n] = uses.get(n, 0) + 1
             elif isinstance(p, (L.For, L.While)):
