@@ -9,6 +9,8 @@ import os
 import tempfile
 import threading
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,30 @@ def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path
         stored = cache.put_file(key, ".so", out)
         # No usable cache at all (not even the private fallback): nothing is left behind.
         return key, stored if stored is not None else keep_private(out)
+
+
+def build_or_fall_back(cuda: str, kernels: tuple[KernelInfo, ...],
+                       fibers: Callable[[], tuple[str, tuple[KernelInfo, ...]]] | None,
+                       ) -> tuple[str, Path, tuple[KernelInfo, ...]]:
+    """`build_library`, and where the host compiler rejects code with kernels in region mode
+    (transpile/cpu_regions.py: the compiler's own fault for a program NVRTC's checks accepted),
+    the same kernels in fiber mode (`fibers()`: their CUDA C and metadata), with a warning that
+    asks for a report: (cache key, load path, the kernels as built). A program that fiber mode
+    rejects too raises that error."""
+    from tessera.errors import CompileError
+
+    try:
+        return (*build_library(cuda, kernels), kernels)
+    except CompileError:
+        regions = [k.name for k in kernels if k.regions]
+        if fibers is None or not regions:
+            raise
+    fiber_cuda, fiber_kernels = fibers()
+    key, path = build_library(fiber_cuda, fiber_kernels)
+    warnings.warn(f"internal compiler error: the CPU backend's region mode produced C that does not compile for "
+                  f"{', '.join(regions)}; they run in fiber mode instead (slower, same results). Please report "
+                  "this with the .tsr file", stacklevel=4)
+    return key, path, fiber_kernels
 
 
 def cached_library(key: str) -> Path | None:

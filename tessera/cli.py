@@ -182,10 +182,10 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
 
 def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
     """How the CPU backend would run kernel `k` (transpile/cpu_regions.py), for --info."""
-    from tessera.api import cpu_regions
     from tessera.transpile import lir as L
     from tessera.transpile.cpu_regions import fiber_reason
     from tessera.transpile.cstmt import Options
+    from tessera.variant import cpu_regions
 
     fn = next((f for f in module.kernels if f.name == k.name), None) if isinstance(module, L.Module) else None
     if fn is None:

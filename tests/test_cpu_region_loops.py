@@ -289,3 +289,26 @@ def test_stencil_and_triangular_loops(n: int, monkeypatch: pytest.MonkeyPatch) -
     pad = np.concatenate([np.zeros(3, np.float32), out["x"], np.zeros(3, np.float32)])
     want = sum(out["w"][k] * pad[k:k + n] for k in range(7))
     assert np.allclose(out["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_region_code_that_does_not_compile_falls_back_to_fibers(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """A region-mode bug that makes g++ reject the C of a valid program (as the adversarial review
+    found one) costs speed, not the program: the kernels run in fiber mode, with a warning."""
+    from tessera.transpile import cpu_regions
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
+    region = cpu_regions.RegionPrinter.region
+
+    def broken(self: cpu_regions.RegionPrinter, stmts: list) -> None:
+        self.emit("not C at all;")
+        region(self, stmts)
+
+    monkeypatch.setattr(cpu_regions.RegionPrinter, "region", broken)
+    k = tessera.compile(EARLY, backend="cpu")["early"]
+    x, y = np.linspace(-5, 110, 100, dtype=np.float32), np.ones(100, np.float32)
+    with pytest.warns(UserWarning, match="internal compiler error: the CPU backend's region mode .* early"):
+        k(x, y, 2.0, grid=2)
+    assert np.array_equal(y, np.where(x > 100.0, 1.0, 2.0 * x + 1.0).astype(np.float32))
+    assert not k.info().regions
