@@ -7,8 +7,11 @@ switch. Locals that live across a barrier become per-tile arrays (`static thread
 group runs on one worker thread at a time), bound as C++ references inside each tile loop so
 that the statement printer (cstmt.BodyPrinter) prints the statements unchanged. A loop that
 contains a barrier runs once for the group: its header is evaluated with tile 0's values (the
-cooperation rule makes it uniform) and its body is split into regions. `threadIdx` names the
-tile loop's own index (`tsr_tid`), not the fiber's.
+cooperation rule makes it uniform) and its body is split into regions; so does a uniform loop
+without a barrier, and a map kernel's element loop runs with the tile loop inside it (which loops
+split, which locals are per tile and which are recomputed: cpu_region_plan). The tile loops nest
+z, y, x (x innermost, as a warp's lanes); `threadIdx` names the tile loop's own index (`tsr_tid`),
+not the fiber's. In a kernel without a barrier, a `return` ends the tile's iteration.
 
 The output goes only into the CPU build's kernel unit (emit.render_module with
 `Options.cpu_regions`); the CUDA C for the GPU never changes. A kernel the printer cannot handle
