@@ -183,7 +183,6 @@ def _coalesced(body: tuple[L.Stmt, ...], plan: RegionPlan, uniform: set[str], lo
     or the next element: only the last index may move, by at most one (what coalesced GPU code
     does). A loop whose tiles each walk their own row (`x[r, j]`, `r` per tile) stays inside the tile
     loop: interchanged, its innermost loop would stride over memory."""
-    regs = {b.name for b in plan.fn.buffers if b.space == "regs"}
     # The counter of a loop inside: the same value for every tile in the same iteration.
     uniform = uniform | {s.var.name for s in statements(body) if isinstance(s, L.For)
                          and _step(s.start, plan, uniform, local) == 0 and _step(s.step, plan, uniform, local) == 0}
@@ -192,7 +191,7 @@ def _coalesced(body: tuple[L.Stmt, ...], plan: RegionPlan, uniform: set[str], lo
         if isinstance(s, L.Store):
             accesses.append(L.Load(s.buf, s.index, s.value.dtype))
         for a in accesses:
-            if a.buf in regs or not a.index:
+            if a.buf in plan.regs or not a.index:
                 continue
             steps = [_step(i, plan, uniform, local) for i in a.index]
             if any(steps[:-1]) or steps[-1] > 1:
@@ -215,26 +214,35 @@ class RegionPlan:
     # The kernel returns early (and has no barrier: fiber_reason): its whole body is one region
     # (no loop is split or interleaved), in which a return ends the tile's iteration.
     returns: bool = False
+    regs: frozenset[str] = frozenset()  # the register arrays (per tile by nature)
+
+    def __post_init__(self) -> None:
+        self.regs = frozenset(b.name for b in self.fn.buffers if b.space == "regs")
 
     def splits(self, s: L.Stmt) -> bool:
         """Whether `s` is a loop that runs once for the group with its body split into regions."""
         return barrier_loop(s) or id(s) in self.boundary
 
+    def interleaved(self, s: L.Stmt) -> bool:
+        """Whether `s` is a stride loop that the tiles run interleaved (RegionPrinter.stride_for): one
+        that `stride_loop` accepts and that does not split (a uniform loop with a runtime step, or a
+        step of at least the tile count, is both, and runs as a boundary loop)."""
+        return not self.splits(s) and stride_loop(s, self.fn.tile_count)
+
     def pieces(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt | list[L.Stmt]]:
         """A region-level body as regions (lists of statements) and the statements between them
         (barriers, boundary loops, stride loops, shared-array declarations)."""
-        regs = {b.name for b in self.fn.buffers if b.space == "regs"}
         if self.returns:  # one region, after the shared arrays (declared for the whole group)
-            shared = [s for s in body if isinstance(s, L.Alloc) and s.buf not in regs]
+            shared = [s for s in body if isinstance(s, L.Alloc) and s.buf not in self.regs]
             yield from shared
-            rest = [s for s in body if not (isinstance(s, L.Alloc) and s.buf not in regs)]
+            rest = [s for s in body if not (isinstance(s, L.Alloc) and s.buf not in self.regs)]
             if rest:
                 yield rest
             return
         region: list[L.Stmt] = []
         for s in body:
-            if (isinstance(s, (L.Barrier, L.ElementLoop)) or self.splits(s) or stride_loop(s, self.fn.tile_count)
-                    or isinstance(s, L.Alloc) and s.buf not in regs):
+            if (isinstance(s, (L.Barrier, L.ElementLoop)) or self.splits(s) or self.interleaved(s)
+                    or isinstance(s, L.Alloc) and s.buf not in self.regs):
                 if region:
                     yield region
                     region = []
@@ -346,7 +354,7 @@ def _per_tile(plan: RegionPlan) -> None:
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
-            if isinstance(p, (list, L.ElementLoop)) or stride_loop(p, fn.tile_count) and not plan.splits(p):
+            if isinstance(p, (list, L.ElementLoop)) or plan.interleaved(p):
                 for n in refs(p if isinstance(p, list) else [p]) & level:
                     uses[n] = uses.get(n, 0) + 1
             elif isinstance(p, (L.For, L.While)):

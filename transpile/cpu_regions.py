@@ -35,7 +35,6 @@ from tessera.transpile.cpu_region_plan import (
     plan_regions,
     refs,
     returns,
-    stride_loop,
     var_names,
 )
 from tessera.transpile.cstmt import BodyPrinter, Options
@@ -100,14 +99,13 @@ def fiber_reason(fn: L.Function, opts: Options) -> str | None:
 class RegionPrinter(BodyPrinter):
     def __init__(self, fn: L.Function, pr: CPrinter, opts: Options) -> None:
         super().__init__(fn, pr, opts)
-        self.regs = {b.name for b in fn.buffers if b.space == "regs"}
         self.tiles = fn.tile_count
         self.plan: RegionPlan = plan_regions(fn)
         self.counter = 0
         self._open = 0  # loops that _open_tiles opened
 
     def _cname(self, name: str) -> str:
-        return c_ident(name) if name in self.regs else var_name(name)
+        return c_ident(name) if name in self.plan.regs else var_name(name)
 
     def print_kernel(self) -> None:
         self.prologue()
@@ -162,7 +160,7 @@ class RegionPrinter(BodyPrinter):
         for p in self.plan.pieces(body):
             if isinstance(p, list):
                 self.region(p)
-            elif isinstance(p, L.For) and stride_loop(p, self.tiles) and not self.plan.splits(p):
+            elif isinstance(p, L.For) and self.plan.interleaved(p):
                 self.stride_for(p)
             elif isinstance(p, L.Barrier):
                 self.emit("// tbarrier(): every tile has finished the region above", p.loc)
