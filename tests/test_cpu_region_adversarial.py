@@ -9,40 +9,23 @@ failed to compile in region mode."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-import tessera
-from tessera.compiler import SourceFile, compile_source
+from tests.test_cpu_region_loops import both_modes, interchanged
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 Arrays = dict[str, np.ndarray]
 
 
-def interchanged(src: str, var: str) -> bool:
-    c = compile_source(SourceFile(path="k.tsr", text=src), cpu_regions=True).cuda
-    return bool(re.search(rf"for \(\w+ {var} = tsr_lo\d+;", c))
-
-
 def check(src: str, name: str, make: Callable[[], Arrays], launch: Callable[[object, Arrays], None],
           ref: Callable[[Arrays], Arrays], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Region mode and fiber mode give the same bytes, and the bytes NumPy gives."""
-    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
+    """Region mode and fiber mode give the same bytes (both_modes), and the bytes NumPy gives."""
     monkeypatch.setenv("TESSERA_CPU_REGIONS", "1")
-    k = tessera.compile(src, backend="cpu")[name]
-    assert k.info().regions
-    got = make()
-    launch(k, got)
-    monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
-    fib = make()
-    launch(tessera.compile(src, backend="cpu")[name], fib)
-    want = ref(make())
-    for key in got:
-        assert got[key].tobytes() == fib[key].tobytes(), f"{key}: regions {got[key]} fibers {fib[key]}"
-    for key, w in want.items():
+    got = both_modes(src, name, launch, make, monkeypatch)
+    for key, w in ref(make()).items():
         assert np.asarray(w, got[key].dtype).tobytes() == got[key].tobytes(), f"{key}: {got[key]} != {w}"
 
 
