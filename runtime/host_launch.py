@@ -118,32 +118,28 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     """
     limit = check_timeout(timeout)
     fn = _entry(lib, symbol)
-    err = ctypes.create_string_buffer(ERROR_BUF_LEN)
-    cfg = LaunchConfig()
-    cfg.block[:] = _dim3(block, "block")
-    cfg.error_buf = ctypes.cast(err, ctypes.c_char_p)
-    cfg.error_buf_len = ERROR_BUF_LEN
-    argv = (ctypes.c_void_p * max(1, len(args)))(*(ctypes.addressof(a) for a in args))
-    _configure(cfg, _dim3(grid, "grid"), dynamic_smem, num_threads, fiber_stack_bytes, limit)
-    _call(lib, fn, cfg, ctypes.byref(cfg), err, argv, limit)
+    current = _Set(_dim3(block, "block"), args)
+    _configure(current.cfg, _dim3(grid, "grid"), dynamic_smem, num_threads, fiber_stack_bytes, limit)
+    _call(lib, fn, current, limit)
 
 
 class _Set:
-    """What one launch at a time of a PreparedLaunch fills in: the configuration (and a pointer to
-    it), the error buffer, the argument holders and the ``void*[]`` of their addresses, and the
-    configuration last written (a launch like the one before writes only the arguments)."""
+    """What a launch hands the library: the configuration (and a pointer to it), the error buffer,
+    the arguments' holders and the ``void*[]`` of their addresses, and the configuration last
+    written (a PreparedLaunch's launch like the one before writes only the arguments)."""
 
     __slots__ = ("cfg", "ref", "err", "holders", "argv", "last")
 
-    def __init__(self, block: tuple[int, int, int], arg_types: Sequence[type[ctypes._SimpleCData]]) -> None:
+    def __init__(self, block: tuple[int, int, int],
+                 holders: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array]) -> None:
         self.err = ctypes.create_string_buffer(ERROR_BUF_LEN)
         self.cfg = LaunchConfig()
         self.cfg.block[:] = block
         self.cfg.error_buf = ctypes.cast(self.err, ctypes.c_char_p)
         self.cfg.error_buf_len = ERROR_BUF_LEN
         self.ref = ctypes.byref(self.cfg)
-        self.holders = [t() for t in arg_types]
-        self.argv = (ctypes.c_void_p * max(1, len(self.holders)))(*(ctypes.addressof(h) for h in self.holders))
+        self.holders = holders
+        self.argv = (ctypes.c_void_p * max(1, len(holders)))(*(ctypes.addressof(h) for h in holders))
         self.last: tuple = ()
 
 
@@ -171,7 +167,7 @@ class PreparedLaunch:
         free = getattr(self._free, "sets", None)
         if free is None:
             free = self._free.sets = []
-        current = free.pop() if free else _Set(self.block, self.arg_types)
+        current = free.pop() if free else _Set(self.block, [t() for t in self.arg_types])
         for h, v in zip(current.holders, values):
             h.value = v
         config = (grid, dynamic_smem, num_threads, limit)
@@ -179,7 +175,7 @@ class PreparedLaunch:
             _configure(current.cfg, grid, dynamic_smem, num_threads, 0, limit)
             current.last = config
         try:
-            _call(self.lib, self.fn, current.cfg, current.ref, current.err, current.argv, limit)
+            _call(self.lib, self.fn, current, limit)
         finally:
             free.append(current)
 
@@ -193,9 +189,9 @@ def _configure(cfg: LaunchConfig, grid: tuple[int, int, int], dynamic_smem: int,
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
 
 
-def _call(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, ref: Any, err: ctypes.Array[ctypes.c_char], argv: Any,
-          limit: float | None) -> None:
+def _call(lib: ctypes.CDLL, fn: Any, current: _Set, limit: float | None) -> None:
     """The launch proper: the SIGINT watch around the call, the status."""
+    cfg, ref, argv = current.cfg, current.ref, current.argv
     # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
     # library's handler is put in front of Python's before the call, and the launch takes it away
     # as it returns (host/host_signals.h); when SIGINT cancelled the launch, Python raises
@@ -220,5 +216,5 @@ def _call(lib: ctypes.CDLL, fn: Any, cfg: LaunchConfig, ref: Any, err: ctypes.Ar
     if status == TIMED_OUT:
         raise LaunchError(f"the launch did not finish within the timeout of {limit:g} s and was cancelled")
     if status != 0:
-        message = err.value.decode("utf-8", "replace") or f"kernel launch failed with status {status}"
+        message = current.err.value.decode("utf-8", "replace") or f"kernel launch failed with status {status}"
         raise LaunchError(message)
