@@ -144,14 +144,18 @@ def build_parser(grammar: str) -> Lark:
 @functools.lru_cache(maxsize=1)
 def _parser() -> Lark:
     """The parser, from the committed tables (tessera/parse_tables.py) when they were generated
-    from this grammar by this Lark, else built from the grammar."""
+    from this grammar by this Lark (with the lexer of tessera/root_first_lexer.py, checked with
+    that Lark), else built from the grammar."""
     from tessera import parse_tables
     from tessera.parse_tables_gen import grammar_key
 
     grammar = grammar_text()
     if grammar_key(grammar) == parse_tables.GRAMMAR_SHA256 and lark.__version__ == parse_tables.LARK_VERSION:
+        from tessera.root_first_lexer import RootFirstLexer
+
         tables = parse_tables.TABLES
-        return Lark._load_from_dict(tables["data"], tables["memo"], postlex=TsrIndenter(), transformer=Build())
+        return Lark._load_from_dict(tables["data"], tables["memo"], postlex=TsrIndenter(), transformer=Build(),
+                                    _plugins={"ContextualLexer": RootFirstLexer})
     return build_parser(grammar)
 
 
