@@ -6,12 +6,8 @@ and the file starts with the device header sections the module uses (header_part
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.resources
 import re
 from collections.abc import Sequence
-
-import jinja2
 
 from tessera.dtypes import I32, SCALARS, c_literal
 from tessera.kernel_info import KernelInfo, ParamInfo
@@ -25,19 +21,9 @@ from tessera.transpile.header_parts import SECTIONS, sections
 from tessera.transpile.lir_visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
+from tessera.transpile.template import module_template, template_text
 
 VERSION = "0.1.0"
-
-
-def _template_source(name: str) -> str:
-    return importlib.resources.files("tessera.templates").joinpath(name).read_text("utf-8")
-
-
-@functools.lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FunctionLoader(_template_source),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              keep_trailing_newline=True, autoescape=False)
 
 
 _SECTION_FILES = {s.name: s.file for s in SECTIONS}
@@ -46,7 +32,7 @@ _SECTION_FILES = {s.name: s.file for s in SECTIONS}
 def device_header(names: Sequence[str]) -> str:
     """The text of the device header sections `names` (header_parts), as an emitted file that
     includes them holds it."""
-    return "".join(_template_source(_SECTION_FILES[n]) for n in names)
+    return "".join(template_text(_SECTION_FILES[n]) for n in names)
 
 
 def _safe_comment(text: str) -> str:
@@ -214,9 +200,9 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
                           "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
                           "line": fn.loc.line, "summary": summary, "body": body})
     header = sections(module, opts)
-    text = _env().get_template("module.cu.j2").render(
+    text = module_template().render(
         version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
-        sections=", ".join(header), header_files=[_SECTION_FILES[n] for n in header],
+        sections=", ".join(header), device_header=device_header(header),
         constants=constants, tables=table_rows, functions=functions)
     return text, tuple(infos)
