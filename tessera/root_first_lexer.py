@@ -25,11 +25,11 @@ Lark's own lexer on every sample and test program, errors included.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
-from lark.lexer import ContextualLexer
+from lark.lexer import BasicLexer, ContextualLexer
 
 
 class RootFirstLexer(ContextualLexer):
@@ -44,7 +44,7 @@ class RootFirstLexer(ContextualLexer):
                 lexer = self.lexers[parser_state.position]
                 names = accepted.get(id(lexer))
                 if names is None:
-                    names = accepted[id(lexer)] = frozenset(t.name for t in lexer.terminals)
+                    names = accepted[id(lexer)] = frozenset(t.name for t in cast(BasicLexer, lexer).terminals)
                 ctr = lexer_state.line_ctr
                 saved = (ctr.char_pos, ctr.line, ctr.column, ctr.line_start_pos, lexer_state.last_token)
                 try:
