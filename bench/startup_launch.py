@@ -4,8 +4,12 @@ measured in the same run (fresh subprocesses, alternating; medians and ranges of
 * **tesserac** -- `tesserac SAMPLE --emit cuda -o TMP` per sample, vs `python -c "import numpy"`
   (goal: <= 0.25 s);
 * **cold load** -- a process that imports tessera, loads `samples/sum_reduce.tsr` and launches it
-  once with an empty cache (a new `TESSERA_CACHE_DIR` each run), vs `import numpy` (goal: <= 3x),
-  with the C++ compiler's share (the engine object, the kernel unit, the link) from one probe run;
+  once with an empty cache (a new `TESSERA_CACHE_DIR` each run), vs `import numpy` (goal: <= 3x):
+  as users get it, with the engine object built when the package was installed (run after `pip
+  install -e .`; a line says so when it is not there), and with a compiler it was not built for
+  (`CXX` set to a link to the same compiler in a temporary folder: another compiler identity, so
+  the first load compiles the engine too); each with the C++ compiler's share (the engine object,
+  the kernel unit, the link) from one probe run;
 * **launch** -- a launch of a one-group, 32-tile kernel through the Python API (`k[1](x)`), vs a
   ctypes call of an empty C function built here with the same compiler (goal: <= 15 us), and
   vs Warp's CPU launch of a 32-thread kernel when `warp` is installed (skipped otherwise); then
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,10 +52,11 @@ assert (out == 4096).all()
 
 # Each compiler process from its start to its end (subprocess.run, and the engine's compile, which
 # the prefetch starts with Popen and waits for on its thread).
-PROBE = "import subprocess, time\n_init, _comm = subprocess.Popen.__init__, subprocess.Popen.communicate\n" \
+PROBE = "import os, subprocess, time\n_init, _comm = subprocess.Popen.__init__, subprocess.Popen.communicate\n" \
     "def init(self, *a, **k):\n    self.tsr_t = time.perf_counter(); _init(self, *a, **k)\n" \
     "def comm(self, *a, **k):\n    r = _comm(self, *a, **k)\n" \
-    "    print('STEP %.3f %s' % (time.perf_counter() - self.tsr_t, ' '.join(str(c) for c in self.args)[:60]))\n" \
+    "    cmd = [os.path.basename(str(self.args[0])), *self.args[1:]]\n" \
+    "    print('STEP %.3f %s' % (time.perf_counter() - self.tsr_t, ' '.join(str(c) for c in cmd)))\n" \
     "    return r\nsubprocess.Popen.__init__, subprocess.Popen.communicate = init, comm\n" + COLD
 
 LAUNCH = """\
@@ -145,19 +152,46 @@ def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
             ours.append(_time(cmd, env))
         print(f"  {sample:22s} {_fmt(ours)}   import numpy {_fmt(base)}   "
               f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
-    base, ours = [], []
+    other = _other_spelling(tmp)
+    cases = {"engine built at install": env, f"engine not built for CXX={other}": dict(env, CXX=other)}
+    base = []
+    cold: dict[str, list[float]] = {label: [] for label in cases}
     for i in range(runs):
-        cold_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / f"cache{i}"))
         base.append(_time(numpy_cmd, env))
-        ours.append(_time([py, "-c", COLD], cold_env))
-    print(f"cold first load + launch, empty cache (goal <= 3x): {_fmt(ours)}   import numpy {_fmt(base)}   "
-          f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
-    probe_env = dict(env, TESSERA_CACHE_DIR=str(Path(tmp) / "cache-probe"))
-    steps = subprocess.run([py, "-c", PROBE], env=probe_env, check=True, capture_output=True, text=True).stdout
-    for line in steps.splitlines():
-        # not the linker probe (host_build.linker), reaped long after it ended
-        if line.startswith("STEP") and not line.endswith("-Wl,--version"):
-            print("   C++ compiler:", line[5:])
+        for n, (label, case_env) in enumerate(cases.items()):
+            cold[label].append(_time([py, "-c", COLD], dict(case_env, TESSERA_CACHE_DIR=str(Path(tmp) / f"cache{n}-{i}"))))
+    print(f"cold first load + launch, empty cache (goal <= 3x), vs `import numpy` {_fmt(base)}:")
+    if not _prebuilt():
+        print("  (no engine was built at install time for this compiler: `pip install -e .` builds it)")
+    for n, (label, case_env) in enumerate(cases.items()):
+        print(f"  {label}: {_fmt(cold[label])}   ratio {statistics.median(cold[label]) / statistics.median(base):.2f}x")
+        probe_env = dict(case_env, TESSERA_CACHE_DIR=str(Path(tmp) / f"cache-probe{n}"))
+        steps = subprocess.run([py, "-c", PROBE], env=probe_env, check=True, capture_output=True, text=True).stdout
+        for line in steps.splitlines():
+            # not the linker probe (host_build.linker), reaped long after it ended
+            if line.startswith("STEP") and not line.endswith("-Wl,--version"):
+                print("     C++ compiler:", line[5:70])
+
+
+def _prebuilt() -> bool:
+    """Whether the engine was built at install time for this compiler and these sources."""
+    from tessera.runtime import host_build, host_recipe
+
+    key = host_recipe.engine_key(host_build.find_cxx(), host_build.host_dir())
+    return host_recipe.read_prebuilt(host_build.prebuilt_dir(), key) is not None
+
+
+def _other_spelling(tmp: str) -> str:
+    """The C++ compiler as a link to it in `tmp`: the same compiler, another identity (its command
+    is part of it), for which no engine was built at install time."""
+    from tessera.runtime.host_build import find_cxx
+
+    cxx = find_cxx()
+    real = os.path.realpath(shutil.which(cxx[0]) or cxx[0])
+    link = Path(tmp) / "cxx" / Path(real).name
+    link.parent.mkdir()
+    link.symlink_to(real)
+    return shlex.join([str(link), *cxx[1:]])
 
 
 def _launch_figures(py: str, env: dict[str, str], script: Path) -> dict[str, float]:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tessera.runtime.cache_fs import Folder, UntrustedError, open_folder
+from tessera.runtime.host_recipe import cache_key
 from tessera.runtime.pinned import elf_complete, pin
 
 __all__ = ["FORMAT_VERSION", "DiskCache", "TesseraCacheWarning", "cache_key", "default_cache_root",
@@ -72,19 +73,6 @@ def _warn_once(topic: str, message: str) -> None:
             return
         _warned.add(topic)
     warnings.warn(message, TesseraCacheWarning, stacklevel=4)
-
-
-def cache_key(*parts: str | bytes) -> str:
-    """sha256 hex over the length-prefixed parts, so ``("ab", "c") != ("a", "bc")``."""
-    h = hashlib.sha256(b"tessera-cache-key\0")
-    for part in parts:
-        if isinstance(part, str):
-            part = part.encode("utf-8")
-        elif not isinstance(part, bytes):
-            raise TypeError(f"cache_key parts must be str or bytes, not {type(part).__name__}")
-        h.update(len(part).to_bytes(8, "big"))
-        h.update(part)
-    return h.hexdigest()
 
 
 def default_cache_root() -> Path:

@@ -64,7 +64,8 @@ def library_key(cuda: str, wrapper: str) -> str:
     Tessera fingerprint (which covers the host prelude and this backend's own sources)."""
     from tessera.runtime.cache import cache_key
     from tessera.runtime.fingerprint import fingerprint
-    from tessera.runtime.host_build import BASE_FLAGS, compiler_identity, find_cxx, linker
+    from tessera.runtime.host_build import BASE_FLAGS, find_cxx, linker
+    from tessera.runtime.host_recipe import compiler_identity
 
     cxx = find_cxx()
     link_flags, link_version = linker(cxx)

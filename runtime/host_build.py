@@ -4,7 +4,8 @@ A kernel library has two translation units.  The kernel one is the CUDA C that T
 for NVRTC (``kernel.cu``) with a small C++ wrapper per kernel (``wrapper.cpp``), compiled with
 the thin prelude ``host/tessera_host.h`` force-included, which declares only what emitted code
 uses and includes no system header.  The engine one (``host/engine.cpp``: fibers, scheduler,
-launches, signals) is compiled once per compiler and cached as an object file.  The two are
+launches, signals) is compiled when the package is installed (``setup.py``, with the recipe of
+`tessera.runtime.host_recipe`), else once per compiler and cached as an object file.  The two are
 linked with the kernel unit's stack bound (`tessera.runtime.host_frames`) into a shared library
 that exports only the ``tsr_launch_*`` entry points.
 """
@@ -12,10 +13,8 @@ that exports only the ``tsr_launch_*`` entry points.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.resources
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -25,8 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.errors import CompileError, TesseraError
+from tessera.runtime import host_recipe
 from tessera.runtime.host_diagnostics import compile_failure
 from tessera.runtime.host_frames import frame_bytes, frames_asm
+from tessera.runtime.host_recipe import ENGINE_FLAGS
 
 # The kernel translation unit.  -fno-strict-aliasing: emitted CUDA C may type-pun through
 # pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
@@ -36,10 +37,6 @@ KERNEL_FLAGS: tuple[str, ...] = (
     "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
     "-ffp-contract=off", "-DTESSERA_HOST",
 )
-# The engine at -Og: a first launch with an empty cache waits for its compile (0.29 s here against
-# 0.59 s at -O2), and what runs per barrier or shuffle is inline code of the kernel unit
-# (host_sync.h), so kernel times and launch overheads measured the same at both levels.
-ENGINE_FLAGS: tuple[str, ...] = ("-std=c++17", "-Og", "-fPIC", "-pthread", "-fvisibility=hidden", "-DTESSERA_HOST")
 LINK_FLAGS: tuple[str, ...] = ("-shared", "-pthread")
 # Added to LINK_FLAGS where the compiler accepts it (`linker`): gold links a library in 30-35 ms
 # here against 65-90 ms for the default linker (GNU ld), on the critical path of a first launch.
@@ -60,39 +57,12 @@ STUB_HEADERS: tuple[str, ...] = (
     "device_launch_parameters.h",
 )
 
-_CANDIDATES = ("c++", "g++", "clang++")
-
-
 def find_cxx() -> list[str]:
     """The C++ compiler command: ``$CXX`` (split like a shell would), else c++, g++ or clang++ on PATH."""
-    env = os.environ.get("CXX", "").strip()
-    if env:
-        cmd = shlex.split(env)
-        if not shutil.which(cmd[0]):
-            raise TesseraError(f"the C++ compiler named by $CXX ({env!r}) was not found")
-        return cmd
-    for name in _CANDIDATES:
-        path = shutil.which(name)
-        if path:
-            return [path]
-    raise TesseraError(
-        "no C++ compiler found for the CPU backend (tried $CXX, " + ", ".join(_CANDIDATES) + " on PATH); "
-        "install g++ or clang++, or set CXX"
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _identity(cxx: tuple[str, ...]) -> str:
     try:
-        out = subprocess.run([*cxx, "--version"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        out = ""
-    return " ".join(cxx) + "\n" + out
-
-
-def compiler_identity(cxx: Sequence[str]) -> str:
-    """The command and its ``--version`` output: part of every cache key of built code."""
-    return _identity(tuple(cxx))
+        return host_recipe.find_cxx()
+    except host_recipe.NoCompiler as exc:
+        raise TesseraError(str(exc)) from None
 
 
 _LINKERS: dict[tuple[str, ...], subprocess.Popen[str] | tuple[tuple[str, ...], str]] = {}
@@ -140,9 +110,9 @@ def host_header_path() -> Path:
     return host_dir() / "tessera_host.h"
 
 
-def host_sources() -> list[Path]:
-    """Every file of the prelude and the engine (their text is part of the cache keys)."""
-    return sorted(p for p in host_dir().iterdir() if p.suffix in (".h", ".cpp"))
+def prebuilt_dir() -> Path:
+    """The folder of the engine object built when the package was installed (``setup.py``)."""
+    return host_dir() / host_recipe.PREBUILT
 
 
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -165,13 +135,14 @@ _prefetched = False
 
 
 def engine_object(cxx: Sequence[str]) -> bytes:
-    """The compiled engine for `cxx` (an object file's bytes): from the disk cache, else built once
-    (kept in memory for the process when the cache is off). A byte entry, not a file entry: the
-    linker runs in another process, and the object is never loaded, so nothing needs to stay pinned."""
-    from tessera.runtime.cache import DiskCache, cache_key
+    """The compiled engine for `cxx` (an object file's bytes): from the disk cache, else the one
+    built when the package was installed if it was built for the same key (`prebuilt_dir`: same
+    compiler identity, flags and sources, checksum intact), else built once (and cached; kept in
+    memory for the process when the cache is off). A byte entry, not a file entry: the linker runs
+    in another process, and the object is never loaded, so nothing needs to stay pinned."""
+    from tessera.runtime.cache import DiskCache
 
-    key = cache_key("cpu-engine", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
-                    *(p.name + "\n" + p.read_text() for p in host_sources()))
+    key = host_recipe.engine_key(cxx, host_dir())
     with _ENGINE_LOCK:
         known = _ENGINES.get(key)
         if known is not None:
@@ -179,10 +150,23 @@ def engine_object(cxx: Sequence[str]) -> bytes:
         cache = DiskCache("cpu")
         data = cache.get_bytes(key)
         if data is None:
+            data = host_recipe.read_prebuilt(prebuilt_dir(), key)
+        if data is None:
             data = _build_engine(cxx)
             cache.put_bytes(key, data)
         _ENGINES[key] = data
         return data
+
+
+def _take_prebuilt(cxx: Sequence[str]) -> bool:
+    """Whether the prebuilt engine (`prebuilt_dir`) was built for `cxx` and the host sources and is
+    intact; if so, it is what `engine_object` returns in this process."""
+    key = host_recipe.engine_key(cxx, host_dir())
+    data = host_recipe.read_prebuilt(prebuilt_dir(), key)
+    if data is not None:
+        with _ENGINE_LOCK:
+            _ENGINES.setdefault(key, data)
+    return data is not None
 
 
 class _EngineBuild:
@@ -191,8 +175,7 @@ class _EngineBuild:
     def __init__(self, cxx: Sequence[str]) -> None:
         self._tmp = Path(tempfile.mkdtemp(prefix="tessera-engine-"))
         self._cxx = cxx[0]
-        cmd = [*cxx, *ENGINE_FLAGS, "-I", str(host_dir()), "-c", str(host_dir() / "engine.cpp"), "-o",
-               str(self._tmp / "engine.o")]
+        cmd = host_recipe.engine_command(cxx, host_dir(), self._tmp / "engine.o")
         try:
             self._proc = subprocess.Popen(cmd, cwd=self._tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True)
@@ -228,11 +211,12 @@ def _build_engine(cxx: Sequence[str]) -> bytes:
 
 
 def prefetch_engine() -> None:
-    """Start getting the engine object (from the cache, or by compiling it: most of a first
-    launch's time with an empty cache) on a background thread, so that it overlaps the transpiling
-    and the kernel unit's compile; `engine_object` then waits for it. Not a daemon thread: a process
-    that ends meanwhile waits for the build (and keeps its result in the cache) rather than leaving
-    a compiler writing into a temporary folder nobody removes."""
+    """Start getting the engine object on a background thread: the prebuilt one when it was built
+    for this compiler and these sources (read here, well under a millisecond; no compile), else from
+    the cache or by compiling it (most of a first launch's time with an empty cache), so that it
+    overlaps the transpiling and the kernel unit's compile; `engine_object` then waits for it. Not a
+    daemon thread: a process that ends meanwhile waits for the build (and keeps its result in the
+    cache) rather than leaving a compiler writing into a temporary folder nobody removes."""
     global _prefetched
     with _PREFETCH_LOCK:
         if _prefetched:
@@ -240,11 +224,13 @@ def prefetch_engine() -> None:
         _prefetched = True
     try:
         cxx = find_cxx()
-        # The compile starts here (2-3 ms), not on the thread, where each system call of starting
-        # it waited for the GIL while this one imports the compiler (15-45 ms); it starts before
-        # the cache is asked (on the thread), and is cancelled if the cache has the engine.
-        _STARTED[tuple(cxx)] = _EngineBuild(cxx)
-    except TesseraError:
+        # Without a prebuilt engine the compile starts here (2-3 ms), not on the thread, where each
+        # system call of starting it waited for the GIL while this one imports the compiler
+        # (15-45 ms); it starts before the cache is asked (on the thread), and is cancelled if the
+        # cache has the engine.
+        if not _take_prebuilt(cxx):
+            _STARTED[tuple(cxx)] = _EngineBuild(cxx)
+    except (TesseraError, OSError):
         return  # the build proper reports it
     threading.Thread(target=_prefetch, args=(cxx,), name="tessera-engine-build").start()
 

@@ -67,3 +67,14 @@ def cache_warnings(record: list) -> list[str]:
 def sample_of(kernel: str) -> str:
     """The sample file that defines `kernel` (a kernel with a case in tessera.runner)."""
     return str(next(p for p in SAMPLES if f"def {kernel}(" in p.read_text() or f"def {kernel}[" in p.read_text()))
+
+
+@pytest.fixture
+def no_prebuilt_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+    """No engine built at install time (an empty prebuilt folder): the engine's build, prefetch and
+    cache are what a test of them exercises."""
+    from tessera.runtime import host_build
+
+    empty = tmp_path / "no-prebuilt-engine"
+    empty.mkdir()
+    monkeypatch.setattr(host_build, "prebuilt_dir", lambda: empty)

@@ -59,6 +59,10 @@ def test_fingerprint_covers_sources_grammar_templates_and_prelude(tmp_path: Path
     assert fingerprint_of(pkgs) == base
     (top["tessera"] / "notes.txt").write_text("changed")
     (top["tessera"] / "__pycache__" / "y.pyc").write_bytes(b"new")
+    prebuilt = top["tessera.runtime"] / "host" / "prebuilt"  # the engine built at install time (setup.py)
+    prebuilt.mkdir()
+    (prebuilt / "engine-0.o").write_bytes(b"\x7fELF")
+    (prebuilt / "engine-0.o.sha256").write_text("0" * 64 + "\n")
     assert fingerprint_of(pkgs) == base
     (top["tessera.transpile"] / "new_pass.py").write_text("")
     assert fingerprint_of(pkgs) != base  # a new file counts, even empty

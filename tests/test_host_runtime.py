@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tessera.errors import CompileError, LaunchError, TesseraError
-from tessera.runtime import host_build
+from tessera.runtime import host_build, host_recipe
 from tessera.runtime.host_build import build_shared_library
 from tessera.runtime.host_launch import launch, load_library
 
@@ -672,7 +672,7 @@ def test_find_cxx_honours_and_reports_cxx(monkeypatch):
 
 
 def test_prelude_and_engine_ship_with_the_package():
-    names = {p.name for p in host_build.host_sources()}
+    names = {p.name for p in host_recipe.host_sources(host_build.host_dir())}
     assert {"tessera_host.h", "host_abi.h", "engine.cpp"} <= names
     assert "tsr_launch_config" in (host_build.host_dir() / "host_abi.h").read_text()
 

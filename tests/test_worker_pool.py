@@ -3,7 +3,8 @@ launches of several groups reuse one pool of threads per library instead of star
 a trimmed library's pool ends, a forked child (which has none of the threads) still launches,
 and launches from several Python threads at once (one of them gets the pool, the others their
 own threads) all compute their results. Also the other steps of a first launch with an empty
-cache: the engine's prefetch, the linker, the end of the process."""
+cache: the engine's prefetch and build (without the engine built at install time:
+tests/test_prebuilt_engine.py has those with it), the linker, the end of the process."""
 
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ def test_launches_from_several_python_threads_at_once():
         assert all(pool.map(run, range(8)))
 
 
+@pytest.mark.usefixtures("no_prebuilt_engine")
 def test_the_engine_prefetch_and_the_build_share_one_compile(tmp_path, monkeypatch):
     from tessera.runtime import host_build
 
@@ -104,6 +106,7 @@ def test_the_engine_prefetch_and_the_build_share_one_compile(tmp_path, monkeypat
     assert len(builds) == 1 and data[:4] == b"\x7fELF"
 
 
+@pytest.mark.usefixtures("no_prebuilt_engine")
 def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypatch):
     # The launch path calls prefetch_engine again while the first one builds: it must go on to
     # compile the kernel unit meanwhile, not wait for the engine (that serialised the two).
@@ -131,6 +134,7 @@ def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypa
     assert waited < 5
 
 
+@pytest.mark.usefixtures("no_prebuilt_engine")
 def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_started(tmp_path, monkeypatch):
     from tessera.runtime import host_build
 
@@ -152,6 +156,7 @@ def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_st
     assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"
 
 
+@pytest.mark.usefixtures("no_prebuilt_engine")
 def test_a_child_forked_while_the_engine_compiles_builds_its_own(tmp_path, monkeypatch):
     from tessera.runtime import host_build
 
