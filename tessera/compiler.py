@@ -12,11 +12,11 @@ import atexit
 import gc
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tessera import nodes as N
 from tessera.errors import CompileError, Diagnostic, DiagnosticSink, InternalCompilerError, SourceFile
+from tessera.irnode import ir_node
 from tessera.kernel_info import KernelInfo
 from tessera.limits import read_source
 from tessera.parser import decode_source, parse, too_deep
@@ -39,7 +39,7 @@ def _freeze_at_exit() -> None:
 atexit.register(_freeze_at_exit)
 
 
-@dataclass(frozen=True)
+@ir_node
 class CompileResult:
     source: SourceFile
     module: N.Module | L.Module  # the lowered module (or the tree after --dump-after's pass)
@@ -53,7 +53,7 @@ class CompileResult:
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
+@ir_node
 class FrontEnd:
     """A source parsed and its module constants resolved (with these `-D` values), ready to be
     specialized into any number of variants."""

@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tessera.f32 import f32_text
+from tessera.irnode import ir_node
 
 
-@dataclass(frozen=True)
+@ir_node
 class ScalarType:
     name: str      # .tsr spelling
     kind: str      # "bool" | "int" | "uint" | "float"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from tessera.irnode import ir_node
+
 # Distinct errors kept and shown for one compile; the rest are counted.
 MAX_ERRORS = 100
 
@@ -27,13 +29,13 @@ class Loc:
         return f"{self.line}:{self.col}"
 
 
-@dataclass(frozen=True)
+@ir_node
 class Note:
     message: str
     loc: Loc | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Diagnostic:
     message: str
     loc: Loc
@@ -41,7 +43,7 @@ class Diagnostic:
     notes: tuple[Note, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class SourceFile:
     """A named source text; `line(n)` returns the 1-based line n without its newline."""
 

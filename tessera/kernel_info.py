@@ -4,10 +4,12 @@ Kept free of heavy imports: a warm start reads these from the cache without the 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+
+from tessera.irnode import ir_node
 
 
-@dataclass(frozen=True)
+@ir_node
 class ParamInfo:
     name: str
     kind: str                         # tensor | scalar | shape
@@ -16,7 +18,7 @@ class ParamInfo:
     mut: bool = False
 
 
-@dataclass(frozen=True)
+@ir_node
 class KernelInfo:
     """How to launch one emitted kernel: C parameters in order, group shape, shared memory."""
 

@@ -1,4 +1,5 @@
-"""The IR: frozen dataclasses with tuple children and a source location on every node.
+"""The IR: frozen dataclasses (`@ir_node`, tessera/irnode.py) with tuple children and a source
+location on every node.
 
 The front end builds these nodes from the parse tree; the passes up to `typecheck` map a
 `Module` to a new `Module` (``dataclasses.replace``), filling in the fields that start empty:
@@ -14,23 +15,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import TypeVar
 
 from tessera.dtypes import ScalarType
 from tessera.errors import Loc
+from tessera.irnode import ir_node
 
 # ---- types of expressions that are not scalars ----------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class TensorType:
     elem: ScalarType
     dims: tuple[Expr, ...]
     mut: bool
 
 
-@dataclass(frozen=True)
+@ir_node
 class ArrayType:
     """A shared-memory or register array with constant dimensions; a shared array's dimension may
     also be the name of an integer scalar parameter (its size is set at launch)."""
@@ -41,7 +42,7 @@ class ArrayType:
     pad: int = 0
 
 
-@dataclass(frozen=True)
+@ir_node
 class ViewType:
     """A rectangular slice of a tensor or shared array (argument of tcopy)."""
 
@@ -49,19 +50,19 @@ class ViewType:
     extents: tuple[int, ...]   # one per sliced dimension (indexed dims dropped)
 
 
-@dataclass(frozen=True)
+@ir_node
 class TupleType:
     """The values of a call of a device function that returns several (`-> (f32, i32)`)."""
 
     items: tuple[ScalarType, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class StrType:
     pass
 
 
-@dataclass(frozen=True)
+@ir_node
 class VoidType:
     pass
 
@@ -73,7 +74,7 @@ VOID = VoidType()
 # ---- expressions ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Name:
     loc: Loc
     id: str
@@ -81,35 +82,35 @@ class Name:
     ref: str | None = None  # local | param | shape | const | table | shared | regs | builtin | loopvar
 
 
-@dataclass(frozen=True)
+@ir_node
 class IntLit:
     loc: Loc
     value: int
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class FloatLit:
     loc: Loc
     value: float
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class BoolLit:
     loc: Loc
     value: bool
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class StrLit:
     loc: Loc
     value: str
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class BinOp:
     loc: Loc
     op: str  # + - * / // % & | ^ << >>
@@ -118,7 +119,7 @@ class BinOp:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Compare:
     loc: Loc
     ops: tuple[str, ...]
@@ -126,7 +127,7 @@ class Compare:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class BoolOp:
     loc: Loc
     op: str  # and | or
@@ -135,7 +136,7 @@ class BoolOp:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Unary:
     loc: Loc
     op: str  # - + ~ not
@@ -143,7 +144,7 @@ class Unary:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Ternary:
     loc: Loc
     cond: Expr
@@ -152,14 +153,14 @@ class Ternary:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Keyword:
     loc: Loc
     name: str
     value: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class Call:
     loc: Loc
     func: Expr
@@ -168,7 +169,7 @@ class Call:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Slice:
     loc: Loc
     lo: Expr | None
@@ -176,7 +177,7 @@ class Slice:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Index:
     loc: Loc
     base: Expr
@@ -185,7 +186,7 @@ class Index:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Attr:
     loc: Loc
     base: Expr
@@ -193,14 +194,14 @@ class Attr:
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class TupleLit:
     loc: Loc
     items: tuple[Expr, ...]
     ty: Type | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class ListLit:
     loc: Loc
     items: tuple[Expr, ...]
@@ -212,7 +213,7 @@ Expr = Name | IntLit | FloatLit | BoolLit | StrLit | BinOp | Compare | BoolOp | 
 # ---- statements ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Assign:
     loc: Loc
     target: Expr
@@ -224,7 +225,7 @@ class Assign:
     declares_each: tuple[bool, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class AugAssign:
     loc: Loc
     target: Expr
@@ -232,13 +233,13 @@ class AugAssign:
     value: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class ExprStmt:
     loc: Loc
     expr: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class If:
     loc: Loc
     cond: Expr
@@ -246,14 +247,14 @@ class If:
     orelse: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class While:
     loc: Loc
     cond: Expr
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class For:
     loc: Loc
     var: str
@@ -264,23 +265,23 @@ class For:
     stages: int | None = None  # tpipeline: the number of buffers of each pipelined copy
 
 
-@dataclass(frozen=True)
+@ir_node
 class Break:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Continue:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Return:
     loc: Loc
     value: Expr | None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Pass:
     loc: Loc
 
@@ -290,7 +291,7 @@ Stmt = Assign | AugAssign | ExprStmt | If | While | For | Break | Continue | Ret
 # ---- module items --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class ConstDef:
     loc: Loc
     name: str
@@ -298,7 +299,7 @@ class ConstDef:
     folded: int | float | bool | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class TableDef:
     loc: Loc
     name: str
@@ -310,7 +311,7 @@ class TableDef:
     folded: tuple[int | float | bool, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class Param:
     loc: Loc
     name: str
@@ -322,7 +323,7 @@ class Param:
     ty: Type | None = None     # set by typecheck
 
 
-@dataclass(frozen=True)
+@ir_node
 class TypeParam:
     """An element-type parameter `T` (or `T: (f16, f32)`, `allowed` naming the types it may take)."""
 
@@ -332,7 +333,7 @@ class TypeParam:
     allowed_locs: tuple[Loc, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class Decorator:
     loc: Loc
     name: str
@@ -341,7 +342,7 @@ class Decorator:
     clauses: tuple[Call, ...]              # tile[...] is a Call whose func is Name("tile")
 
 
-@dataclass(frozen=True)
+@ir_node
 class KernelConfig:
     """The kernel header, evaluated."""
 
@@ -355,7 +356,7 @@ class KernelConfig:
         return math.prod(self.tile)
 
 
-@dataclass(frozen=True)
+@ir_node
 class FuncDef:
     loc: Loc
     name: str
@@ -401,7 +402,7 @@ def is_whole_tensor(target: Expr) -> bool:
     return isinstance(target, Index) and (not target.indices or any(isinstance(i, Slice) for i in target.indices))
 
 
-@dataclass(frozen=True)
+@ir_node
 class Module:
     path: str
     items: tuple[Item, ...]

@@ -4,12 +4,12 @@ imports: a warm start reads it without the compiler."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tessera.irnode import ir_node
 
 Value = int | float | bool
 
 
-@dataclass(frozen=True)
+@ir_node
 class TuneSpace:
     """A kernel's search space: per tuned const parameter its candidate values (in source order),
     the shape symbols of the key, per shape symbol where a launch finds it (parameter, axis), and

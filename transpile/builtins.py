@@ -14,8 +14,9 @@ Adding a builtin is one entry here (plus a typing or printing rule if it is of a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
+
+from tessera.irnode import ir_node
 
 
 class Coop(IntEnum):
@@ -34,7 +35,7 @@ class Vary(IntEnum):
     LANE = 2
 
 
-@dataclass(frozen=True)
+@ir_node
 class Builtin:
     name: str
     rule: str                 # the typing rule: CallChecker.rule_<rule>

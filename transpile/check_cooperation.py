@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from tessera import nodes as N
 from tessera.errors import DiagnosticSink, Loc, Note
+from tessera.irnode import ir_node
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
 from tessera.transpile.callgraph import coop_class, tree_children
 from tessera.transpile.consts import NotConstant, Value, evaluate
@@ -40,7 +41,7 @@ from tessera.transpile.resolve_constants import module_env
 UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
 
 
-@dataclass(frozen=True)
+@ir_node
 class Taint:
     """How a value varies: `level` on its own, and for each parameter of the enclosing device
     function it depends on, the highest level through which that parameter shows."""

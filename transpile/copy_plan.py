@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from tessera.irnode import ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.lir_visit import statements
 
@@ -32,7 +32,7 @@ ALIGN = 16  # bytes: what the aligned variant assumes of global base pointers, a
 _BIG = 1 << 30  # divides zero
 
 
-@dataclass(frozen=True)
+@ir_node
 class CopyPlan:
     vb: int       # bytes per chunk
     check: bool   # test the alignment at run time (else proven)
@@ -98,7 +98,7 @@ def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@ir_node
 class _Side:
     """What is known of one view of a copy: all but `base` in elements."""
 

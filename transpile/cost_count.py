@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
+from tessera.irnode import ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.consts import Value
 from tessera.transpile.frag_layout import MMA_KINDS, choose
@@ -34,7 +35,7 @@ _FLOAT_OPS = frozenset("+-*/")
 _MAX_TRIPS = 1 << 40
 
 
-@dataclass(frozen=True)
+@ir_node
 class WorkCounts:
     """Per tile and per group, for one launch of one variant."""
 

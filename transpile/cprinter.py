@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from tessera.dtypes import F32, I32, ScalarType, c_literal
+from tessera.irnode import ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.cbuiltins import BuiltinPrinter
 from tessera.transpile.cterms import (
@@ -42,7 +42,7 @@ from tessera.transpile.names import c_ident
 _CHECKED = {"+": "add", "-": "sub", "*": "mul"}
 
 
-@dataclass(frozen=True)
+@ir_node
 class Context:
     """What the printer needs besides the function: C names of module-level things and the types
     the named constants are declared with, and the compile options that change expressions."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 from tessera.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.errors import Loc
+from tessera.irnode import ir_node
 from tessera.transpile import cfrag
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS
@@ -29,7 +29,7 @@ _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
 _CHECKED_OPS = ("+", "-", "*")  # signed overflow is reported with check_bounds
 
 
-@dataclass(frozen=True)
+@ir_node
 class Options:
     arch: str = "sm_90"
     debug: bool = False

@@ -12,15 +12,14 @@ mma tile (i, j).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tessera.dtypes import ScalarType
+from tessera.irnode import ir_node
 
 MMA_M, MMA_N = 16, 8
 MAX_PER_LANE = 256  # accumulator registers per tile (a thread has at most 255 registers: beyond, it spills)
 
 
-@dataclass(frozen=True)
+@ir_node
 class MmaKind:
     """One `mma.sync` shape: its inputs, accumulator, k step and PTX spelling."""
 
@@ -39,7 +38,7 @@ MMA_KINDS: dict[str, MmaKind] = {
 }
 
 
-@dataclass(frozen=True)
+@ir_node
 class FragLayout:
     m: int
     n: int

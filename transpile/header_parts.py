@@ -34,9 +34,9 @@ leave out (the race detector hooks, `tsr_host_fail` of the failure reports).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tessera.dtypes import ScalarType
+from tessera.irnode import ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.cstmt import Options
@@ -45,7 +45,7 @@ from tessera.transpile.lir_visit import all_exprs, statements
 __all__ = ["SECTIONS", "Section", "closure", "sections"]
 
 
-@dataclass(frozen=True)
+@ir_node
 class Section:
     name: str
     file: str                       # the template, relative to templates/

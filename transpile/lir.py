@@ -1,8 +1,8 @@
 """The lowered IR: what the GPU does, explicitly, below the checked syntax tree.
 
 Produced by the `lower` pass from the typed tree and printed to CUDA C by `cprinter`. Every node is
-a frozen dataclass with tuple children; every statement carries its `.tsr` location. Compared with
-the syntax tree:
+a frozen dataclass (`@ir_node`, tessera/irnode.py) with tuple children; every statement carries its
+`.tsr` location. Compared with the syntax tree:
 - every value has a scalar `dtype`, and every conversion is an explicit `Cast`: the operands of a
   `Binary` have its dtype (the right operand of a shift excepted), those of a `Compare` one type;
 - names are resolved: `Var` is a scalar variable (a local, a parameter, a loop counter), `Const` a
@@ -27,10 +27,10 @@ and a `Store` to f16 memory rounds once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tessera.dtypes import BOOL, ScalarType
 from tessera.errors import Loc
+from tessera.irnode import ir_node
 from tessera.transpile.consts import convert
 
 Value = int | float | bool
@@ -38,27 +38,27 @@ Value = int | float | bool
 # ---- expressions ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Const:
     value: Value
     dtype: ScalarType
     name: str | None = None  # a module constant or const parameter of this value
 
 
-@dataclass(frozen=True)
+@ir_node
 class Var:
     name: str
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Unary:
     op: str  # "-" | "~" | "not"
     x: Expr
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Binary:
     op: str  # + - * / // % & | ^ << >>
     a: Expr
@@ -66,7 +66,7 @@ class Binary:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Compare:
     op: str  # < <= > >= == !=
     a: Expr
@@ -74,7 +74,7 @@ class Compare:
     dtype: ScalarType = BOOL
 
 
-@dataclass(frozen=True)
+@ir_node
 class Logical:
     op: str  # "and" | "or" (short-circuit)
     a: Expr
@@ -82,7 +82,7 @@ class Logical:
     dtype: ScalarType = BOOL
 
 
-@dataclass(frozen=True)
+@ir_node
 class Select:
     cond: Expr
     a: Expr
@@ -90,13 +90,13 @@ class Select:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Cast:
     x: Expr
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Affine:
     """An integer index with its affine form: `source` is the expression as written (what the C
     computes: rewriting signed arithmetic could overflow where the program does not), and its
@@ -109,14 +109,14 @@ class Affine:
     source: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class Load:
     buf: str
     index: tuple[Expr, ...]
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Intrinsic:
     """A builtin without side effects (indices, math): `op` names its entry in the builtin table."""
 
@@ -125,7 +125,7 @@ class Intrinsic:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Collective:
     """A warp operation (the warp's 32 lanes) or a group reduction (the whole group)."""
 
@@ -134,7 +134,7 @@ class Collective:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Atomic:
     op: str  # atomic_add ... atomic_cas
     buf: str
@@ -144,7 +144,7 @@ class Atomic:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class Call:
     """A call of a device function that returns a value (see `Invoke` for the others)."""
 
@@ -153,7 +153,7 @@ class Call:
     dtype: ScalarType
 
 
-@dataclass(frozen=True)
+@ir_node
 class ArrayArg:
     """A whole buffer (a global tensor, a shared array, or an array parameter) passed for an array
     parameter of a device function; `dtype` is its element type. Only an argument of `Call`/`Invoke`."""
@@ -178,7 +178,7 @@ def converted(x: Expr, ty: ScalarType) -> Expr:
 # ---- memory -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Buffer:
     """A global tensor (a parameter), shared array, register array or constant table."""
 
@@ -194,7 +194,7 @@ class Buffer:
     auto_pad: bool = False  # shared arrays without pad=: the compiler may pad them (plan-fragments)
 
 
-@dataclass(frozen=True)
+@ir_node
 class View:
     """A box of a buffer: per dimension its start, and its constant extent (None: an indexed
     dimension, dropped from the view). `checked`: whether an indexed dimension's start may be out
@@ -209,7 +209,7 @@ class View:
 # ---- statements ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Decl:
     loc: Loc
     var: Var
@@ -217,7 +217,7 @@ class Decl:
     const: bool = False  # a compiler temporary that never changes
 
 
-@dataclass(frozen=True)
+@ir_node
 class Assign:
     """`var = value`, or with `op`: `var = var op value` computed in `op_type`."""
 
@@ -228,7 +228,7 @@ class Assign:
     op_type: ScalarType | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Store:
     """`buf[index] = value`, or with `op`: `buf[index] = buf[index] op value` computed in `op_type`
     (the index evaluated once)."""
@@ -241,7 +241,7 @@ class Store:
     op_type: ScalarType | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class Alloc:
     """Where a shared or register array is declared."""
 
@@ -249,7 +249,7 @@ class Alloc:
     buf: str
 
 
-@dataclass(frozen=True)
+@ir_node
 class Fill:
     """Every element of a register array set to `value` (tregs' initial value)."""
 
@@ -258,7 +258,7 @@ class Fill:
     value: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class If:
     loc: Loc
     cond: Expr
@@ -266,14 +266,14 @@ class If:
     orelse: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class While:
     loc: Loc
     cond: Expr
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class For:
     """`for var in range(start, stop, step)` with the bounds evaluated once, before the loop;
     `unroll` for static_range."""
@@ -298,7 +298,7 @@ class For:
         return len(range(int(a), int(b), int(s)))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@ir_node
 class ElementLoop:
     """A map kernel's elements (spec section 8): the grid's tiles run `body` once for each of the
     `count` elements, `width` consecutive ones per tile and step (vectorize), the grid striding
@@ -312,17 +312,17 @@ class ElementLoop:
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class Break:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Continue:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Return:
     """`return`, `return value`, or in a function with several results `return a, b` (`values`)."""
 
@@ -331,18 +331,18 @@ class Return:
     values: tuple[Expr, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class Barrier:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Fence:
     loc: Loc
     scope: str
 
 
-@dataclass(frozen=True)
+@ir_node
 class Copy:
     """The whole group copies `src` to `dst` (views of the same extents); `async_`: with cp.async
     (global to shared), landing when an `AsyncWait` covers the group of copies it belongs to."""
@@ -353,7 +353,7 @@ class Copy:
     async_: bool = False
 
 
-@dataclass(frozen=True)
+@ir_node
 class Mma:
     """`acc += a @ b` (`b` a [K, N] view) or `acc += a @ transpose(b)` (`trans_b`, `b` [N, K]) on the
     tensor cores: the whole group, each warp computing its block of the fragment (frag_layout.py),
@@ -366,7 +366,7 @@ class Mma:
     trans_b: bool = False
 
 
-@dataclass(frozen=True)
+@ir_node
 class FragLoad:
     """Every element of the fragment `acc` from the element at its position in a view of the
     fragment's extents, converted (parts of the view outside the buffer read as zero)."""
@@ -376,7 +376,7 @@ class FragLoad:
     src: View
 
 
-@dataclass(frozen=True)
+@ir_node
 class FragStore:
     """The fragment `acc` to a view of its extents, converted to the view's element type (parts of
     the view outside the buffer are not written)."""
@@ -386,7 +386,7 @@ class FragStore:
     acc: str
 
 
-@dataclass(frozen=True)
+@ir_node
 class FragAssign:
     """Every element of the fragment `acc` set to `value` (or with `op`: `acc op value` computed in
     `op_type`), where a `Load` of a fragment with the index `()` is its element at the same position."""
@@ -398,14 +398,14 @@ class FragAssign:
     op_type: ScalarType | None = None
 
 
-@dataclass(frozen=True)
+@ir_node
 class AsyncCommit:
     """Closes the tile's current group of asynchronous copies."""
 
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class AsyncWait:
     """Waits until at most `pending` committed groups of asynchronous copies are in flight, then,
     with `barrier`, acts as a `Barrier` (the copies become visible to the whole group)."""
@@ -415,7 +415,7 @@ class AsyncWait:
     barrier: bool = True
 
 
-@dataclass(frozen=True)
+@ir_node
 class Eval:
     """An expression evaluated for its effect (an atomic, a device function call)."""
 
@@ -423,7 +423,7 @@ class Eval:
     expr: Expr
 
 
-@dataclass(frozen=True)
+@ir_node
 class Invoke:
     """A call of a device function that returns nothing, or several values (into `outs`, locals
     declared before the call)."""
@@ -434,14 +434,14 @@ class Invoke:
     outs: tuple[Var, ...] = ()
 
 
-@dataclass(frozen=True)
+@ir_node
 class Print:
     loc: Loc
     fmt: str
     args: tuple[Expr, ...]
 
 
-@dataclass(frozen=True)
+@ir_node
 class Assert:
     loc: Loc
     cond: Expr
@@ -454,7 +454,7 @@ Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | B
 # ---- functions and modules -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@ir_node
 class Param:
     """A parameter of the emitted function: a tensor (its buffer has the same name), a scalar, or
     a shape symbol (appended by the compiler, bound at launch from the arrays' shapes)."""
@@ -465,7 +465,7 @@ class Param:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class NamedConst:
     name: str
     value: Value
@@ -473,7 +473,7 @@ class NamedConst:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Function:
     loc: Loc
     name: str
@@ -504,7 +504,7 @@ class Function:
         return next((b for b in self.buffers if b.name == name), None)
 
 
-@dataclass(frozen=True)
+@ir_node
 class Table:
     name: str
     elem: ScalarType
@@ -513,7 +513,7 @@ class Table:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@ir_node
 class Module:
     path: str
     consts: tuple[NamedConst, ...]

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from tessera import nodes as N
 from tessera.errors import Diagnostic, DiagnosticSink
+from tessera.irnode import ir_node
 from tessera.transpile.check_cooperation import check_cooperation
 from tessera.transpile.consts import Value
 from tessera.transpile.fold import fold_constants
@@ -32,7 +32,7 @@ from tessera.transpile.specialize import specialize
 from tessera.transpile.typecheck import typecheck
 
 
-@dataclass(frozen=True)
+@ir_node
 class PassContext:
     sink: DiagnosticSink
     arch: str
@@ -41,7 +41,7 @@ class PassContext:
     skip_unbound: bool = False  # leave out kernels whose const parameters have no value yet
 
 
-@dataclass(frozen=True)
+@ir_node
 class Pass:
     name: str
     run: Callable[[Any, PassContext], Any]

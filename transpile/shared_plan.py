@@ -15,10 +15,10 @@ device's limit. Group reductions need a small scratch buffer outside the user's 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from tessera.errors import DiagnosticSink, Note
+from tessera.irnode import ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.lir_visit import all_exprs
 
@@ -41,14 +41,14 @@ def arch_limit(arch: str) -> int:
     return ARCH_LIMITS[max(known)] if known else 48 * 1024
 
 
-@dataclasses.dataclass(frozen=True)
+@ir_node
 class SharedSlot:
     name: str
     offset: int
     nbytes: int
 
 
-@dataclasses.dataclass(frozen=True)
+@ir_node
 class SharedLayout:
     slots: tuple[SharedSlot, ...]
     scratch_bytes: int      # for group reductions (static, outside the user's budget)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tessera import nodes as N
 from tessera.dtypes import BOOL
+from tessera.irnode import is_ir_node
 from tessera.transpile import lir as L
 from tessera.transpile.affine import affine
 from tessera.transpile.builtins import BUILTINS
@@ -33,7 +34,7 @@ def _frozen(node: object) -> None:
         n = stack.pop()
         if not dataclasses.is_dataclass(n) or isinstance(n, type):
             continue
-        if not n.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        if not (is_ir_node(type(n)) or n.__dataclass_params__.frozen):  # type: ignore[attr-defined]
             raise VerifyError(f"{type(n).__name__} is not frozen")
         for f in dataclasses.fields(n):
             v = getattr(n, f.name)
