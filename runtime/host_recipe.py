@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,9 +88,10 @@ def host_sources(host: Path) -> list[Path]:
 
 
 def engine_key(cxx: Sequence[str], host: Path) -> str:
-    """The key of the engine built by `cxx` from the host folder `host`: the compiler's identity,
-    the flags and every host source's name and text."""
-    return cache_key("cpu-engine", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
+    """The key of the engine built by `cxx` from the host folder `host`: the machine type (a wheel
+    built with the engine may be installed on another), the compiler's identity, the flags and
+    every host source's name and text."""
+    return cache_key("cpu-engine", f"{sys.platform} {platform.machine()}", compiler_identity(cxx), " ".join(ENGINE_FLAGS),
                      *(p.name + "\n" + p.read_text(encoding="utf-8") for p in host_sources(host)))
 
 
