@@ -29,12 +29,13 @@ recipe = _load_recipe()
 
 
 class build_engine(Command):
-    """Compile runtime/host/engine.cpp into the package's runtime/host/prebuilt/: in the source tree
-    for an editable install, else into build_lib (and so into the wheel). Never fails the build:
-    without a compiler, or when the compile or the write fails, it prints one line and the runtime
-    compiles the engine on first use instead."""
+    """Compile runtime/host/engine.cpp and precompile the prelude (runtime/host/tessera_host.h) into
+    the package's runtime/host/prebuilt/: in the source tree for an editable install, else into
+    build_lib (and so into the wheel). Never fails the build: without a compiler, or when a compile
+    or a write fails, it prints one line and the runtime compiles the engine on first use (and
+    each kernel unit the prelude) instead."""
 
-    description = "compile the CPU backend's engine for this machine's C++ compiler"
+    description = "compile the CPU backend's engine and prelude for this machine's C++ compiler"
     user_options: list[tuple[str, str | None, str]] = []
 
     def initialize_options(self) -> None:
@@ -57,6 +58,7 @@ class build_engine(Command):
 
     def run(self) -> None:
         print(recipe.install_engine(self._host(), self._prebuilt(self.editable_mode)))
+        print(recipe.install_prelude(self._host(), self._prebuilt(self.editable_mode)))
 
     def get_source_files(self) -> list[str]:
         return [str(p) for p in recipe.host_sources(self._host())]
@@ -71,12 +73,16 @@ class build_engine(Command):
         return {str(self._prebuilt(False) / p.name): str(p) for p in self._written()}
 
     def _written(self) -> list[Path]:
-        """The prebuilt engine and its checksum, where they exist for this compiler and these sources."""
+        """The prebuilt engine and precompiled prelude with their checksums, where they exist for
+        this compiler and these sources."""
         try:
-            key = recipe.engine_key(recipe.find_cxx(), self._host())
+            cxx = recipe.find_cxx()
+            folder = self._prebuilt(self.editable_mode)
+            files = [*recipe.prebuilt_files(folder, recipe.engine_key(cxx, self._host())),
+                     *recipe.prelude_files(folder, recipe.prelude_key(cxx, self._host()))]
         except (recipe.NoCompiler, OSError, ValueError):
             return []
-        return [p for p in recipe.prebuilt_files(self._prebuilt(self.editable_mode), key) if p.is_file()]
+        return [p for p in files if p.is_file()]
 
 
 class build_with_engine(build):

@@ -27,16 +27,8 @@ from tessera.errors import CompileError, TesseraError
 from tessera.runtime import host_recipe
 from tessera.runtime.host_diagnostics import compile_failure
 from tessera.runtime.host_frames import frame_bytes, frames_asm
-from tessera.runtime.host_recipe import ENGINE_FLAGS
+from tessera.runtime.host_recipe import ENGINE_FLAGS, KERNEL_FLAGS
 
-# The kernel translation unit.  -fno-strict-aliasing: emitted CUDA C may type-pun through
-# pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
-# frame steps over the guard page below a fiber's stack.  -ffp-contract=off: `a * b + c` rounds
-# twice, as NumPy computes it, on hosts whose compiler would fuse it (GCC on aarch64 does).
-KERNEL_FLAGS: tuple[str, ...] = (
-    "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
-    "-ffp-contract=off", "-DTESSERA_HOST",
-)
 LINK_FLAGS: tuple[str, ...] = ("-shared", "-pthread")
 # Added to LINK_FLAGS where the compiler accepts it (`linker`): gold links a library in 30-35 ms
 # here against 65-90 ms for the default linker (GNU ld), on the critical path of a first launch.
@@ -108,6 +100,20 @@ def host_dir() -> Path:
 def host_header_path() -> Path:
     """Path of the prelude force-included into the kernel translation unit."""
     return host_dir() / "tessera_host.h"
+
+
+_PRELUDES: dict[tuple[str, ...], Path] = {}
+
+
+def prelude_header(cxx: Sequence[str]) -> Path:
+    """The prelude the kernel unit force-includes: the header of the prelude precompiled for `cxx`
+    when the package was installed (same compiler identity, flags and sources; checksum intact,
+    checked once per process), else tessera_host.h itself."""
+    found = _PRELUDES.get(tuple(cxx))
+    if found is None:
+        found = host_recipe.prebuilt_prelude(prebuilt_dir(), host_recipe.prelude_key(cxx, host_dir()))
+        found = _PRELUDES[tuple(cxx)] = found or host_header_path()
+    return found
 
 
 def prebuilt_dir() -> Path:
@@ -238,6 +244,8 @@ def prefetch_engine() -> None:
 def _prefetch(cxx: list[str]) -> None:
     start_linker_probe(cxx)  # runs beside the engine's compile; the link takes its answer
     try:
+        with contextlib.suppress(OSError, ValueError):
+            prelude_header(cxx)  # its checksum (5 MB, 3 ms) computed here, beside the compiler's imports
         # A failure is not cached: the build proper runs it again and raises it where it is seen.
         with contextlib.suppress(TesseraError, OSError):
             engine_object(cxx)
@@ -273,7 +281,7 @@ def stub_headers(folder: Path) -> Path:
 def kernel_command(cxx: Sequence[str], source: Path, output: Path, include_dir: Path,
                    extra_flags: Sequence[str] = ()) -> list[str]:
     """The compiler command line for a kernel translation unit (writes ``<output stem>.su``)."""
-    return [*cxx, *KERNEL_FLAGS, "-fstack-usage", "-I", str(include_dir), "-include", str(host_header_path()),
+    return [*cxx, *KERNEL_FLAGS, "-fstack-usage", "-I", str(include_dir), "-include", str(prelude_header(cxx)),
             *extra_flags, "-c", str(source), "-o", str(output)]
 
 

@@ -78,3 +78,4 @@ def no_prebuilt_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) 
     empty = tmp_path / "no-prebuilt-engine"
     empty.mkdir()
     monkeypatch.setattr(host_build, "prebuilt_dir", lambda: empty)
+    monkeypatch.setattr(host_build, "_PRELUDES", {})

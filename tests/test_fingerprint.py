@@ -63,6 +63,9 @@ def test_fingerprint_covers_sources_grammar_templates_and_prelude(tmp_path: Path
     prebuilt.mkdir()
     (prebuilt / "engine-0.o").write_bytes(b"\x7fELF")
     (prebuilt / "engine-0.o.sha256").write_text("0" * 64 + "\n")
+    (prebuilt / "prelude-0.hpp").write_text('#include "../tessera_host.h"\n')  # and the precompiled prelude
+    (prebuilt / "prelude-0.hpp.gch").write_bytes(b"gpch")
+    (prebuilt / "prelude-0.hpp.gch.sha256").write_text("0" * 64 + "\n")
     assert fingerprint_of(pkgs) == base
     (top["tessera.transpile"] / "new_pass.py").write_text("")
     assert fingerprint_of(pkgs) != base  # a new file counts, even empty

@@ -187,13 +187,13 @@ def test_build_engine_writes_into_the_sources_for_an_editable_install(tmp_path: 
     assert capsys.readouterr().out.startswith("tessera: prebuilt the CPU engine")
     key = host_recipe.engine_key(host_build.find_cxx(), host)
     obj, checksum = host_recipe.prebuilt_files(host / host_recipe.PREBUILT, key)
-    assert sorted((host / host_recipe.PREBUILT).iterdir()) == [obj, checksum]  # the older ones removed
+    engine_files = sorted(p for p in (host / host_recipe.PREBUILT).iterdir() if p.name.startswith("engine-"))
+    assert engine_files == [obj, checksum]  # the older ones removed
+    prelude = host_recipe.prelude_files(host / host_recipe.PREBUILT, host_recipe.prelude_key(host_build.find_cxx(), host))
     assert (host_recipe.read_prebuilt(obj.parent, key) or b"")[:4] == b"\x7fELF"
     built = tmp_path / "build-lib" / "tessera" / "runtime" / "host" / host_recipe.PREBUILT
     assert cmd.get_output_mapping() == {
-        str(built / obj.name): str(obj.relative_to(tmp_path / "project")),
-        str(built / checksum.name): str(checksum.relative_to(tmp_path / "project")),
-    }
+        str(built / p.name): str(p.relative_to(tmp_path / "project")) for p in (obj, checksum, *prelude)}
     assert not built.exists()
 
 
@@ -205,7 +205,8 @@ def test_build_engine_writes_into_build_lib_for_a_wheel(tmp_path: Path, monkeypa
     built = tmp_path / "build-lib" / "tessera" / "runtime" / "host" / host_recipe.PREBUILT
     key = host_recipe.engine_key(host_build.find_cxx(), host)
     assert host_recipe.read_prebuilt(built, key) is not None
-    assert cmd.get_outputs() == [str(p) for p in host_recipe.prebuilt_files(built, key)]
+    prelude = host_recipe.prelude_files(built, host_recipe.prelude_key(host_build.find_cxx(), host))
+    assert cmd.get_outputs() == [str(p) for p in (*host_recipe.prebuilt_files(built, key), *prelude)]
     assert cmd.get_output_mapping() == {}
     assert not (host / host_recipe.PREBUILT).exists()
 
@@ -225,8 +226,10 @@ def test_build_engine_never_fails_the_install(tmp_path: Path, monkeypatch: pytes
         (host / host_recipe.PREBUILT).write_text("a file where the folder goes")
     cmd.run()
     out = capsys.readouterr().out
-    assert out.startswith("tessera: the CPU engine was not prebuilt (") and out.count("\n") == 1, out
-    assert "it is compiled on first use instead" in out
+    engine, prelude = out.splitlines()
+    assert engine.startswith("tessera: the CPU engine was not prebuilt (") and engine.endswith(
+        "it is compiled on first use instead"), out
+    assert prelude.startswith("tessera: the CPU prelude was not precompiled ("), out
     if problem == "a failing compile":
         assert "error: no engine today" in out
     assert cmd.get_outputs() == [] and cmd.get_output_mapping() == {}
