@@ -89,14 +89,18 @@ def tables_source() -> str:
             f"TABLES = {body}\n")
 
 
-def main() -> int:
-    source = tables_source()
-    tmp = TABLES_PATH + ".tmp"
+def write_generated(path: str, source: str) -> int:
+    """Write a generated module atomically and say so (the generators' `main`)."""
+    tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(source)
-    os.replace(tmp, TABLES_PATH)
-    print(f"wrote {TABLES_PATH} ({len(source)} characters)")
+    os.replace(tmp, path)
+    print(f"wrote {path} ({len(source)} characters)")
     return 0
+
+
+def main() -> int:
+    return write_generated(TABLES_PATH, tables_source())
 
 
 if __name__ == "__main__":

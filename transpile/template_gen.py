@@ -12,6 +12,7 @@ import sys
 
 import jinja2
 
+from tessera.parse_tables_gen import write_generated
 from tessera.transpile.template import NAME, environment, template_key, template_text
 
 CODE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compiled_template.py")
@@ -34,13 +35,7 @@ def code_source() -> str:
 
 
 def main() -> int:
-    source = code_source()
-    tmp = CODE_PATH + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(source)
-    os.replace(tmp, CODE_PATH)
-    print(f"wrote {CODE_PATH} ({len(source)} characters)")
-    return 0
+    return write_generated(CODE_PATH, code_source())
 
 
 if __name__ == "__main__":
