@@ -3,7 +3,8 @@
 A kernel library has two translation units.  The kernel one is the CUDA C that Tessera emits
 for NVRTC (``kernel.cu``) with a small C++ wrapper per kernel (``wrapper.cpp``), compiled with
 the thin prelude ``host/tessera_host.h`` force-included, which declares only what emitted code
-uses and includes no system header.  The engine one (``host/engine.cpp``: fibers, scheduler,
+uses and includes no system header (precompiled by GCC when the package is installed: see
+`prelude_header`).  The engine one (``host/engine.cpp``: fibers, scheduler,
 launches, signals) is compiled when the package is installed (``setup.py``, with the recipe of
 `tessera.runtime.host_recipe`), else once per compiler and cached as an object file.  The two are
 linked with the kernel unit's stack bound (`tessera.runtime.host_frames`) into a shared library
