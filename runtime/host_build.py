@@ -50,6 +50,7 @@ STUB_HEADERS: tuple[str, ...] = (
     "device_launch_parameters.h",
 )
 
+
 def find_cxx() -> list[str]:
     """The C++ compiler command: ``$CXX`` (split like a shell would), else c++, g++ or clang++ on PATH."""
     try:
@@ -118,7 +119,8 @@ def prelude_header(cxx: Sequence[str]) -> Path:
 
 
 def prebuilt_dir() -> Path:
-    """The folder of the engine object built when the package was installed (``setup.py``)."""
+    """The folder of the engine object and the precompiled prelude built when the package was
+    installed (``setup.py``)."""
     return host_dir() / host_recipe.PREBUILT
 
 

@@ -1,10 +1,11 @@
-"""The recipe of the CPU backend's engine object, shared by the install step and the runtime.
+"""The recipe of the CPU backend's engine object and precompiled prelude, shared by the install
+step and the runtime.
 
 The engine (``host/engine.cpp``: fibers, worker threads, signal handling) is compiled once per
 compiler. ``setup.py``'s ``build_engine`` command compiles it when the package is installed, into
-``host/prebuilt/`` (`prebuilt_files`), so that a first launch compiles only the user's kernel;
-`tessera.runtime.host_build` uses that object when its key matches and builds the engine itself
-otherwise. Both sides take the flags, the compiler, its identity, the key and the command from
+``host/prebuilt/`` (`prebuilt_files`), and precompiles the prelude there (`prelude_files`), so that
+a first launch compiles only the user's kernel; `tessera.runtime.host_build` uses each when its key
+matches and builds without it otherwise. Both sides take the flags, the compiler, its identity, the key and the command from
 here. Standard library only: ``setup.py`` loads this file by its path, in a build environment
 that has neither Tessera nor its dependencies.
 """
@@ -125,13 +126,22 @@ def prebuilt_files(folder: Path, key: str) -> tuple[Path, Path]:
 def read_prebuilt(folder: Path, key: str) -> bytes | None:
     """The bytes of the prebuilt engine of `key` in `folder`, or None when it is absent, unreadable
     or does not match its recorded sha256."""
-    path, checksum = prebuilt_files(folder, key)
+    return _checked(*prebuilt_files(folder, key))
+
+
+def _checked(path: Path, checksum: Path) -> bytes | None:
+    """The bytes of `path` when `checksum` records their sha256, else None (absent, unreadable,
+    damaged)."""
     try:
         data = path.read_bytes()
         recorded = checksum.read_bytes()
     except OSError:
         return None
-    return data if recorded.strip() == hashlib.sha256(data).hexdigest().encode() else None
+    return data if recorded.strip() == _sha256(data) else None
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).hexdigest().encode()
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -149,14 +159,33 @@ def _write(path: Path, data: bytes) -> None:
 def write_prebuilt(folder: Path, key: str, data: bytes) -> Path:
     """`data` as the prebuilt engine of `key` in `folder` (created if needed), with its checksum;
     every other engine object and checksum there is removed. Returns the object's path."""
-    folder.mkdir(parents=True, exist_ok=True)
     path, checksum = prebuilt_files(folder, key)
-    _write(path, data)
-    _write(checksum, hashlib.sha256(data).hexdigest().encode() + b"\n")
-    for old in [*folder.glob("engine-*.o"), *folder.glob("engine-*.o.sha256")]:
-        if old not in (path, checksum):
-            old.unlink()
+    _store(folder, "engine-*", {path: data, checksum: _sha256(data) + b"\n"})
     return path
+
+
+def _store(folder: Path, pattern: str, files: dict[Path, bytes]) -> None:
+    """`files` written into `folder` (created if needed), and every other file there that matches
+    `pattern` (an older version's) removed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, data in files.items():
+        _write(path, data)
+    for old in folder.glob(pattern):
+        if old not in files:
+            old.unlink()
+
+
+class _CompileFailed(Exception):
+    """The install step's compile failed: the message says how."""
+
+
+def _compile(cmd: list[str], cwd: str, output: Path) -> bytes:
+    """Run the compile `cmd` in `cwd` and return `output`'s bytes; _CompileFailed if it fails."""
+    proc = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+                          timeout=_COMPILE_TIMEOUT)
+    if proc.returncode != 0:
+        raise _CompileFailed(f"{cmd[0]} exited with {proc.returncode}: {_first_line(proc.stdout + proc.stderr)}")
+    return output.read_bytes()
 
 
 def install_engine(host: Path, dest: Path) -> str:
@@ -169,13 +198,9 @@ def install_engine(host: Path, dest: Path) -> str:
         key = engine_key(cxx, host)
         with tempfile.TemporaryDirectory(prefix="tessera-engine-") as tmp:
             output = Path(tmp) / "engine.o"
-            proc = subprocess.run(engine_command(cxx, host, output), cwd=tmp, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, check=False, timeout=_COMPILE_TIMEOUT)
-            if proc.returncode != 0:
-                return _not_prebuilt(f"{cxx[0]} exited with {proc.returncode}: {_first_line(proc.stdout + proc.stderr)}")
-            path = write_prebuilt(dest, key, output.read_bytes())
+            path = write_prebuilt(dest, key, _compile(engine_command(cxx, host, output), tmp, output))
     # ValueError: a $CXX that shlex cannot split, or a host source that is not UTF-8.
-    except (NoCompiler, OSError, ValueError, subprocess.SubprocessError) as exc:
+    except (NoCompiler, _CompileFailed, OSError, ValueError, subprocess.SubprocessError) as exc:
         return _not_prebuilt(str(exc))
     return f"tessera: prebuilt the CPU engine with {' '.join(cxx)}: {path}"
 
@@ -198,8 +223,7 @@ def prebuilt_prelude(folder: Path, key: str) -> Path | None:
     is absent, unreadable or does not match its recorded sha256."""
     stub, gch, checksum = prelude_files(folder, key)
     try:
-        intact = (stub.read_text(encoding="utf-8") == _PRELUDE_STUB
-                  and checksum.read_bytes().strip() == hashlib.sha256(gch.read_bytes()).hexdigest().encode())
+        intact = stub.read_text(encoding="utf-8") == _PRELUDE_STUB and _checked(gch, checksum) is not None
     except (OSError, ValueError):
         return None
     return stub if intact else None
@@ -220,29 +244,13 @@ def install_prelude(host: Path, dest: Path) -> str:
             # then the .gch beside the installed header, whatever the path of the file it came from.
             built = Path(tmp) / "prelude.h"
             built.write_text(f'#include "{header}"\n', encoding="utf-8")
-            gch = Path(tmp) / "prelude.h.gch"
-            cmd = [*cxx, *KERNEL_FLAGS, "-x", "c++-header", str(built), "-o", str(gch)]
-            proc = subprocess.run(cmd, cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  check=False, timeout=_COMPILE_TIMEOUT)
-            if proc.returncode != 0 or not gch.is_file():
-                return _not_prebuilt(f"{cxx[0]} exited with {proc.returncode}: {_first_line(proc.stdout + proc.stderr)}",
-                                     "prelude")
-            data = gch.read_bytes()
-        stub, gch, checksum = prelude_files(_mkdir(dest), key)
-        _write(gch, data)
-        _write(checksum, hashlib.sha256(data).hexdigest().encode() + b"\n")
-        _write(stub, _PRELUDE_STUB.encode())
-        for old in dest.glob("prelude-*"):
-            if old not in (stub, gch, checksum):
-                old.unlink()
-    except (NoCompiler, OSError, ValueError, subprocess.SubprocessError) as exc:
+            output = Path(tmp) / "prelude.h.gch"
+            data = _compile([*cxx, *KERNEL_FLAGS, "-x", "c++-header", str(built), "-o", str(output)], tmp, output)
+        stub, gch, checksum = prelude_files(dest, key)
+        _store(dest, "prelude-*", {gch: data, checksum: _sha256(data) + b"\n", stub: _PRELUDE_STUB.encode()})
+    except (NoCompiler, _CompileFailed, OSError, ValueError, subprocess.SubprocessError) as exc:
         return _not_prebuilt(str(exc), "prelude")
     return f"tessera: precompiled the CPU prelude with {' '.join(cxx)}: {gch}"
-
-
-def _mkdir(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _first_line(text: str) -> str:
