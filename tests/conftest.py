@@ -79,3 +79,14 @@ def no_prebuilt_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) 
     empty.mkdir()
     monkeypatch.setattr(host_build, "prebuilt_dir", lambda: empty)
     monkeypatch.setattr(host_build, "_PRELUDES", {})
+
+
+def skip_without_cxx() -> None:
+    """Skip the calling test module where there is no C++ compiler for the CPU backend."""
+    from tessera.errors import TesseraError
+    from tessera.runtime import host_build
+
+    try:
+        host_build.find_cxx()
+    except TesseraError:  # pragma: no cover - every supported machine has one
+        pytest.skip("no C++ compiler", allow_module_level=True)

@@ -17,11 +17,9 @@ from tessera.errors import CompileError, LaunchError, TesseraError
 from tessera.runtime import host_build, host_recipe
 from tessera.runtime.host_build import build_shared_library
 from tessera.runtime.host_launch import launch, load_library
+from tests.conftest import skip_without_cxx
 
-try:
-    host_build.find_cxx()
-except TesseraError:  # pragma: no cover - every supported machine has one
-    pytest.skip("no C++ compiler", allow_module_level=True)
+skip_without_cxx()
 
 
 def ptr(a: np.ndarray) -> ctypes.c_void_p:

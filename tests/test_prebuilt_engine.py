@@ -19,14 +19,12 @@ import pytest
 import tessera
 from tessera.errors import TesseraError
 from tessera.runtime import host_build, host_recipe
+from tests.conftest import skip_without_cxx
 
 ROOT = Path(__file__).resolve().parent.parent
 SUM_REDUCE = ROOT / "samples" / "sum_reduce.tsr"
 
-try:
-    host_build.find_cxx()
-except TesseraError:  # pragma: no cover - every supported machine has one
-    pytest.skip("no C++ compiler", allow_module_level=True)
+skip_without_cxx()
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.errors import TesseraError
 from tessera.runtime import host_build, host_recipe
+from tests.conftest import skip_without_cxx
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = """
@@ -26,10 +26,7 @@ def scale(x: f32[n], y: mut f32[n], a: f32):
         y[i] = x[i] * a + 1.0
 """
 
-try:
-    host_build.find_cxx()
-except TesseraError:  # pragma: no cover - every supported machine has one
-    pytest.skip("no C++ compiler", allow_module_level=True)
+skip_without_cxx()
 
 
 @pytest.fixture(scope="module")
