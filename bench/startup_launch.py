@@ -5,10 +5,11 @@ measured in the same run (fresh subprocesses, alternating; medians and ranges of
   (goal: <= 0.25 s);
 * **cold load** -- a process that imports tessera, loads `samples/sum_reduce.tsr` and launches it
   once with an empty cache (a new `TESSERA_CACHE_DIR` each run), vs `import numpy` (goal: <= 3x):
-  as users get it, with the engine object built when the package was installed (run after `pip
-  install -e .`; a line says so when it is not there), and with a compiler it was not built for
-  (`CXX` set to a link to the same compiler in a temporary folder: another compiler identity, so
-  the first load compiles the engine too); each with the C++ compiler's share (the engine object,
+  as users get it, with the engine object and the precompiled prelude built when the package was
+  installed (run after `pip install -e .`; a line says so when the engine is not there), and with a
+  compiler they were not built for (`CXX` set to a link to the same compiler in a temporary folder:
+  another compiler identity, so the first load compiles the engine, and the kernel unit the
+  prelude, too); each with the C++ compiler's share (the engine object,
   the kernel unit, the link) from one probe run;
 * **launch** -- a launch of a one-group, 32-tile kernel through the Python API (`k[1](x)`), vs a
   ctypes call of an empty C function built here with the same compiler (goal: <= 15 us), and
@@ -153,7 +154,8 @@ def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
         print(f"  {sample:22s} {_fmt(ours)}   import numpy {_fmt(base)}   "
               f"ratio {statistics.median(ours) / statistics.median(base):.2f}x")
     other = _other_spelling(tmp)
-    cases = {"engine built at install": env, f"engine not built for CXX={other}": dict(env, CXX=other)}
+    cases = {"engine and prelude built at install": env,
+             f"engine and prelude not built for CXX={other}": dict(env, CXX=other)}
     base = []
     cold: dict[str, list[float]] = {label: [] for label in cases}
     for i in range(runs):
