@@ -27,14 +27,16 @@ from pathlib import Path
 # The engine at -Og: a first launch with an empty cache waits for its compile when it is not
 # prebuilt (0.29 s here against 0.59 s at -O2), and what runs per barrier or shuffle is inline code
 # of the kernel unit (host_sync.h), so kernel times and launch overheads measured the same at both levels.
-ENGINE_FLAGS: tuple[str, ...] = ("-std=c++17", "-Og", "-fPIC", "-pthread", "-fvisibility=hidden", "-DTESSERA_HOST")
+ENGINE_FLAGS: tuple[str, ...] = (
+    "-std=c++17", "-Og", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-exceptions", "-DTESSERA_HOST",
+)
 # The kernel translation unit.  -fno-strict-aliasing: emitted CUDA C may type-pun through
 # pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
 # frame steps over the guard page below a fiber's stack.  -ffp-contract=off: `a * b + c` rounds
 # twice, as NumPy computes it, on hosts whose compiler would fuse it (GCC on aarch64 does).
 KERNEL_FLAGS: tuple[str, ...] = (
     "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
-    "-ffp-contract=off", "-DTESSERA_HOST",
+    "-ffp-contract=off", "-fno-exceptions", "-DTESSERA_HOST",
 )
 CANDIDATES = ("c++", "g++", "clang++")
 PREBUILT = "prebuilt"  # the folder of the prebuilt engine and prelude, inside the host folder

@@ -117,7 +117,16 @@ class RaceMap {
 
 // The element's shadow, with its barrier-interval part reset if the interval is a new one.
 RaceShadow& race_shadow(Worker* w, const void* p) {
-  if (w->race == nullptr) w->race = new RaceMap();
+  if (w->race == nullptr) {
+    // malloc and placement new, not `new`: the engine needs nothing from libstdc++ (see
+    // host_build.fast_link).
+    void* mem = malloc(sizeof(RaceMap));
+    if (!mem) {
+      fputs("tessera: out of memory in the shared-memory race detector\n", stderr);
+      abort();
+    }
+    w->race = new (mem) RaceMap();
+  }
   RaceShadow& s = (*static_cast<RaceMap*>(w->race))[reinterpret_cast<uintptr_t>(p)];
   if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, s.async_tile, s.async_line};
   return s;
@@ -208,7 +217,12 @@ void race_async_drop(Worker* w, const AsyncCopy& c) {
   }
 }
 
-inline void race_free(Worker* w) { delete static_cast<RaceMap*>(w->race); }
+inline void race_free(Worker* w) {
+  if (RaceMap* map = static_cast<RaceMap*>(w->race)) {
+    map->~RaceMap();
+    free(map);
+  }
+}
 
 // --- Asynchronous copies (host_async.h) -----------------------------------------
 // The rings of all of a worker's tiles live in one arena, `async_cap` records per tile, so a

@@ -115,14 +115,25 @@ inline StackArena* acquire_arena(unsigned count, size_t stack_bytes) {
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return nullptr;
   for (unsigned i = 0; i <= count; ++i) mprotect(static_cast<unsigned char*>(base) + i * slot, kGuardBytes, PROT_NONE);
-  StackArena* a = new (std::nothrow) StackArena{static_cast<unsigned char*>(base), bytes, slot, stack_bytes, count, nullptr};
-  if (!a) munmap(base, bytes);
+  StackArena* a = static_cast<StackArena*>(malloc(sizeof(StackArena)));  // not `new`: no libstdc++
+  if (!a) {
+    munmap(base, bytes);
+    return nullptr;
+  }
+  *a = StackArena{static_cast<unsigned char*>(base), bytes, slot, stack_bytes, count, nullptr};
   return a;
 }
 
 inline long online_cpus() {
-  static const long n = sysconf(_SC_NPROCESSORS_ONLN);  // reads /sys: once
-  return n;
+  // Reads /sys once. Not a function-local static with a dynamic initializer, whose guard is in
+  // libstdc++: threads that race here each store the same value.
+  static long n = 0;
+  long v = __atomic_load_n(&n, __ATOMIC_RELAXED);
+  if (v == 0) {
+    v = sysconf(_SC_NPROCESSORS_ONLN);
+    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
+  }
+  return v;
 }
 
 // Unmaps the pooled stacks (a later launch maps new ones).  Every arena slot has its own guard,
@@ -139,7 +150,7 @@ inline void trim_arenas() {
   while (list) {
     StackArena* next = list->next;
     munmap(list->base, list->map_bytes);
-    delete list;
+    free(list);
     list = next;
   }
 }
@@ -159,7 +170,7 @@ inline void release_arena(StackArena* a) {
   pthread_mutex_unlock(&pool.mu);
   if (a) {
     munmap(a->base, a->map_bytes);
-    delete a;
+    free(a);
   }
 }
 

@@ -26,14 +26,12 @@ namespace detail {
   __builtin_unreachable();
 }
 
+// Both translation units are built with -fno-exceptions (host_recipe): no exception can leave
+// the kernel, so the engine needs nothing of libstdc++'s.
 inline void fiber_main(void* arg) {
   Worker* w = static_cast<Worker*>(arg);
-  try {
-    enter_kernel(w);
-    w->launch->invoke(w->launch->body);
-  } catch (...) {
-    fail_in_fiber(w, nullptr, 0, "a C++ exception escaped the kernel");
-  }
+  enter_kernel(w);
+  w->launch->invoke(w->launch->body);
   tile_exit(w);
 }
 
