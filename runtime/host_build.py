@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.errors import CompileError, TesseraError
-from tessera.runtime import host_recipe
+from tessera.runtime import host_recipe, host_unit
 from tessera.runtime.host_diagnostics import compile_failure
 from tessera.runtime.host_frames import frame_bytes, frames_asm
 from tessera.runtime.host_recipe import ENGINE_FLAGS, KERNEL_FLAGS
@@ -256,6 +256,7 @@ def _prefetch(cxx: list[str]) -> None:
     try:
         with contextlib.suppress(OSError, ValueError):
             prelude_header(cxx)  # its checksum (5 MB, 3 ms) computed here, beside the compiler's imports
+            start_unit(cxx)
         # A failure is not cached: the build proper runs it again and raises it where it is seen.
         with contextlib.suppress(TesseraError, OSError):
             engine_object(cxx)
@@ -303,44 +304,65 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
     ``out_path`` atomically (built beside it, then ``os.replace``d), so a concurrent reader
     never sees a half-written file.  Compiler warnings are passed on as Python warnings; a
     failed compile raises `CompileError`, located at the `.tsr` lines of the emitted code the
-    compiler rejected (see `tessera.runtime.host_diagnostics`).
+    compiler rejected (see `tessera.runtime.host_diagnostics`).  The first build of a process
+    takes the compiler `prefetch_engine` started (`tessera.runtime.host_unit`).
     """
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
+    unit = None if extra_flags else host_unit.take(cxx)
+    if unit is not None:
+        try:
+            (unit.folder / "kernel.cu").write_text(cuda_source)
+            proc = unit.finish(wrapper_source)
+            if proc is not None and proc.returncode == 0:  # else compiled anew below, which reports it
+                _warn_output(proc)
+                _link_library(cxx, unit.folder, out_path)
+                return
+        finally:
+            unit.discard()
     with tempfile.TemporaryDirectory(prefix="tessera-host-") as tmp:
         tmpdir = Path(tmp)
         stubs = stub_headers(tmpdir / "stubs")
         (tmpdir / "kernel.cu").write_text(cuda_source)
         wrapper = tmpdir / "wrapper.cpp"
         wrapper.write_text(wrapper_source)
-        obj = tmpdir / "kernel.o"
-        proc = _run(kernel_command(cxx, wrapper, obj, stubs, extra_flags), tmpdir)
+        proc = _run(kernel_command(cxx, wrapper, tmpdir / "kernel.o", stubs, extra_flags), tmpdir)
         if proc.returncode != 0:
             raise compile_failure(proc.stdout + proc.stderr, cuda_source)
         _warn_output(proc)
-        engine = tmpdir / "engine.o"  # after the kernel unit: prefetch_engine may be building it meanwhile
-        engine.write_bytes(engine_object(cxx))
-        frames = tmpdir / "frames.s"
-        frames.write_text(frames_asm(frame_bytes((tmpdir / "kernel.su").read_text())))
-        # Same directory as the destination, so os.replace never crosses filesystems.
-        fd, partial_name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".partial", dir=out_path.parent)
-        os.close(fd)
-        partial = Path(partial_name)
-        try:
-            flags = linker(cxx)[0]
-            if GOLD[0] in flags:
-                (tmpdir / "exports.map").write_text(GOLD_EXPORTS)
-                flags += (f"-Wl,--version-script={tmpdir / 'exports.map'}",)
-            proc = _link(cxx, flags, [str(obj), str(engine), str(frames)], partial, tmpdir)
-            if proc.returncode != 0:
-                raise CompileError([], text="linking the CPU kernel library failed:\n"
-                                   + (proc.stdout + proc.stderr).strip())
-            _warn_output(proc)
-            os.replace(partial, out_path)
-        finally:
-            partial.unlink(missing_ok=True)
+        _link_library(cxx, tmpdir, out_path)
 
+
+def start_unit(cxx: Sequence[str]) -> None:
+    """Start the kernel unit's compiler for the process's first build (`tessera.runtime.host_unit`)."""
+    host_unit.start(cxx, lambda folder, main: kernel_command(
+        cxx, main, folder / "kernel.o", stub_headers(folder / "stubs"), ("-iquote", str(folder))))
+
+
+def _link_library(cxx: Sequence[str], tmpdir: Path, out_path: Path) -> None:
+    """Link ``tmpdir/kernel.o`` (with its ``kernel.su``), the engine and the stack bound into `out_path`."""
+    engine = tmpdir / "engine.o"  # after the kernel unit: prefetch_engine may be building it meanwhile
+    engine.write_bytes(engine_object(cxx))
+    frames = tmpdir / "frames.s"
+    frames.write_text(frames_asm(frame_bytes((tmpdir / "kernel.su").read_text())))
+    # Same directory as the destination, so os.replace never crosses filesystems.
+    fd, partial_name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".partial", dir=out_path.parent)
+    os.close(fd)
+    partial = Path(partial_name)
+    try:
+        flags = linker(cxx)[0]
+        if GOLD[0] in flags:
+            (tmpdir / "exports.map").write_text(GOLD_EXPORTS)
+            flags += (f"-Wl,--version-script={tmpdir / 'exports.map'}",)
+        proc = _link(cxx, flags, [str(tmpdir / "kernel.o"), str(engine), str(frames)], partial, tmpdir)
+        if proc.returncode != 0:
+            raise CompileError([], text="linking the CPU kernel library failed:\n"
+                               + (proc.stdout + proc.stderr).strip())
+        _warn_output(proc)
+        os.replace(partial, out_path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 _FULL_LINK_ONLY: set[tuple[str, ...]] = set()  # compilers whose lean link failed where the full one did not
 
