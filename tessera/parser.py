@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.resources
 import re
 import threading
@@ -134,6 +135,12 @@ def grammar_text() -> str:
     return importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
 
 
+def grammar_key(grammar: str) -> str:
+    """The SHA-256 of the grammar text, the key the committed tables are stored under (here, not
+    in the generator, so that loading the tables does not import the generator)."""
+    return hashlib.sha256(grammar.encode("utf-8")).hexdigest()
+
+
 def build_parser(grammar: str) -> Lark:
     """The parser built from the grammar text (LALR construction: 75-120 ms)."""
     # The tree builder runs as the parser reduces: no parse tree is built and then walked.
@@ -147,7 +154,6 @@ def _parser() -> Lark:
     from this grammar by this Lark (with the lexer of tessera/root_first_lexer.py, checked with
     that Lark), else built from the grammar."""
     from tessera import parse_tables
-    from tessera.parse_tables_gen import grammar_key
 
     grammar = grammar_text()
     if grammar_key(grammar) == parse_tables.GRAMMAR_SHA256 and lark.__version__ == parse_tables.LARK_VERSION:
