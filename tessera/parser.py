@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib.resources
 import re
 import threading
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from tessera import nodes as N
 from tessera.build_ir import Build, LexError
 from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
 from tessera.limits import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_BYTES, MAX_TOKENS, source_too_large
+from tessera.package_dir import package_dir
 
 KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for", "in", "break", "continue", "return", "pass", "and", "or", "not", "True", "False"])
 
@@ -132,7 +132,7 @@ def _join_newlines(stream: Iterator[Token]) -> Iterator[Token]:
 
 
 def grammar_text() -> str:
-    return importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
+    return (package_dir("tessera.grammar") / "tsr.lark").read_text("utf-8")
 
 
 def grammar_key(grammar: str) -> str:
