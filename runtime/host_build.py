@@ -14,7 +14,6 @@ that exports only the ``tsr_launch_*`` entry points.
 from __future__ import annotations
 
 import contextlib
-import importlib.resources
 import os
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.errors import CompileError, TesseraError
+from tessera.package_dir import package_dir
 from tessera.runtime import host_recipe, host_unit
 from tessera.runtime.host_diagnostics import compile_failure
 from tessera.runtime.host_frames import frame_bytes, frames_asm
@@ -100,7 +100,7 @@ def linker(cxx: Sequence[str]) -> tuple[tuple[str, ...], str]:
 
 def host_dir() -> Path:
     """The folder of the prelude and the engine, shipped in the ``tessera.runtime`` package."""
-    path = Path(str(importlib.resources.files("tessera.runtime").joinpath("host")))
+    path = package_dir("tessera.runtime") / "host"
     if not (path / "tessera_host.h").is_file() or not (path / "engine.cpp").is_file():
         raise TesseraError(f"the CPU backend's prelude or engine is missing from {path}")
     return path

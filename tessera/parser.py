@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.resources
+import hashlib
 import re
 import threading
 from collections.abc import Iterator
@@ -24,6 +24,7 @@ from tessera import nodes as N
 from tessera.build_ir import Build, LexError
 from tessera.errors import CompileError, Diagnostic, Loc, SourceFile
 from tessera.limits import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_BYTES, MAX_TOKENS, source_too_large
+from tessera.package_dir import package_dir
 
 KEYWORDS = frozenset(["def", "const", "mut", "if", "elif", "else", "while", "for", "in", "break", "continue", "return", "pass", "and", "or", "not", "True", "False"])
 
@@ -131,7 +132,13 @@ def _join_newlines(stream: Iterator[Token]) -> Iterator[Token]:
 
 
 def grammar_text() -> str:
-    return importlib.resources.files("tessera.grammar").joinpath("tsr.lark").read_text("utf-8")
+    return (package_dir("tessera.grammar") / "tsr.lark").read_text("utf-8")
+
+
+def grammar_key(grammar: str) -> str:
+    """The SHA-256 of the grammar text, the key the committed tables are stored under (here, not
+    in the generator, so that loading the tables does not import the generator)."""
+    return hashlib.sha256(grammar.encode("utf-8")).hexdigest()
 
 
 def build_parser(grammar: str) -> Lark:
@@ -147,7 +154,6 @@ def _parser() -> Lark:
     from this grammar by this Lark (with the lexer of tessera/root_first_lexer.py, checked with
     that Lark), else built from the grammar."""
     from tessera import parse_tables
-    from tessera.parse_tables_gen import grammar_key
 
     grammar = grammar_text()
     if grammar_key(grammar) == parse_tables.GRAMMAR_SHA256 and lark.__version__ == parse_tables.LARK_VERSION:

@@ -307,6 +307,23 @@ def test_warm_start_neither_parses_nor_transpiles(tmp_path) -> None:
     assert second.stdout.strip() == "[]"
 
 
+def test_a_cold_load_imports_neither_the_table_generator_nor_resource_readers(tmp_path) -> None:
+    # Taken out of sys.modules first: the site may have imported some already (a .pth that imports
+    # certifi imports importlib.resources, its readers and zipfile).
+    watched = ("tessera.parse_tables_gen", "pprint", "importlib.resources", "importlib.readers", "zipfile")
+    code = (f"import sys\nfor name in {watched!r}:\n    sys.modules.pop(name, None)\n"
+            "import numpy as np, tessera\n"
+            "m = tessera.load('samples/sum_reduce.tsr', backend='cpu')\n"
+            "out = np.zeros(2, np.float32)\n"
+            "m.sum_reduce(np.ones(1000, np.float32), out)\n"
+            "assert out.tolist() == [1000.0, 1000.0], out\n"
+            f"print(sorted(name for name in {watched!r} if name in sys.modules))\n")
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "c"))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
 def test_a_corrupt_cached_library_is_rebuilt(tmp_path, monkeypatch) -> None:
     import os
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
 from typing import Any
 
 import jinja2
+
+from tessera.package_dir import package_dir
 
 NAME = "module.cu.j2"
 
@@ -28,7 +29,7 @@ OPTIONS: dict[str, Any] = {"undefined": jinja2.StrictUndefined, "trim_blocks": T
 
 def template_text(name: str) -> str:
     """The text of a file of the `tessera.templates` package."""
-    return importlib.resources.files("tessera.templates").joinpath(name).read_text("utf-8")
+    return (package_dir("tessera.templates") / name).read_text("utf-8")
 
 
 def template_key(text: str) -> str:
