@@ -1,17 +1,19 @@
-"""The emitted file's template is loaded from its committed compiled code (transpile/template.py):
-the code is what the generator writes now, it is used only for its template text, options and
-Jinja version, and it renders what the template compiled from its text renders."""
+"""The emitted file's template is rendered from its committed compiled code (transpile/template.py)
+without Jinja (transpile/template_runtime.py): the code is what the generator writes now, it is
+used only for its template text and options, and it renders what Jinja renders from the text."""
 
 from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
 
 import jinja2
 import pytest
 
 from tessera.compiler import compile_source, load_source
-from tessera.transpile import compiled_template, template
+from tessera.transpile import compiled_template, template, template_gen, template_runtime
 from tessera.transpile.template_gen import CODE_PATH, code_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,9 +23,13 @@ SAME_JINJA = pytest.mark.skipif(jinja2.__version__ != compiled_template.JINJA_VE
 
 @pytest.fixture
 def fresh_template():
-    template.module_template.cache_clear()
+    template.module_renderer.cache_clear()
     yield
-    template.module_template.cache_clear()
+    template.module_renderer.cache_clear()
+
+
+def _compiled(renderer) -> bool:
+    return getattr(renderer, "func", None) is template._render and renderer.args == (compiled_template.root,)
 
 
 @SAME_JINJA
@@ -32,20 +38,17 @@ def test_committed_code_is_current():
         assert f.read() == code_source(), "run `python -m tessera.transpile.template_gen` and commit the result"
 
 
-@SAME_JINJA
 def test_the_compiled_code_is_used(fresh_template):
-    assert template.module_template().root_render_func is compiled_template.root
+    assert _compiled(template.module_renderer())
 
 
-@pytest.mark.parametrize("what", ["text", "options", "jinja"])
+@pytest.mark.parametrize("what", ["text", "options"])
 def test_stale_code_is_not_used(what, fresh_template, monkeypatch):
     if what == "text":
         monkeypatch.setattr(template, "template_text", lambda name: _text(name) + "{# edited #}")
-    elif what == "options":
-        monkeypatch.setitem(template.OPTIONS, "trim_blocks", False)
     else:
-        monkeypatch.setattr(jinja2, "__version__", "0.0.0")
-    assert template.module_template().root_render_func is not compiled_template.root
+        monkeypatch.setitem(template.OPTIONS, "trim_blocks", False)
+    assert not _compiled(template.module_renderer())
 
 
 def _text(name: str) -> str:
@@ -62,7 +65,51 @@ def test_same_output_as_the_template_compiled_from_its_text(fresh_template, monk
             out.append(compile_source(load_source(path)).cuda)
         return out
     ours = emit_all()
-    template.module_template.cache_clear()
+    template.module_renderer.cache_clear()
     monkeypatch.setattr(compiled_template, "TEMPLATE_KEY", "stale")
-    assert template.module_template().root_render_func is not compiled_template.root
+    assert not _compiled(template.module_renderer())
     assert emit_all() == ours
+
+
+def test_a_load_does_not_import_jinja(tmp_path):
+    code = ("import sys, tessera\n"
+            f"m = tessera.load({os.path.join(ROOT, 'samples', 'sum_reduce.tsr')!r}, backend='cpu')\n"
+            "assert 'tessera.transpile.compiled_template' in sys.modules\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] == 'jinja2'))\n")
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path))  # empty: the load transpiles
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+                         env=env)
+    assert out.stdout == "[]\n"
+
+
+def test_a_missing_variable_is_an_error(fresh_template):
+    with pytest.raises(template_runtime.UndefinedError, match="'source_name' is undefined"):
+        template.module_renderer()(version="1")
+
+
+def test_a_missing_attribute_is_an_error(fresh_template):
+    fn = {"kernel": True, "name": "k", "threads": 32, "min_groups": 0, "params": "", "line": 1, "summary": ""}
+    with pytest.raises(template_runtime.UndefinedError, match="dict object has no attribute 'body'"):
+        template.module_renderer()(version="1", source_name="a.tsr", arch="sm_80", kernel_names="k", sections="",
+                                   device_header="", constants=[], tables=[], functions=[fn])
+
+
+def test_attributes_and_items_are_looked_up_as_jinja_does():
+    class Obj:
+        name = "attribute"
+        def __getitem__(self, key):
+            return "item"
+    ours, jinjas = template_runtime.environment, template.environment()
+    obj, d = Obj(), {"name": "item", "keys": 1}
+    for target, name in [(obj, "name"), (obj, "other"), (d, "name"), (d, "keys")]:  # an attribute first
+        assert ours.getattr(target, name) == jinjas.getattr(target, name)
+    assert ours.getattr(obj, "other") == "item" and ours.getattr(d, "keys") == d.keys
+
+
+@pytest.mark.parametrize("text, needs", [("{{ x|upper }}", "environment.filters"),
+                                         ("{% for a in b %}{{ loop.index }}{% endfor %}", "LoopContext"),
+                                         ("{{ x is defined }}", "environment.tests")])
+def test_the_generator_refuses_code_that_needs_more_of_jinja(text, needs):
+    code = template.environment().compile(text, "t.j2", raw=True, defer_init=True)
+    with pytest.raises(template_gen.NeedsJinja, match=needs.replace(".", r"\.")):
+        template_gen.without_jinja(code)

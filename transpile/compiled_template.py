@@ -8,7 +8,7 @@ do not edit (tests/test_template.py checks that this file is current)."""
 TEMPLATE_KEY = '68cc2ddc1ec0fdc545b325c79f82eea25fa7b10c8386aa6bab3f0f4c4e16f45d'
 JINJA_VERSION = '3.1.6'
 
-from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
+from tessera.transpile.template_runtime import Undefined, environment, missing
 name = 'module.cu.j2'
 
 def root(context, missing=missing):

@@ -21,7 +21,7 @@ from tessera.transpile.header_parts import SECTIONS, sections
 from tessera.transpile.lir_visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident, global_names
 from tessera.transpile.shared_plan import shared_layout
-from tessera.transpile.template import module_template, template_text
+from tessera.transpile.template import module_renderer, template_text
 
 VERSION = "0.1.0"
 
@@ -200,7 +200,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
                           "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
                           "line": fn.loc.line, "summary": summary, "body": body})
     header = sections(module, opts)
-    text = module_template().render(
+    text = module_renderer()(
         version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
         sections=", ".join(header), device_header=device_header(header),

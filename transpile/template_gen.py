@@ -1,13 +1,17 @@
 """Development-time generation of `transpile/compiled_template.py`: Jinja's compiled Python code of
 templates/module.cu.j2 (what `Environment.compile_templates` writes for Jinja's ModuleLoader), with
-the key and the Jinja version `tessera.transpile.template` checks before using it.
+the template's key, the Jinja version that wrote it, and its import of Jinja's runtime replaced by
+`transpile/template_runtime.py` (checked: the code must call nothing else of Jinja's).
 
     python -m tessera.transpile.template_gen      # rewrite transpile/compiled_template.py
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import os
+import re
 import sys
 
 import jinja2
@@ -25,17 +29,56 @@ do not edit (tests/test_template.py checks that this file is current)."""
 # fmt: off
 '''
 
+_JINJA_RUNTIME = re.compile(r"^from jinja2\.runtime import .*$", re.M)
+_RUNTIME = "from tessera.transpile.template_runtime import Undefined, environment, missing"
+# What the compiled code may use of the objects Jinja gives it (template_runtime provides these).
+_ATTRIBUTES = {"environment": {"getattr", "undefined", "concat"}, "context": {"resolve_or_missing"}}
+
+
+class NeedsJinja(Exception):
+    """The compiled code calls a part of Jinja's runtime that template_runtime does not provide."""
+
+
+def without_jinja(code: str) -> str:
+    """`code` (Jinja's compiled template) importing template_runtime instead of jinja2.runtime;
+    NeedsJinja if it uses any name or attribute of Jinja's that template_runtime does not provide."""
+    if len(_JINJA_RUNTIME.findall(code)) != 1:
+        raise NeedsJinja("the compiled code does not import Jinja's runtime in one line, as expected")
+    code = _JINJA_RUNTIME.sub(_RUNTIME, code)
+    tree = ast.parse(code)
+    bound = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {d.name for d in ast.walk(tree) if isinstance(d, (ast.FunctionDef, ast.ClassDef))}
+    bound |= {a.asname or a.name for i in ast.walk(tree) if isinstance(i, ast.ImportFrom) for a in i.names}
+    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                     - bound - set(dir(builtins)))
+    unknown += sorted({f"{a.value.id}.{a.attr}" for a in ast.walk(tree) if isinstance(a, ast.Attribute)
+                       and isinstance(a.value, ast.Name) and a.value.id in _ATTRIBUTES
+                       and a.attr not in _ATTRIBUTES[a.value.id]})
+    imports = [i for i in ast.walk(tree) if isinstance(i, (ast.Import, ast.ImportFrom))]
+    if len(imports) != 1:
+        unknown.append("another import")
+    if unknown:
+        raise NeedsJinja(f"the template uses {', '.join(unknown)} of Jinja's runtime, which "
+                         "transpile/template_runtime.py does not provide: add it there (with Jinja's "
+                         "semantics) or do without it in the template")
+    return code
+
 
 def code_source() -> str:
     """The text of `transpile/compiled_template.py` for the template and the Jinja installed now."""
     text = template_text(NAME)
-    code = environment().compile(text, NAME, raw=True, defer_init=True)
+    code = without_jinja(environment().compile(text, NAME, raw=True, defer_init=True))
     return (f"{_HEADER}\nTEMPLATE_KEY = {template_key(text)!r}\nJINJA_VERSION = {jinja2.__version__!r}\n"
             f"\n{code}\n")
 
 
 def main() -> int:
-    return write_generated(CODE_PATH, code_source())
+    try:
+        return write_generated(CODE_PATH, code_source())
+    except NeedsJinja as e:
+        print(f"template_gen: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
