@@ -10,7 +10,7 @@ measured in the same run (fresh subprocesses, alternating; medians and ranges of
   compiler they were not built for (`CXX` set to a link to the same compiler in a temporary folder:
   another compiler identity, so the first load compiles the engine, and the kernel unit the
   prelude, too); each with the C++ compiler's share (the engine object,
-  the kernel unit, the link) from one probe run;
+  the kernel unit, which starts while Python transpiles, the link) from one probe run;
 * **launch** -- a launch of a one-group, 32-tile kernel through the Python API (`k[1](x)`), vs a
   ctypes call of an empty C function built here with the same compiler (goal: <= 15 us), and
   vs Warp's CPU launch of a 32-thread kernel when `warp` is installed (skipped otherwise); then
@@ -52,12 +52,15 @@ assert (out == 4096).all()
 """
 
 # Each compiler process from its start to its end (subprocess.run, and the engine's compile, which
-# the prefetch starts with Popen and waits for on its thread).
+# the prefetch starts with Popen and waits for on its thread); for the kernel unit's compiler, which
+# the prefetch starts before its source exists (runtime/host_unit.py), also from its source's coming.
 PROBE = "import os, subprocess, time\n_init, _comm = subprocess.Popen.__init__, subprocess.Popen.communicate\n" \
     "def init(self, *a, **k):\n    self.tsr_t = time.perf_counter(); _init(self, *a, **k)\n" \
-    "def comm(self, *a, **k):\n    r = _comm(self, *a, **k)\n" \
+    "def comm(self, input=None, *a, **k):\n    t = time.perf_counter(); r = _comm(self, input, *a, **k)\n" \
+    "    if getattr(self, 'tsr_seen', False):\n        return r\n    self.tsr_seen = True\n" \
+    "    fed = ' (%.3f after its source came)' % (time.perf_counter() - t) if input else ''\n" \
     "    cmd = [os.path.basename(str(self.args[0])), *self.args[1:]]\n" \
-    "    print('STEP %.3f %s' % (time.perf_counter() - self.tsr_t, ' '.join(str(c) for c in cmd)))\n" \
+    "    print('STEP %.3f%s %s' % (time.perf_counter() - self.tsr_t, fed, ' '.join(str(c) for c in cmd)))\n" \
     "    return r\nsubprocess.Popen.__init__, subprocess.Popen.communicate = init, comm\n" + COLD
 
 LAUNCH = """\
@@ -172,7 +175,7 @@ def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
         for line in steps.splitlines():
             # not the linker probe (host_build.linker), reaped long after it ended
             if line.startswith("STEP") and not line.endswith("-Wl,--version"):
-                print("     C++ compiler:", line[5:70])
+                print("     C++ compiler:", line[5:110])
 
 
 def _prebuilt() -> bool:

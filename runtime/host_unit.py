@@ -74,13 +74,13 @@ class StartedUnit:
 
 _LOCK = threading.Lock()
 _UNIT: list[StartedUnit] = []  # at most one: the unit started for this process's first build
-_discarded = [False]  # a first library from the cache: no unit is started after that
+_closed = [False]  # after the first build or a first library from the cache, no unit is started
 
 
 def start(cxx: Sequence[str], command: Callable[[Path, Path], list[str]]) -> None:
     """Start a unit for `cxx` unless one is waiting (silently none where it cannot start)."""
     with _LOCK:
-        if _UNIT or _discarded[0]:
+        if _UNIT or _closed[0]:
             return
         with contextlib.suppress(OSError):
             _UNIT.append(StartedUnit(cxx, command))
@@ -98,8 +98,10 @@ def _expire(unit: StartedUnit) -> None:
 
 
 def take(cxx: Sequence[str]) -> StartedUnit | None:
-    """The waiting unit if it is for `cxx` and still runs (then it is the caller's), else None."""
+    """The waiting unit if it is for `cxx` and still runs (then it is the caller's), else None; no
+    unit is started after this (the prefetch may not have started it yet)."""
     with _LOCK:
+        _closed[0] = True
         if not _UNIT or _UNIT[0].cxx != tuple(cxx):
             return None
         unit = _UNIT.pop()
@@ -113,7 +115,7 @@ def discard() -> None:
     """Kill the started unit nobody took (a no-op when there is none), and start none after this
     (the prefetch may not have started it yet)."""
     with _LOCK:
-        _discarded[0] = True
+        _closed[0] = True
         unit = _UNIT.pop() if _UNIT else None
     if unit is not None:
         unit.discard()
@@ -124,7 +126,7 @@ def forget_after_fork() -> None:
     global _LOCK
     _LOCK = threading.Lock()
     _UNIT.clear()
-    _discarded[0] = False
+    _closed[0] = False
 
 
 atexit.register(discard)

@@ -33,7 +33,7 @@ WRAPPER = '#include "kernel.cu"\n'
 def units(monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> list[list[str]]:
     """No unit waiting, none discarded; returns the kernel-unit compiles `_run` starts (not the unit's)."""
     host_unit.discard()
-    monkeypatch.setattr(host_unit, "_discarded", [False])
+    monkeypatch.setattr(host_unit, "_closed", [False])
     compiles: list[list[str]] = []
     run = host_build._run
 
@@ -55,6 +55,8 @@ def _runs(c: int) -> None:
 
 
 def _start(command: object = None) -> host_unit.StartedUnit:
+    """A unit started as in a new process (none started yet, no build yet)."""
+    host_unit._closed[0] = False
     cxx = host_build.find_cxx()
     if command is None:
         host_build.start_unit(cxx)
@@ -69,6 +71,8 @@ def test_the_first_build_takes_the_started_unit(units: list[list[str]]) -> None:
     _runs(1)
     assert not host_unit._UNIT and units == []  # compiled by the unit, not anew
     assert unit.proc.returncode == 0 and not unit.folder.exists()
+    host_build.start_unit(host_build.find_cxx())
+    assert not host_unit._UNIT  # none is started after the first build
     _runs(2)  # the next build compiles as before
     assert len(units) == 1
 
