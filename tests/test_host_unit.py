@@ -83,28 +83,30 @@ def test_a_unit_that_failed_before_its_source_came_is_replaced(units: list[list[
     assert len(units) == 1 and not host_unit._UNIT
 
 
-def test_a_compiler_that_reads_nothing_from_the_pipe_stops_at_the_units_error(units: list[list[str]],
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    outcomes: list[subprocess.CompletedProcess[str] | None] = []
-    finish = host_unit.StartedUnit.finish
+def _empty_include(folder: Path, main: Path) -> list[str]:
+    """The unit's command, its main file including an empty file instead of the pipe (a compiler
+    that reads nothing from a pipe)."""
+    main.write_text(host_unit.MAIN_TEXT.replace("/dev/stdin", "/dev/null"))
+    return host_build.kernel_command(host_build.find_cxx(), main, folder / "kernel.o",
+                                     host_build.stub_headers(folder / "stubs"), ("-iquote", str(folder)))
 
-    def recorded(self: host_unit.StartedUnit, wrapper_source: str) -> subprocess.CompletedProcess[str] | None:
-        outcomes.append(finish(self, wrapper_source))
-        return outcomes[-1]
 
-    monkeypatch.setattr(host_unit.StartedUnit, "finish", recorded)
-
-    def empty_include(folder: Path, main: Path) -> list[str]:
-        main.write_text(host_unit.MAIN_TEXT.replace("/dev/stdin", "/dev/null"))
-        return host_build.kernel_command(host_build.find_cxx(), main, folder / "kernel.o",
-                                         host_build.stub_headers(folder / "stubs"), ("-iquote", str(folder)))
-
-    _start(empty_include)
-    _runs(4)
-    (outcome,) = outcomes
+def test_a_compiler_that_reads_nothing_from_the_pipe_stops_at_the_units_error() -> None:
+    unit = host_unit.StartedUnit(host_build.find_cxx(), _empty_include)
+    try:
+        (unit.folder / "kernel.cu").write_text('extern "C" int tsr_one() { return 1; }\n')
+        outcome = unit.finish(WRAPPER)
+    finally:
+        unit.discard()
     assert outcome is not None and outcome.returncode != 0
     assert "the kernel unit was not read from the pipe" in outcome.stderr
-    assert len(units) == 1  # compiled anew, and the results are right
+    assert not unit.folder.exists()
+
+
+def test_such_a_unit_is_replaced_by_a_compile_as_before(units: list[list[str]]) -> None:
+    _start(_empty_include)  # it fails before or after the build takes it, depending on timing
+    _runs(4)
+    assert len(units) == 1 and not host_unit._UNIT  # compiled anew, and the results are right
 
 
 def test_a_compile_error_in_the_unit_is_reported_as_without_it(units: list[list[str]], tmp_path: Path) -> None:
