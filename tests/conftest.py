@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 
@@ -90,3 +91,20 @@ def skip_without_cxx() -> None:
         host_build.find_cxx()
     except TesseraError:  # pragma: no cover - every supported machine has one
         pytest.skip("no C++ compiler", allow_module_level=True)
+
+
+def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
+    """The C++ compiler commands with `flag` that `host_build._run` runs from now on in this test
+    (they still run): "-c" for kernel-unit compiles, "-shared" for links."""
+    from tessera.runtime import host_build
+
+    seen: list[list[str]] = []
+    run = host_build._run
+
+    def recording(cmd: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+        if flag in cmd:
+            seen.append(cmd)
+        return run(cmd, cwd)
+
+    monkeypatch.setattr(host_build, "_run", recording)
+    return seen

@@ -14,7 +14,7 @@ import pytest
 
 import tessera
 from tessera.runtime import cpu, host_build, host_unit
-from tests.conftest import skip_without_cxx
+from tests.conftest import record_runs, skip_without_cxx
 
 skip_without_cxx()
 
@@ -34,15 +34,7 @@ def units(monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> list[list[str]]
     """No unit waiting, none discarded; returns the kernel-unit compiles `_run` starts (not the unit's)."""
     host_unit.discard()
     monkeypatch.setattr(host_unit, "_closed", [False])
-    compiles: list[list[str]] = []
-    run = host_build._run
-
-    def recording(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-        if "-c" in cmd:
-            compiles.append(cmd)
-        return run(cmd, cwd)
-
-    monkeypatch.setattr(host_build, "_run", recording)
+    compiles = record_runs(monkeypatch, "-c")
     yield compiles
     host_unit.discard()
 

@@ -12,7 +12,7 @@ import pytest
 
 import tessera
 from tessera.runtime import host_build, host_recipe
-from tests.conftest import skip_without_cxx
+from tests.conftest import record_runs, skip_without_cxx
 
 skip_without_cxx()
 
@@ -30,18 +30,9 @@ CXX_RUNTIME = ("_Znw", "_Zna", "_Zdl", "_Zda", "__gxx_personality", "__cxa_", "_
 
 
 def _links(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The link commands of this test (the compiler runs as usual)."""
-    seen: list[list[str]] = []
-    run = host_build._run
-
-    def recording(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-        if "-shared" in cmd:
-            seen.append(cmd)
-        return run(cmd, cwd)
-
-    monkeypatch.setattr(host_build, "_run", recording)
+    """The link commands of this test (the compiler runs as usual), no compiler known to need the full link."""
     monkeypatch.setattr(host_build, "_FULL_LINK_ONLY", set())
-    return seen
+    return record_runs(monkeypatch, "-shared")
 
 
 def _scale_runs(source: str = KERNEL) -> None:
