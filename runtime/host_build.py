@@ -334,8 +334,14 @@ def build_shared_library(cuda_source: str, wrapper_source: str, out_path: Path, 
         _link_library(cxx, tmpdir, out_path)
 
 
+# Compiler wrappers that run the compiler twice (a preprocessing pass first): no early unit for them.
+_WRAPPERS = ("ccache", "sccache", "distcc")
+
+
 def start_unit(cxx: Sequence[str]) -> None:
     """Start the kernel unit's compiler for the process's first build (`tessera.runtime.host_unit`)."""
+    if os.path.basename(cxx[0]) in _WRAPPERS:
+        return
     host_unit.start(cxx, lambda folder, main: kernel_command(
         cxx, main, folder / "kernel.o", stub_headers(folder / "stubs"), ("-iquote", str(folder))))
 
@@ -374,7 +380,9 @@ def _link(cxx: Sequence[str], flags: Sequence[str], objects: list[str], output: 
     compiler without -nodefaultlibs) needs; a compiler for which only the latter worked is not
     given the lean link again in this process."""
     if tuple(cxx) not in _FULL_LINK_ONLY:
-        proc = _run([*cxx, *flags, *LEAN_LINK, *objects, *LEAN_LIBS, "-o", str(output)], cwd)
+        # Not -pthread (clang warns that it is unused with -nodefaultlibs): -lpthread is in LEAN_LIBS.
+        lean = [f for f in flags if f != "-pthread"]
+        proc = _run([*cxx, *lean, *LEAN_LINK, *objects, *LEAN_LIBS, "-o", str(output)], cwd)
         if proc.returncode == 0:
             return proc
     proc = _run([*cxx, *flags, *objects, "-o", str(output)], cwd)

@@ -12,7 +12,9 @@ flags, or fails for any reason is put aside and the kernel unit is compiled as b
 that cannot read a pipe as an include fails on the unit's ``#error``, and does not compile an empty
 unit). A unit nobody takes is killed (`discard`: when the first library of the process came from
 the cache; after IDLE_SECONDS; at exit), and one that a killed process leaves reads end of file
-and exits.
+and exits (a forked child closes its copies of the pipes: `forget_after_fork`). No unit is started
+for a compiler behind a cache or a distributor (ccache, sccache, distcc), whose first pass would
+read the pipe.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class StartedUnit:
         """`command(folder, main)`: the compile command of the unit `main` (in `folder`, where it
         writes ``kernel.o``)."""
         self.cxx = tuple(cxx)
+        self.timer: threading.Timer | None = None  # the idle expiry, while it waits
         self.folder = Path(tempfile.mkdtemp(prefix="tessera-host-"))
         try:
             (self.folder / MAIN).write_text(MAIN_TEXT)
@@ -51,6 +54,7 @@ class StartedUnit:
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
+        _LIVE.add(self)
 
     def finish(self, wrapper_source: str) -> subprocess.CompletedProcess[str] | None:
         """The compile's outcome once `wrapper_source` is fed to it (``kernel.cu`` must be in the
@@ -64,15 +68,33 @@ class StartedUnit:
             return None
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
+    def stop_timer(self) -> None:
+        """End the idle expiry's thread (unless this is it)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            if self.timer is not threading.current_thread():
+                self.timer.join()
+
     def discard(self) -> None:
         """Kill the compiler (if it still runs) and remove the folder."""
+        self.stop_timer()
         if self.proc.poll() is None:
-            self.proc.kill()
+            self.proc.kill()  # the driver; cc1plus reads end of file when communicate closes the pipe
         self.proc.communicate()
         shutil.rmtree(self.folder, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def close_in_child(self) -> None:
+        """In a forked child: close the child's copies of the pipes, so that the compiler still
+        reads end of file when the parent closes its end (and its output reaches the parent)."""
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 _LOCK = threading.Lock()
+_LIVE: set[StartedUnit] = set()  # every unit not discarded yet, waiting or taken (see forget_after_fork)
 _UNIT: list[StartedUnit] = []  # at most one: the unit started for this process's first build
 _closed = [False]  # after the first build or a first library from the cache, no unit is started
 
@@ -83,10 +105,12 @@ def start(cxx: Sequence[str], command: Callable[[Path, Path], list[str]]) -> Non
         if _UNIT or _closed[0]:
             return
         with contextlib.suppress(OSError):
-            _UNIT.append(StartedUnit(cxx, command))
-            timer = threading.Timer(IDLE_SECONDS, _expire, (_UNIT[0],))
-            timer.daemon = True
-            timer.start()
+            unit = StartedUnit(cxx, command)
+            _UNIT.append(unit)
+            unit.timer = threading.Timer(IDLE_SECONDS, _expire, (unit,))
+            unit.timer.name = "tessera-unit-expiry"
+            unit.timer.daemon = True
+            unit.timer.start()
 
 
 def _expire(unit: StartedUnit) -> None:
@@ -105,6 +129,7 @@ def take(cxx: Sequence[str]) -> StartedUnit | None:
         if not _UNIT or _UNIT[0].cxx != tuple(cxx):
             return None
         unit = _UNIT.pop()
+    unit.stop_timer()
     if unit.proc.poll() is not None:  # it failed before its source was there: the caller compiles anew
         unit.discard()
         return None
@@ -122,9 +147,14 @@ def discard() -> None:
 
 
 def forget_after_fork() -> None:
-    """In a forked child: the parent's unit is the parent's."""
+    """In a forked child: the parent's units are the parent's. The child closes its copies of their
+    pipes: holding the write end of a unit's stdin, it would keep the compiler waiting (and the
+    parent's build, or its discard, waiting for the compiler) for as long as the child lives."""
     global _LOCK
     _LOCK = threading.Lock()
+    for unit in _LIVE:
+        unit.close_in_child()
+    _LIVE.clear()
     _UNIT.clear()
     _closed[0] = False
 

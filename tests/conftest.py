@@ -108,3 +108,13 @@ def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
 
     monkeypatch.setattr(host_build, "_run", recording)
     return seen
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lean_link_never_fell_back():
+    """At the end of the session: no library needed the full link (`host_build._link`); the tests
+    that make the lean link fail restore the record they change."""
+    yield
+    from tessera.runtime import host_build
+
+    assert not host_build._FULL_LINK_ONLY, "a kernel library could not be linked without the C++ runtime"

@@ -4,6 +4,8 @@ results and the same errors; an unused one is killed and leaves nothing behind."
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -151,3 +153,38 @@ def test_a_process_that_never_builds_leaves_no_compiler_and_no_folder(tmp_path: 
     folder, pid = out.stdout.split()
     assert not Path(folder).exists()
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_a_forked_child_does_not_hold_the_unit_open(units: list[list[str]]) -> None:
+    # The child holds copies of the unit's pipes; unless it closes them, the compiler never reads
+    # end of file and the parent's build waits for as long as the child lives.
+    unit = _start()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        time.sleep(20)
+        os._exit(0)
+    try:
+        start = time.perf_counter()
+        _runs(6)
+        assert time.perf_counter() - start < 15 and units == [] and unit.proc.returncode == 0
+        unit = _start()
+        start = time.perf_counter()
+        host_unit.discard()
+        assert time.perf_counter() - start < 15 and not unit.folder.exists()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_a_taken_unit_stops_its_idle_timer(units: list[list[str]]) -> None:
+    unit = _start()
+    assert unit.timer is not None and unit.timer.is_alive()
+    _runs(7)
+    unit.timer.join(5)
+    assert not unit.timer.is_alive()
+
+
+def test_no_unit_for_a_compiler_behind_ccache(units: list[list[str]]) -> None:
+    host_unit._closed[0] = False
+    host_build.start_unit(["/usr/bin/ccache", *host_build.find_cxx()])
+    assert not host_unit._UNIT

@@ -108,7 +108,8 @@ def test_attributes_and_items_are_looked_up_as_jinja_does():
 
 @pytest.mark.parametrize("text, needs", [("{{ x|upper }}", "environment.filters"),
                                          ("{% for a in b %}{{ loop.index }}{% endfor %}", "LoopContext"),
-                                         ("{{ x is defined }}", "environment.tests")])
+                                         ("{{ x is defined }}", "environment.tests"),
+                                         ("{{ x if y }}", "an inline if without else")])
 def test_the_generator_refuses_code_that_needs_more_of_jinja(text, needs):
     code = template.environment().compile(text, "t.j2", raw=True, defer_init=True)
     with pytest.raises(template_gen.NeedsJinja, match=needs.replace(".", r"\.")):

@@ -41,6 +41,8 @@ def test_launches_reuse_the_pool_and_trim_ends_it():
         for t in threading.enumerate():
             if t.name == "tessera-engine-build":
                 t.join()  # the engine's prefetch (runtime/host_build.py) is not a pool thread
+        from tessera.runtime import host_unit
+        host_unit.discard()  # nor the idle expiry of the kernel unit it started (runtime/host_unit.py)
         before = len(os.listdir("/proc/self/task"))
         counts = set()
         for v in range(40):
@@ -136,7 +138,7 @@ def test_a_second_prefetch_does_not_wait_for_the_engine_build(tmp_path, monkeypa
 
 @pytest.mark.usefixtures("no_prebuilt_engine")
 def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_started(tmp_path, monkeypatch):
-    from tessera.runtime import host_build
+    from tessera.runtime import host_build, host_unit
 
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(host_build, "_ENGINES", {})
@@ -151,6 +153,7 @@ def test_a_prefetch_that_finds_the_engine_in_the_cache_cancels_the_compile_it_st
     for t in threading.enumerate():
         if t.name == "tessera-engine-build":
             t.join(60)
+    host_unit.discard()  # the kernel unit the prefetch may have started, in the same folder
     assert builds == [] and host_build._STARTED == {}
     assert list((tmp_path / "tmp").iterdir()) == []  # its folder is gone
     assert host_build.engine_object(host_build.find_cxx())[:4] == b"\x7fELF"

@@ -55,6 +55,11 @@ def without_jinja(code: str) -> str:
     unknown += sorted({f"{a.value.id}.{a.attr}" for a in ast.walk(tree) if isinstance(a, ast.Attribute)
                        and isinstance(a.value, ast.Name) and a.value.id in _ATTRIBUTES
                        and a.attr not in _ATTRIBUTES[a.value.id]})
+    # An inline if without else: Jinja gives its plain Undefined there (which renders ''), not the
+    # Environment's strict one that template_runtime.Undefined stands for.
+    if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "cond_expr_undefined"
+           for c in ast.walk(tree)):
+        unknown.append("an inline if without else")
     imports = [i for i in ast.walk(tree) if isinstance(i, (ast.Import, ast.ImportFrom))]
     if len(imports) != 1:
         unknown.append("another import")

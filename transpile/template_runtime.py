@@ -33,7 +33,9 @@ missing: Any = _Missing()  # what `Context.resolve_or_missing` returns for an un
 
 
 class Undefined:
-    """Jinja's undefined value (StrictUndefined): creating one is the error."""
+    """Jinja's undefined value (StrictUndefined): creating one is the error. (The compiled code names
+    it for an inline if without else, where Jinja uses its plain, lenient Undefined instead: the
+    generator refuses such a template.)"""
 
     def __init__(self, hint: str | None = None, obj: Any = missing, name: str | None = None, exc: Any = None) -> None:
         _undefined(hint, obj, name)
