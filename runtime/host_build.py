@@ -370,6 +370,7 @@ def _link_library(cxx: Sequence[str], tmpdir: Path, out_path: Path) -> None:
     finally:
         partial.unlink(missing_ok=True)
 
+
 _FULL_LINK_ONLY: set[tuple[str, ...]] = set()  # compilers whose lean link failed where the full one did not
 
 

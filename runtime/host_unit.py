@@ -58,13 +58,11 @@ class StartedUnit:
 
     def finish(self, wrapper_source: str) -> subprocess.CompletedProcess[str] | None:
         """The compile's outcome once `wrapper_source` is fed to it (``kernel.cu`` must be in the
-        folder by then), or None where the compiler failed before it read it (gone, or the pipe
-        closed): the caller compiles the unit as before."""
+        folder by then), or None where the pipe failed (the caller compiles the unit as before;
+        its `discard` ends the compiler)."""
         try:
             out, err = self.proc.communicate(f'#line 1 "wrapper.cpp"\n{wrapper_source}{TAIL}')
-        except (BrokenPipeError, OSError):
-            self.proc.kill()
-            self.proc.communicate()
+        except OSError:
             return None
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
