@@ -11,14 +11,14 @@ from types import ModuleType
 from setuptools import Command, setup
 from setuptools.command.build import build
 
-RUNTIME = "tessera.runtime"
+HOST = "tessera.runtime.host"
 
 
 def _load_recipe() -> ModuleType:
-    """runtime/host_recipe.py, loaded by its path: the build environment has neither Tessera nor
+    """runtime/host/recipe.py, loaded by its path: the build environment has neither Tessera nor
     its dependencies, so the package cannot be imported."""
     spec = importlib.util.spec_from_file_location("tessera_host_recipe",
-                                                  Path(__file__).resolve().parent / "runtime" / "host_recipe.py")
+                                                  Path(__file__).resolve().parent / "runtime" / "host" / "recipe.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -47,14 +47,14 @@ class build_engine(Command):
 
     def _host(self) -> Path:
         """The host folder of the sources (runtime/host in the project)."""
-        return Path(self.get_finalized_command("build_py").get_package_dir(RUNTIME)) / "host"
+        return Path(self.get_finalized_command("build_py").get_package_dir(HOST))
 
     def _prebuilt(self, editable: bool) -> Path:
         """The prebuilt folder: in the sources' host folder, or in build_lib's."""
         if editable:
             return self._host() / recipe.PREBUILT
         assert self.build_lib is not None
-        return Path(self.build_lib, *RUNTIME.split("."), "host", recipe.PREBUILT)
+        return Path(self.build_lib, *HOST.split("."), recipe.PREBUILT)
 
     def run(self) -> None:
         print(recipe.install_engine(self._host(), self._prebuilt(self.editable_mode)))

@@ -93,9 +93,9 @@ def spearman(x: list[float], y: list[float]) -> float:
 
 def judge(space: Space, arch: str, shapes: dict[str, int]) -> list:
     from tessera.autotune import groups_function
-    from tessera.compiler import front_end, load_source
-    from tessera.runtime.tune_search import candidates, judge_all
-    from tessera.transpile.autotune_spec import tune_spaces
+    from tessera.autotune.search import candidates, judge_all
+    from tessera.transpile.checks.autotune_spec import tune_spaces
+    from tessera.transpile.driver import front_end, load_source
 
     front = front_end(load_source(os.path.join(ROOT, space.sample)))
     tspace = tune_spaces(front.module, front.source)[space.kernel]
@@ -134,7 +134,7 @@ def report_model(space: Space, arch: str) -> list:
 
 def report_cpu(space: Space, arch: str, limit: int) -> None:
     import tessera
-    from tessera.runtime.tune_measure import measure
+    from tessera.autotune.measure import measure
 
     survivors = sorted((j for j in judge(space, arch, space.cpu_shape) if not j.pruned),
                        key=lambda j: j.estimate.time_us)
@@ -158,7 +158,7 @@ def report_cpu(space: Space, arch: str, limit: int) -> None:
 
 def report_gpu(space: Space, survivors: list) -> None:
     import tessera
-    from tessera.runtime.tune_measure import measure
+    from tessera.autotune.measure import measure
 
     mod = tessera.load(os.path.join(ROOT, space.sample), backend="cuda")
     args = space.make_args(space.model_shape)
@@ -197,7 +197,7 @@ def main() -> None:
             report_model(space, arch)
             report_cpu(space, arch, args.cpu_candidates)
         if gpu:
-            from tessera.runtime.cuda import device
+            from tessera.runtime.cuda.driver import device
 
             report_gpu(space, report_model(space, device().arch))
         else:

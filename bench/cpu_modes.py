@@ -1,5 +1,5 @@
 """The CPU backend's two modes (issue 12) side by side: region mode (the code between barriers
-runs as loops over the group's tiles, transpile/cpu_regions.py) and fiber mode (a fiber per
+runs as loops over the group's tiles, transpile/cpu/regions.py) and fiber mode (a fiber per
 tile, `TESSERA_CPU_REGIONS=0`), each on one thread and on every CPU (`TESSERA_CPU_THREADS`),
 and NVIDIA Warp's CPU path on the same work when `warp` is installed (skipped otherwise):
 
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
 def machine_ceiling(ncpu: int, tmp: str) -> tuple[float, float]:
     """This machine's speedup of `ncpu` threads over one on independent work (each thread does
     one thread's work): vectorized float arithmetic, and a scalar dependency chain."""
-    from tessera.runtime.host_build import find_cxx
+    from tessera.runtime.host.build import find_cxx
 
     src, exe = Path(tmp) / "ceiling.cpp", Path(tmp) / "ceiling"
     src.write_text(CEILING)

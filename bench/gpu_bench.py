@@ -46,7 +46,7 @@ def peaks() -> tuple[float, float, str]:
     """(bytes/s, FP32 FLOP/s, name) of device 0, from its attributes."""
     from cuda.bindings import driver as drv
 
-    from tessera.runtime.cuda import device
+    from tessera.runtime.cuda.driver import device
 
     d = device()
     attr = drv.CUdevice_attribute
@@ -283,8 +283,8 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     Returns 1 if any check fails."""
     import tessera
     from tessera.api import aligned_launch
-    from tessera.compiler import compile_source, load_source
     from tessera.runtime.launch_args import bind
+    from tessera.transpile.driver import compile_source, load_source
 
     kernels = compile_source(load_source(str(ELEMENTWISE)), arch="sm_90").kernels
     cpu = tessera.load(ELEMENTWISE, backend="cpu")
@@ -324,7 +324,7 @@ def dry_run_hgemm(check: tuple[int, int, int] = (200, 72, 136)) -> bool:
     """The f16 GEMM row without a GPU: its launch at HGEMM_SIZE (grid, threads, shared memory
     against the sm_90 limit) and the kernel on the CPU backend at a small size against NumPy."""
     import tessera
-    from tessera.compiler import compile_source, load_source
+    from tessera.transpile.driver import compile_source, load_source
 
     path = ROOT / "samples" / "tc_gemm_f16.tsr"
     k = next(k for k in compile_source(load_source(str(path)), arch="sm_90").kernels if k.aligned)

@@ -3,7 +3,7 @@ the same module with every section (the whole header, as every module included i
 header was split: tessera/transpile/header_parts.py).
 
 For each ``samples/*.tsr`` (or the files given) and each architecture, both texts are compiled to
-a cubin (``tessera.runtime.nvrtc.compile_cuda``, so ptxas runs too) after one warm-up each, then
+a cubin (``tessera.runtime.cuda.nvrtc.compile_cuda``, so ptxas runs too) after one warm-up each, then
 ``--repeat`` times, alternating between the two so that a slow spell of the machine hits both;
 the median of each is reported with their ratio (every section / its sections: above 1 is the
 saving). The first NVRTC call of the process (loading the library) is not counted. A report:
@@ -32,15 +32,15 @@ def listed_sections(cuda: str) -> list[str]:
 
 def with_every_section(cuda: str) -> str:
     """`cuda` with its header sections replaced by every section, in the table's order."""
-    from tessera.transpile.emit import device_header
-    from tessera.transpile.header_parts import SECTIONS
+    from tessera.transpile.emit.header_parts import SECTIONS
+    from tessera.transpile.render import device_header
 
     return cuda.replace(device_header(listed_sections(cuda)), device_header([s.name for s in SECTIONS]))
 
 
 def medians(texts: tuple[str, str], arch: str, repeat: int) -> tuple[float, float]:
     """Median NVRTC seconds of each text, timed alternately after one warm-up each."""
-    from tessera.runtime.nvrtc import compile_cuda
+    from tessera.runtime.cuda.nvrtc import compile_cuda
 
     times: tuple[list[float], list[float]] = ([], [])
     for text in texts:
@@ -55,7 +55,7 @@ def medians(texts: tuple[str, str], arch: str, repeat: int) -> tuple[float, floa
 
 def measure(path: str, arch: str, repeat: int) -> tuple[str, ...]:
     """One table row: sample, sections, both medians (ms) and their ratio."""
-    from tessera.compiler import compile_source, load_source
+    from tessera.transpile.driver import compile_source, load_source
 
     name = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
     try:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     paths = args.files or sorted(glob.glob(os.path.join(ROOT, "samples", "*.tsr")))
     try:
-        from tessera.runtime.nvrtc import compile_cuda
+        from tessera.runtime.cuda.nvrtc import compile_cuda
 
         compile_cuda('extern "C" __global__ void warm_up() {}')  # loads NVRTC: not part of any figure
     except Exception as e:  # noqa: BLE001

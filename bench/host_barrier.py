@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tessera.runtime.host_build import build_shared_library
-from tessera.runtime.host_launch import launch, load_library
+from tessera.runtime.host.build import build_shared_library
+from tessera.runtime.host.launch import launch, load_library
 
 KERNELS = r"""
 extern "C" __global__ void pure_barrier(int* out, int iters) {

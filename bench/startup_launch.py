@@ -53,7 +53,7 @@ assert (out == 4096).all()
 
 # Each compiler process from its start to its end (subprocess.run, and the engine's compile, which
 # the prefetch starts with Popen and waits for on its thread); for the kernel unit's compiler, which
-# the prefetch starts before its source exists (runtime/host_unit.py), also from its source's coming.
+# the prefetch starts before its source exists (runtime/host/unit.py), also from its source's coming.
 PROBE = "import os, subprocess, time\n_init, _comm = subprocess.Popen.__init__, subprocess.Popen.communicate\n" \
     "def init(self, *a, **k):\n    self.tsr_t = time.perf_counter(); _init(self, *a, **k)\n" \
     "def comm(self, input=None, *a, **k):\n    t = time.perf_counter(); r = _comm(self, input, *a, **k)\n" \
@@ -143,7 +143,7 @@ def _baseline_tree(rev: str, tmp: str) -> Path:
 
 def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
     numpy_cmd = [py, "-c", "import numpy"]
-    tesserac = [py, "-m", "tessera.cli"]
+    tesserac = [py, "-m", "tessera.cli.compile"]
     out = str(Path(tmp) / "o.cu")
     _time(numpy_cmd, env)
     print("tesserac FILE --emit cuda (goal <= 0.25 s), vs `import numpy`:")
@@ -180,7 +180,8 @@ def _startup(runs: int, py: str, env: dict[str, str], tmp: str) -> None:
 
 def _prebuilt() -> bool:
     """Whether the engine was built at install time for this compiler and these sources."""
-    from tessera.runtime import host_build, host_recipe
+    from tessera.runtime.host import build as host_build
+    from tessera.runtime.host import recipe as host_recipe
 
     key = host_recipe.engine_key(host_build.find_cxx(), host_build.host_dir())
     return host_recipe.read_prebuilt(host_build.prebuilt_dir(), key) is not None
@@ -189,7 +190,7 @@ def _prebuilt() -> bool:
 def _other_spelling(tmp: str) -> str:
     """The C++ compiler as a link to it in `tmp`: the same compiler, another identity (its command
     is part of it), for which no engine was built at install time."""
-    from tessera.runtime.host_build import find_cxx
+    from tessera.runtime.host.build import find_cxx
 
     cxx = find_cxx()
     real = os.path.realpath(shutil.which(cxx[0]) or cxx[0])

@@ -3,9 +3,9 @@
 For each ``samples/*.tsr`` (or the files given on the command line) this measures, in one
 process:
 
-* **transpile** -- ``tessera.compiler.compile_source`` on the already-read source (parse,
+* **transpile** -- ``tessera.transpile.driver.compile_source`` on the already-read source (parse,
   type check, cooperation and shared-memory passes, CUDA C emission). No file I/O is timed.
-* **NVRTC** -- ``tessera.runtime.nvrtc.compile_cuda`` of the emitted CUDA C for the target
+* **NVRTC** -- ``tessera.runtime.cuda.nvrtc.compile_cuda`` of the emitted CUDA C for the target
   architecture (default ``sm_90``), producing a cubin, so ptxas runs too. This is what a launch
   from Python pays on top of the transpiler, and what ``tesserac --check`` runs.
 
@@ -64,7 +64,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def measure(path: str, arch: str, repeat: int, cold: dict[str, tuple[str, float]]) -> Row:
-    from tessera.compiler import compile_source, load_source
+    from tessera.transpile.driver import compile_source, load_source
 
     row = Row(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path)
     try:
@@ -82,7 +82,7 @@ def measure(path: str, arch: str, repeat: int, cold: dict[str, tuple[str, float]
     cuda = result.cuda
     name = os.path.splitext(os.path.basename(path))[0] + ".cu"
     try:
-        from tessera.runtime.nvrtc import compile_cuda
+        from tessera.runtime.cuda.nvrtc import compile_cuda
 
         row.first_nvrtc, _ = _timed(lambda: compile_cuda(cuda, name=name, arch=arch))
         cold.setdefault("nvrtc", (row.sample, row.first_nvrtc))

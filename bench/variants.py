@@ -4,9 +4,9 @@ The autotuner compiles dozens of variants of a kernel (one per set of `const` pa
 This measures, in one process, the transpile time (`.tsr` to CUDA C, no NVRTC) of the 16 variants
 BM, BN in {16, 32, 64, 128} of `samples/matmul.tsr`:
 
-* **16 full compiles** -- `tessera.compiler.compile_source` once per variant (parse, every pass,
+* **16 full compiles** -- `tessera.transpile.driver.compile_source` once per variant (parse, every pass,
   emission), the baseline;
-* **16 variants** -- `tessera.compiler.front_end` once (parse, module constants), then
+* **16 variants** -- `tessera.transpile.driver.front_end` once (parse, module constants), then
   `compile_variant` per variant (specialize, kernel headers, typecheck, checks, lowering, emission).
 
 Both are timed best-of-`--repeat` after a warm-up, the garbage collector paused while timing;
@@ -46,7 +46,7 @@ def best_of(fn, repeat: int) -> float:
 
 
 def main() -> int:
-    from tessera.compiler import compile_source, compile_variant, front_end, load_source
+    from tessera.transpile.driver import compile_source, compile_variant, front_end, load_source
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=5)

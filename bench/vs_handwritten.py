@@ -3,14 +3,14 @@
 For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`,
 `samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, and the tensor-core
 `samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu` -- and each architecture
-(default sm_80 and sm_90), both sides are compiled with `tessera.runtime.nvrtc.compile_cuda` (the
+(default sm_80 and sm_90), both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
 same options) and the table shows, per kernel:
 
 * registers, spilled bytes (stores + loads) and shared memory: static (from the ptxas report) plus
   dynamic (Tessera's kernel info; for the hand-written side, the size its launch needs);
 * **loop**: SASS instructions in the main loop (the k-loop: of the loops holding the most FFMA
   instructions -- HMMA for the tensor-core pair --, the shortest, from its label through the branch
-  back; `tessera.runtime.sass`), with its FFMA (HMMA) count in parentheses as a check that both
+  back; `tessera.runtime.cuda.sass`), with its FFMA (HMMA) count in parentheses as a check that both
   sides measure the same work;
 * **total**: SASS instructions of the kernel, not counting the NOP padding at its end;
 * **compile**: NVRTC compile time of the whole `.cu`, the median of `--repeat` compiles after a
@@ -37,9 +37,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tessera.compiler import compile_source, load_source
-from tessera.errors import CompileError, TesseraError
-from tessera.runtime import nvrtc, sass
+from tessera.base.errors import CompileError, TesseraError
+from tessera.runtime.cuda import nvrtc, sass
+from tessera.transpile.driver import compile_source, load_source
 
 LOOP_GOAL = 1.1
 COMPILE_GOAL = 1.2

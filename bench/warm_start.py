@@ -12,7 +12,7 @@ It prints the median of ``--runs`` runs of each and tessera / numpy (and, less s
 load on the machine, the ratio of the minimums).  **Goal: at most 1.5x**,
 i.e. a warm start reads metadata and dlopens the cached library without parsing or
 transpiling anything.  One more, untimed, run of each reports which heavy modules were
-imported (``lark``, ``jinja2``, ``tessera.parser``, ``tessera.compiler``, ``cuda`` and their
+imported (``lark``, ``jinja2``, ``tessera.frontend.parser``, ``tessera.transpile.driver``, ``cuda`` and their
 submodules) -- **the goal is none**; a module that ``import numpy`` alone also has (a ``.pth``
 file can import one at interpreter start-up) is shown as such -- and where the warm process
 spends its time (import numpy, import tessera, load, launch).
@@ -48,7 +48,7 @@ from pathlib import Path
 GOAL = 1.5
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "sum_reduce.tsr"
-HEAVY = ("lark", "jinja2", "tessera.parser", "tessera.compiler", "cuda")
+HEAVY = ("lark", "jinja2", "tessera.frontend.parser", "tessera.transpile.driver", "cuda")
 
 NUMPY_CODE = "import numpy"
 TESSERA_CODE = f"""\

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import LaunchError
-from tessera.kernel_info import KernelInfo
+from tessera.base.errors import LaunchError
+from tessera.base.kernel_info import KernelInfo
 from tessera.runtime.launch_args import (
     INT_RANGES,
     Bound,

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import LaunchError
+from tessera.base.errors import LaunchError
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import LaunchError
-from tessera.kernel_info import KernelInfo, ParamInfo
+from tessera.base.errors import LaunchError
+from tessera.base.kernel_info import KernelInfo, ParamInfo
 
 INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-(2**31), 2**31 - 1),
               "i64": (-(2**63), 2**63 - 1), "u8": (0, 2**8 - 1), "u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1),
@@ -32,7 +32,7 @@ def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
         except ImportError:
             pass
         return tuple(out)
-    from tessera.dtypes import SCALARS
+    from tessera.base.dtypes import SCALARS
 
     return (np.dtype(SCALARS[tsr_type].numpy),)
 
@@ -40,7 +40,7 @@ def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
 def tsr_type_of(dtype: Any) -> str | None:
     """The .tsr element type of a NumPy dtype (uint16 is u16: bf16 bits bind a type parameter only
     by name, `T="bf16"`), or None."""
-    from tessera.dtypes import SCALARS
+    from tessera.base.dtypes import SCALARS
 
     dt = np.dtype(dtype)
     if dt.name == "bfloat16":
@@ -50,7 +50,7 @@ def tsr_type_of(dtype: Any) -> str | None:
 
 def _type_argument(kernel: str, name: str, value: Any) -> str:
     """`T="f16"`, `T=np.float16` or `T=np.dtype("float16")` given at a launch: a .tsr type name."""
-    from tessera.dtypes import SCALARS
+    from tessera.base.dtypes import SCALARS
 
     if isinstance(value, str) and value in SCALARS:
         return value
@@ -212,7 +212,7 @@ def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | b
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(info.name, p.name, f"expected a number ({p.dtype}), got {type(value).__name__}")
     if p.dtype in ("f16", "bf16"):
-        from tessera.dtypes import SCALARS, round_to
+        from tessera.base.dtypes import SCALARS, round_to
 
         return round_to(float(value), SCALARS[p.dtype])  # passed as a float holding an f16/bf16 value
     return float(value)

@@ -2,20 +2,18 @@
 """Type-check the `tessera` package with mypy and the configuration in pyproject.toml.
 
 The package is assembled from several source folders (`[tool.setuptools.package-dir]`:
-`tessera.transpile` lives in transpile/, ...), a layout mypy cannot resolve from the source tree
-and whose editable-install import hook it cannot follow. So this lays the package out as it is
-installed, in a temporary tree of symbolic links to the sources, runs `mypy -p tessera` there and
-prints mypy's report with the paths of the sources in the repository. Exits with mypy's status.
+`tessera.transpile` lives in transpile/, `tessera.runtime` in runtime/, ...), which mypy's own
+file discovery cannot map to module names. So this gives mypy the sources itself: every `.py`
+file of every mapped folder, each with the module name it has once installed (the same mapping
+setuptools applies), through mypy's build API. Reports carry the files' paths in the repository.
+Exits with 0 when mypy finds nothing, 1 otherwise.
 
     python scripts/typecheck.py [extra mypy options]
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 try:
@@ -24,7 +22,6 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = "tessera"
 
 
 def package_dirs(pyproject: Path) -> dict[str, str]:
@@ -33,47 +30,50 @@ def package_dirs(pyproject: Path) -> dict[str, str]:
     return dict(config["tool"]["setuptools"]["package-dir"])
 
 
-def link_tree(dest: Path, dirs: dict[str, str]) -> dict[str, str]:
-    """Lay out `PACKAGE` under `dest` with links to the sources. Returns the prefixes that turn a
-    path in the tree back into a path in the repository (longest first)."""
-    top = dest / PACKAGE
-    top.mkdir()
-    for src in (ROOT / dirs[PACKAGE]).glob("*.py"):
-        (top / src.name).symlink_to(src)
-    for sub in (ROOT / dirs[PACKAGE]).glob("*/__init__.py"):  # subpackages inside tessera/ (tessera.dist)
-        (top / sub.parent.name).symlink_to(sub.parent, target_is_directory=True)
-    prefixes = {}
-    for name, folder in dirs.items():
-        if name == PACKAGE:
-            continue
-        parent, _, leaf = name.rpartition(".")
-        if parent != PACKAGE:
-            raise SystemExit(f"typecheck: cannot lay out the nested package {name!r}")
-        (top / leaf).symlink_to(ROOT / folder, target_is_directory=True)
-        prefixes[f"{PACKAGE}/{leaf}/"] = f"{folder}/"
-    prefixes[f"{PACKAGE}/"] = f"{dirs[PACKAGE]}/"
-    return prefixes
-
-
-def repo_path(line: str, prefixes: dict[str, str]) -> str:
-    for tree_prefix, repo_prefix in prefixes.items():
-        if line.startswith(tree_prefix):
-            return repo_prefix + line[len(tree_prefix):]
-    return line
+def module_files(dirs: dict[str, str]) -> dict[str, Path]:
+    """Module name -> source file (relative to the repository) of every module of the package."""
+    folders = {(ROOT / folder).resolve(): name for name, folder in dirs.items()}
+    out: dict[str, Path] = {}
+    for top, package in folders.items():
+        for path in sorted(top.rglob("*.py")):
+            # A file under a folder that another package is mapped to belongs to that package.
+            owner = max((f for f in folders if path.is_relative_to(f)), key=lambda f: len(f.parts))
+            if owner != top or "__pycache__" in path.parts:
+                continue
+            parts = list(path.relative_to(top).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join([package, *parts])] = path.relative_to(ROOT)
+    return out
 
 
 def main(argv: list[str]) -> int:
+    from mypy.build import build
+    from mypy.errors import CompileError
+    from mypy.main import process_options
+    from mypy.modulefinder import BuildSource
+
     pyproject = ROOT / "pyproject.toml"
-    with tempfile.TemporaryDirectory(prefix="tessera-mypy-") as tmp:
-        prefixes = link_tree(Path(tmp), package_dirs(pyproject))
-        cmd = [sys.executable, "-m", "mypy", "--config-file", str(pyproject),
-               "--cache-dir", str(ROOT / ".mypy_cache"), *argv, "-p", PACKAGE]
-        env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
-        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, check=False)
-    for line in proc.stdout.splitlines():
-        print(repo_path(line, prefixes))
-    sys.stderr.write(proc.stderr)
-    return proc.returncode
+    files = module_files(package_dirs(pyproject))
+    # process_options reads the configuration; its own source list (this script) is replaced.
+    _, options = process_options(["--config-file", str(pyproject), "--cache-dir", str(ROOT / ".mypy_cache"),
+                                  *argv, __file__])
+    sources = [BuildSource(str(path), module) for module, path in sorted(files.items())]
+    try:
+        result = build(sources, options)
+        messages = result.errors
+    except CompileError as e:  # a blocking error (a syntax error, say)
+        messages = e.messages
+    for line in messages:
+        print(line)
+    errors = sum(1 for m in messages if ": error:" in m)
+    if errors:
+        where = len({m.split(":", 1)[0] for m in messages if ": error:" in m})
+        print(f"Found {errors} error{'s' * (errors != 1)} in {where} file{'s' * (where != 1)} "
+              f"(checked {len(sources)} source files)")
+        return 1
+    print(f"Success: no issues found in {len(sources)} source files")
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@
 Imports are lazy so that a warm start stays cheap.
 """
 
-from tessera.errors import CompileError, LaunchError, TesseraError
+from tessera.base.errors import CompileError, LaunchError, TesseraError
+from tessera.base.version import VERSION as __version__
 
-__version__ = "0.1.0"
 __all__ = ["CompileError", "LaunchError", "TesseraError", "__version__", "compile", "load"]
 
 

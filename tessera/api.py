@@ -14,9 +14,9 @@ import sys
 import threading
 from typing import Any
 
-from tessera.errors import LaunchError, TesseraError
-from tessera.kernel_info import KernelInfo
-from tessera.options import check_arch, check_flag, check_text
+from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.kernel_info import KernelInfo
+from tessera.base.options import check_arch, check_flag, check_text
 from tessera.variant import Variant as _Variant
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -53,7 +53,7 @@ class Module:
         self.path = check_text("path=", path)
         self.backend, self.backend_reason = select_backend(backend)
         if arch is None and self.backend == "cuda":
-            from tessera.runtime.cuda import device
+            from tessera.runtime.cuda.driver import device
 
             arch = device().arch
         self.arch = arch or "sm_90"
@@ -75,8 +75,8 @@ class Module:
         """The source parsed once (on the first variant that is not in the cache), for every variant."""
         with self._lock:
             if self._front is None:
-                from tessera.compiler import front_end
-                from tessera.parser import decode_source
+                from tessera.frontend.parser import decode_source
+                from tessera.transpile.driver import front_end
 
                 self._front = front_end(decode_source(self._source, self.path))
             return self._front
@@ -135,7 +135,7 @@ class Kernel:
 
     def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any, tuned: bool = True):
         """(library, kernel info, checked arguments) for a launch; const parameters come by keyword.
-        A kernel with `@autotune` gets its tuned constants (`tuned`; tessera/autotune.py), and a
+        A kernel with `@autotune` gets its tuned constants (`tuned`; tessera/autotune/__init__.py), and a
         `grid` that is a function is called with the variant's constants."""
         from tessera.runtime.bind_plan import fast_bind
 
@@ -187,7 +187,7 @@ class Kernel:
         """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time."""
         limit = None
         if timeout is not None:  # the CUDA backend never loads the CPU launcher
-            from tessera.runtime.host_launch import check_timeout
+            from tessera.runtime.host.launch import check_timeout
 
             limit = check_timeout(timeout)
         lib, info, bound = self._prepare(args, kwargs, grid)
@@ -260,7 +260,7 @@ def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = N
     """Load a .tsr file. Compile errors raise `tessera.CompileError` with the diagnostics.
     `restrict=False` compiles the tensor parameters without __restrict__, so that a launch may
     pass overlapping arrays (by default that is a `LaunchError`)."""
-    from tessera.limits import read_source
+    from tessera.base.limits import read_source
 
     if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
         raise TesseraError(f"path must be a str or an os.PathLike naming a file, not {type(path).__name__}")

@@ -8,9 +8,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from tessera.errors import CompileError, LaunchError, TesseraError
-from tessera.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
-from tessera.tune_space import TuneSpace
+from tessera.base.errors import CompileError, LaunchError, TesseraError
+from tessera.base.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
+from tessera.base.tune_space import TuneSpace
 
 if TYPE_CHECKING:
     from tessera.api import Module
@@ -53,11 +53,11 @@ class Variant:
         if not self.library_key:
             self._build()
         if self.backend == "cuda":
-            from tessera.runtime.cuda import loaded_library
+            from tessera.runtime.cuda.driver import loaded_library
 
             self._lib = loaded_library(self.library_key, self.kernels, self._artifact)
             return self._lib
-        from tessera.runtime.cpu import CpuLibrary, cached_library
+        from tessera.runtime.host.library import CpuLibrary, cached_library
 
         path = self._artifact or cached_library(self.library_key)
         if path is None:
@@ -73,11 +73,11 @@ class Variant:
         cuda, arch, cache, key, front = self._rebuild()
         assert cuda, "a variant with kernels has CUDA C"
         if self.backend == "cuda":
-            from tessera.runtime.cuda import compile_for_device
+            from tessera.runtime.cuda.driver import compile_for_device
 
             self.library_key, self._artifact = compile_for_device(cuda, arch)
         else:
-            from tessera.runtime.cpu import build_or_fall_back
+            from tessera.runtime.host.library import build_or_fall_back
 
             try:
                 self.library_key, self._artifact, self.kernels = build_or_fall_back(cuda, self.kernels, self._fibers)
@@ -94,8 +94,8 @@ class Variant:
 
     @staticmethod
     def get(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> Variant:
-        from tessera.runtime.cache import DiskCache, cache_key
-        from tessera.runtime.fingerprint import fingerprint
+        from tessera.runtime.cache.disk import DiskCache, cache_key
+        from tessera.runtime.cache.fingerprint import fingerprint
 
         # The fingerprint covers the compiler and the CPU backend's runtime sources (runtime/host).
         key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
@@ -140,10 +140,10 @@ class Variant:
     def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool,
                  regions: bool | None = None) -> Variant:
         if mod.backend == "cpu":  # the engine object builds while the compiler loads and transpiles (empty cache)
-            from tessera.runtime.host_build import prefetch_engine
+            from tessera.runtime.host.build import prefetch_engine
 
             prefetch_engine()
-        from tessera.compiler import compile_variant
+        from tessera.transpile.driver import compile_variant
 
         front = mod._front_end()
         names = front.kernel_names
@@ -163,13 +163,13 @@ class Variant:
 
 
 def cpu_regions(backend: str) -> bool:
-    """Whether CPU builds print kernels that allow it in region mode (transpile/cpu_regions.py):
+    """Whether CPU builds print kernels that allow it in region mode (transpile/cpu/regions.py):
     yes unless `TESSERA_CPU_REGIONS=0` asks for fiber mode everywhere."""
     return backend == "cpu" and os.environ.get("TESSERA_CPU_REGIONS", "1").strip() != "0"
 
 
 def _cuda_image(key: str) -> bytes | None:
-    from tessera.runtime.cuda import load_image
+    from tessera.runtime.cuda.driver import load_image
 
     return load_image(key)
 

@@ -48,7 +48,7 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pathlib.Path:
     """A cold on-disk cache under tmp_path (its private fallback there too) and a clean record of
     the cache's once-per-process warnings; returns the cache root."""
-    from tessera.runtime import cache as cache_mod
+    from tessera.runtime.cache import disk as cache_mod
 
     monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setattr(cache_mod, "_resolved", {})
@@ -60,13 +60,13 @@ def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> path
 
 def cache_warnings(record: list) -> list[str]:
     """The messages of the cache's warnings among `record` (from warnings.catch_warnings)."""
-    from tessera.runtime.cache import TesseraCacheWarning
+    from tessera.runtime.cache.disk import TesseraCacheWarning
 
     return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]
 
 
 def sample_of(kernel: str) -> str:
-    """The sample file that defines `kernel` (a kernel with a case in tessera.runner)."""
+    """The sample file that defines `kernel` (a kernel with a case in samples/runner.py)."""
     return str(next(p for p in SAMPLES if f"def {kernel}(" in p.read_text() or f"def {kernel}[" in p.read_text()))
 
 
@@ -74,7 +74,7 @@ def sample_of(kernel: str) -> str:
 def no_prebuilt_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     """No engine built at install time (an empty prebuilt folder): the engine's build, prefetch and
     cache are what a test of them exercises."""
-    from tessera.runtime import host_build
+    from tessera.runtime.host import build as host_build
 
     empty = tmp_path / "no-prebuilt-engine"
     empty.mkdir()
@@ -84,8 +84,8 @@ def no_prebuilt_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) 
 
 def skip_without_cxx() -> None:
     """Skip the calling test module where there is no C++ compiler for the CPU backend."""
-    from tessera.errors import TesseraError
-    from tessera.runtime import host_build
+    from tessera.base.errors import TesseraError
+    from tessera.runtime.host import build as host_build
 
     try:
         host_build.find_cxx()
@@ -96,7 +96,7 @@ def skip_without_cxx() -> None:
 def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
     """The C++ compiler commands with `flag` that `host_build._run` runs from now on in this test
     (they still run): "-c" for kernel-unit compiles, "-shared" for links."""
-    from tessera.runtime import host_build
+    from tessera.runtime.host import build as host_build
 
     seen: list[list[str]] = []
     run = host_build._run
@@ -115,6 +115,6 @@ def lean_link_never_fell_back():
     """At the end of the session: no library needed the full link (`host_build._link`); the tests
     that make the lean link fail restore the record they change."""
     yield
-    from tessera.runtime import host_build
+    from tessera.runtime.host import build as host_build
 
     assert not host_build._FULL_LINK_ONLY, "a kernel library could not be linked without the C++ runtime"

@@ -3,7 +3,7 @@ cooperation class, how its result depends on the tile, the IR node it lowers to 
 spelling.
 
 Each part of the compiler reads the table and nothing else:
-- the type checker calls `CallChecker.rule_<rule>` (tessera.transpile.check_calls);
+- the type checker calls `CallChecker.rule_<rule>` (tessera.transpile.checks.calls);
 - the cooperation check (check_cooperation) uses `coop` and `result`;
 - lowering (lower) builds the IR node named by `node`;
 - the C printer (cprinter) prints `Intrinsic`/`Collective` nodes through `c_<printer>` or, for
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tessera.irnode import ir_node
+from tessera.base.irnode import ir_node
 
 
 class Coop(IntEnum):

@@ -13,10 +13,10 @@ import operator
 import re
 from collections.abc import Mapping
 
-from tessera import nodes as N
-from tessera.dtypes import SCALARS, ScalarType
-from tessera.errors import Loc
-from tessera.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits
+from tessera.base.dtypes import SCALARS, ScalarType
+from tessera.base.errors import Loc
+from tessera.base.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits
+from tessera.frontend import nodes as N
 
 Value = int | float | bool
 
@@ -183,7 +183,7 @@ def convert(v: Value, ty: ScalarType) -> Value:
         return bool(v)
     if ty.is_float:
         return float(v)
-    from tessera.dtypes import wrap_int
+    from tessera.base.dtypes import wrap_int
 
     return wrap_int(int(v), ty)
 
@@ -225,3 +225,12 @@ def parse_define_value(text: str) -> Value:
             raise ValueError("is out of the float range")
         return f
     raise ValueError("is not an integer, float, True or False")
+
+
+def module_env(module: N.Module) -> dict[str, Value]:
+    """The values of the module's constants (first definition of each name) after resolve-constants."""
+    env: dict[str, Value] = {}
+    for item in module.items:
+        if isinstance(item, N.ConstDef) and item.folded is not None and item.name not in env:
+            env[item.name] = item.folded
+    return env

@@ -5,6 +5,10 @@ variant names for sets of `const` parameter values."""
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tessera.transpile.lir import nodes as L
 
 # C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
 CXX_KEYWORDS = frozenset("""
@@ -35,7 +39,7 @@ div ldiv rand srand exit abort atoi atof strlen strcpy strcmp
 # types and atomics, the `tsr` namespace, g++'s built-in `std`, the TESSERA_HOST macro) or links
 # against (the C library functions its engine calls: an extern "C" kernel or a table of that name
 # would capture the engine's calls).  NVRTC declares most of them too.  A user name must not bind
-# to any of them; tests/test_host_names.py checks this list against the prelude and the engine.
+# to any of them; tests/runtime/host/test_host_names.py checks this list against the prelude and the engine.
 _VECTOR_BASES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "longlong", "ulonglong",
                  "float", "double")
 HOST_NAMES = frozenset(
@@ -101,3 +105,10 @@ def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tu
         out[name] = cname
         taken.add(cname)
     return out
+
+
+def module_names(module: L.Module) -> dict[str, str]:
+    """C names of the module's constants, tables and functions (names.global_names)."""
+    return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables),
+                        tuple((f.name, (*((c.name, c.value) for c in f.consts), *f.type_values))
+                              for f in module.functions))

@@ -1,5 +1,5 @@
 """The ordered pass pipeline: every pass maps a module to a module (the checking passes report into
-the context's sink). Two IR levels: the syntax tree (tessera.nodes) up to `check-cooperation`, the
+the context's sink). Two IR levels: the syntax tree (tessera.frontend.nodes) up to `check-cooperation`, the
 lowered IR (lir) from `lower` on. `PASS_NAMES` are the names of `tesserac --dump-after PASS`.
 
     parse -> resolve-constants | specialize -> kernel-headers -> typecheck -> check-cooperation
@@ -7,7 +7,7 @@ lowered IR (lir) from `lower` on. `PASS_NAMES` are the names of `tesserac --dump
           -> (emit: cprinter, cstmt)
 
 The passes before the bar depend only on the source and the `-D` values (`FRONT_END`): a source is
-parsed and resolved once and specialized per set of const parameter values (tessera.compiler).
+parsed and resolved once and specialized per set of const parameter values (tessera.transpile.driver).
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tessera import nodes as N
-from tessera.errors import Diagnostic, DiagnosticSink
-from tessera.irnode import ir_node
-from tessera.transpile.check_cooperation import check_cooperation
+from tessera.base.errors import Diagnostic, DiagnosticSink
+from tessera.base.irnode import ir_node
+from tessera.frontend import nodes as N
+from tessera.transpile.checks.cooperation import check_cooperation
+from tessera.transpile.checks.module_check import typecheck
 from tessera.transpile.consts import Value
-from tessera.transpile.fold import fold_constants
-from tessera.transpile.kernel_header import evaluate_headers
-from tessera.transpile.lower import lower
-from tessera.transpile.pipeline_copies import pipeline_copies
-from tessera.transpile.plan_fragments import plan_fragments
-from tessera.transpile.resolve_constants import resolve_constants
-from tessera.transpile.shared_plan import plan_shared
-from tessera.transpile.specialize import specialize
-from tessera.transpile.typecheck import typecheck
+from tessera.transpile.lir.fold import fold_constants
+from tessera.transpile.lir.shared_layout import plan_shared
+from tessera.transpile.passes.kernel_header import evaluate_headers
+from tessera.transpile.passes.lower import lower
+from tessera.transpile.passes.pipeline_copies import pipeline_copies
+from tessera.transpile.passes.plan_fragments import plan_fragments
+from tessera.transpile.passes.resolve_constants import resolve_constants
+from tessera.transpile.passes.specialize import specialize
 
 
 @ir_node

@@ -1,7 +1,7 @@
 // engine.cpp -- the CPU backend's execution engine: fibers, the per-group scheduler, launches
 // (threads, waiting, cancellation), signal handling, printf, the shared-memory race detector
 // and the slow paths of asynchronous copies.  Compiled once per C++ compiler (and cached) by
-// tessera.runtime.host_build, and linked into every kernel library; the kernel translation
+// tessera.runtime.host.build, and linked into every kernel library; the kernel translation
 // unit reaches it through the declarations in host_abi.h.  Unlike the kernel translation unit,
 // it includes the system headers it needs.
 
@@ -31,7 +31,7 @@
 
 // The kernel library's largest stack need: the sum of every frame of its kernel translation
 // unit (an upper bound for any call chain without recursion), from -fstack-usage.  Defined by
-// a small assembler file generated at build time (tessera.runtime.host_frames).
+// a small assembler file generated at build time (tessera.runtime.host.frames).
 extern "C" const unsigned long long tsr_frames__bytes;
 
 namespace tsr {
@@ -394,7 +394,7 @@ inline bool pool_start(Launch* L, unsigned count) {
   return true;
 }
 
-// The pool's threads end (a library not launched recently keeps none: runtime/cpu.py trims it
+// The pool's threads end (a library not launched recently keeps none: runtime/host/library.py trims it
 // with its stacks), unless a launch is using them.
 inline void pool_trim() {
   pthread_mutex_lock(&g_pool.mu);
@@ -578,14 +578,14 @@ extern "C" int tsr_rt_printf(const char* format, ...) {
 
 #pragma GCC visibility pop
 
-// Called by the runtime (runtime/cpu.py) on a library it has not launched recently: its pooled
+// Called by the runtime (runtime/host/library.py) on a library it has not launched recently: its pooled
 // worker threads and fiber stacks go.
 TSR_EXPORT void tsr_trim_arenas_v1() {
   tsr::detail::pool_trim();
   tsr::detail::trim_arenas();
 }
 
-// Before a launch with kWatchSigint (runtime/host_launch.py): this library's SIGINT handler in
+// Before a launch with kWatchSigint (runtime/host/launch.py): this library's SIGINT handler in
 // front until the launch returns (it puts the previous one back itself); the count it returns
 // goes into tsr_launch_config::sigint_seen. The unwatch is for a launch call that never ran.
 TSR_EXPORT unsigned tsr_sigint_watch_v1() { return tsr::detail::watch_sigint(); }

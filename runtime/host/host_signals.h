@@ -218,7 +218,7 @@ inline void install_fault_handlers() {
   sigaction(kPreemptSignal, &sa, &g_prev_preempt);
 }
 
-// Ctrl-C for a launch on the main thread (the runtime, runtime/host_launch.py, brackets the
+// Ctrl-C for a launch on the main thread (the runtime, runtime/host/launch.py, brackets the
 // launch with these): this library's handler goes in front of the current one (Python's), and
 // the previous one comes back after.  Each library has its own handler and watch slots, so only
 // the library whose launch is running may be in front.  A SIGINT after `watch_sigint` either

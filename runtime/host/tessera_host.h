@@ -1,7 +1,7 @@
 // tessera_host.h -- the CPU backend's prelude for the kernel translation unit.
 //
 // The CPU backend compiles the very CUDA C text that Tessera emits for NVRTC, with this
-// header force-included (see tessera.runtime.host_build):
+// header force-included (see tessera.runtime.host.build):
 //
 //   c++ -std=c++17 -O2 -fPIC -fvisibility=hidden -DTESSERA_HOST -include tessera_host.h
 //       -c wrapper.cpp                      (wrapper.cpp does #include "kernel.cu")

@@ -8,11 +8,11 @@ design documents' spelling of the same functions.
 
 from types import SimpleNamespace
 
+from tessera.base.errors import DistError
 from tessera.dist.collectives import Handle, all_gather, all_reduce, all_to_all, broadcast, reduce_scatter
 from tessera.dist.mesh import Mesh
 from tessera.dist.shardspec import ShardSpec
 from tessera.dist.tensor import DistTensor, from_numpy, tensor
-from tessera.errors import DistError
 
 collective = SimpleNamespace(all_reduce=all_reduce, all_gather=all_gather, reduce_scatter=reduce_scatter,
                              broadcast=broadcast, all_to_all=all_to_all)

@@ -8,23 +8,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from tessera.base.errors import DistError
 from tessera.dist.engines import world
 from tessera.dist.mesh import agree, crc
+from tessera.dist.sharded import Sharded
 from tessera.dist.shardspec import REDUCE_OPS, Placement, block_sizes, dim_number
-from tessera.dist.tensor import DistTensor
-from tessera.errors import DistError
 
 
 class Handle:
     """An asynchronous collective: `wait()` returns its result tensor (on CUDA, once the work queued
     after it on the default stream is ordered after the collective)."""
 
-    def __init__(self, pending: Any, build: Callable[[Any], DistTensor]) -> None:
+    def __init__(self, pending: Any, build: Callable[[Any], Sharded]) -> None:
         self._pending = pending
         self._build = build
-        self._result: DistTensor | None = None
+        self._result: Sharded | None = None
 
-    def wait(self) -> DistTensor:
+    def wait(self) -> Sharded:
         if self._result is None:
             self._result = self._build(self._pending.wait())
         return self._result
@@ -36,7 +36,7 @@ class Handle:
 def _start(t: Any, axis: Any, op: str, what: str) -> tuple[str, str]:
     """Checks the arguments, then checks collectively that every process calls the same collective
     on the same tensor: (axis, the text naming the call)."""
-    if not isinstance(t, DistTensor):  # the others still meet this process in the check, and fail too
+    if not isinstance(t, Sharded):  # the others still meet this process in the check, and fail too
         call = f"dist.{op}(<{type(t).__name__}>)"
         agree(world(), call, [("the collective", (crc(call),))],
               show={"the collective": lambda v: call if v[0] == crc(call) else "another call"})
@@ -48,13 +48,13 @@ def _start(t: Any, axis: Any, op: str, what: str) -> tuple[str, str]:
     return t.mesh.axis(axis, call), call
 
 
-def _engine(t: DistTensor, axis: str) -> Any:
+def _engine(t: Sharded, axis: str) -> Any:
     return t.mesh.nccl(axis) if t.on_device() else t.mesh.mpi(axis)
 
 
-def _finish(t: DistTensor, placement: Placement, async_op: bool, pending: Any) -> Any:
-    def build(local: Any) -> DistTensor:
-        return DistTensor(t.name, t.shape, t.dtype, placement, t.mesh, local)
+def _finish(t: Sharded, placement: Placement, async_op: bool, pending: Any) -> Any:
+    def build(local: Any) -> Sharded:
+        return t.with_shards(placement, local)
 
     handle = Handle(pending, build)
     return handle if async_op else handle.wait()
@@ -66,7 +66,7 @@ def _check_op(op: Any, call: str) -> str:
     return str(op)
 
 
-def _partial_op(t: DistTensor, axis: str, op: str, call: str) -> bool:
+def _partial_op(t: Sharded, axis: str, op: str, call: str) -> bool:
     """Whether `t` is a partial result over `axis` (then `op` must be its reduction)."""
     if axis not in t.placement.pending:
         return False
@@ -81,7 +81,7 @@ def _flag(async_op: Any, call: str) -> bool:
     return async_op
 
 
-def all_reduce(t: DistTensor, axis: str, op: str = "sum", *, async_op: bool = False) -> Any:
+def all_reduce(t: Sharded, axis: str, op: str = "sum", *, async_op: bool = False) -> Any:
     """Reduce the shards of the processes along `axis` elementwise; every one gets the result."""
     axis, call = _start(t, axis, "all_reduce", f", op={op!r}")
     op = _check_op(op, call)
@@ -99,7 +99,7 @@ def all_reduce(t: DistTensor, axis: str, op: str = "sum", *, async_op: bool = Fa
     return _finish(t, result, async_op, _engine(t, axis).all_reduce(t.local, op, async_op, call))
 
 
-def reduce_scatter(t: DistTensor, axis: str, op: str = "sum", *, dim: Any = None, async_op: bool = False) -> Any:
+def reduce_scatter(t: Sharded, axis: str, op: str = "sum", *, dim: Any = None, async_op: bool = False) -> Any:
     """Reduce elementwise along `axis` and give each process its block of the result, split along
     the dimension the layout splits over `axis` (else `dim`, default 0) as numpy.array_split does."""
     axis, call = _start(t, axis, "reduce_scatter", f", op={op!r}, dim={dim!r}")
@@ -126,7 +126,7 @@ def reduce_scatter(t: DistTensor, axis: str, op: str = "sum", *, dim: Any = None
     return _finish(t, result, async_op, _engine(t, axis).reduce_scatter(t.local, d, sizes, op, async_op, call))
 
 
-def all_gather(t: DistTensor, axis: str, *, async_op: bool = False) -> Any:
+def all_gather(t: Sharded, axis: str, *, async_op: bool = False) -> Any:
     """Join the blocks a layout splits over `axis`: every process along it gets the whole dimension."""
     axis, call = _start(t, axis, "all_gather", "")
     async_op = _flag(async_op, call)
@@ -141,7 +141,7 @@ def all_gather(t: DistTensor, axis: str, *, async_op: bool = False) -> Any:
     return _finish(t, result, async_op, _engine(t, axis).all_gather(t.local, d, sizes, async_op))
 
 
-def broadcast(t: DistTensor, axis: str, root: int = 0, *, async_op: bool = False) -> Any:
+def broadcast(t: Sharded, axis: str, root: int = 0, *, async_op: bool = False) -> Any:
     """Every process along `axis` gets the shard of the process at coordinate `root`."""
     axis, call = _start(t, axis, "broadcast", f", root={root!r}")
     async_op = _flag(async_op, call)
@@ -155,7 +155,7 @@ def broadcast(t: DistTensor, axis: str, root: int = 0, *, async_op: bool = False
     return _finish(t, p, async_op, _engine(t, axis).broadcast(t.local, root, async_op))
 
 
-def all_to_all(t: DistTensor, axis: str, split_dim: Any = 0, concat_dim: Any = 1, *, async_op: bool = False) -> Any:
+def all_to_all(t: Sharded, axis: str, split_dim: Any = 0, concat_dim: Any = 1, *, async_op: bool = False) -> Any:
     """Move the split over `axis` from `concat_dim` to `split_dim`: each process splits its shard
     along `split_dim`, sends block j to process j and joins what it receives along `concat_dim`."""
     axis, call = _start(t, axis, "all_to_all", f", split_dim={split_dim!r}, concat_dim={concat_dim!r}")
@@ -178,7 +178,7 @@ def all_to_all(t: DistTensor, axis: str, split_dim: Any = 0, concat_dim: Any = 1
     return _finish(t, result, async_op, pending)
 
 
-def resolved(t: DistTensor) -> DistTensor:
+def resolved(t: Sharded) -> Sharded:
     """`t` with its pending reductions carried out (itself when there are none)."""
     for axis in t.placement.pending:
         op = t.placement.op or "sum"
@@ -189,7 +189,7 @@ def resolved(t: DistTensor) -> DistTensor:
     return t
 
 
-def gathered(t: DistTensor) -> Any:
+def gathered(t: Sharded) -> Any:
     """The whole of `t` (its local array once every split is gathered)."""
     t = resolved(t)
     for _, axis in t.placement.splits:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import DistError
+from tessera.base.errors import DistError
 
 _BOUND = False
 
@@ -21,7 +21,7 @@ def bind_device() -> None:
     if _BOUND:
         return
     from tessera.dist.engines import mpi, world
-    from tessera.runtime import cuda
+    from tessera.runtime.cuda import driver as cuda
 
     local = world().Split_type(mpi().COMM_TYPE_SHARED)
     drv = cuda._driver()
@@ -36,7 +36,7 @@ class DeviceBuffer:
     """A C-contiguous array in device memory, owned (freed when the last reference goes)."""
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        from tessera.runtime import cuda
+        from tessera.runtime.cuda import driver as cuda
 
         bind_device()
         cuda.device()
@@ -48,7 +48,7 @@ class DeviceBuffer:
 
     @classmethod
     def zeros(cls, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
-        from tessera.runtime.cuda import _check
+        from tessera.runtime.cuda.driver import _check
 
         buf = cls(shape, dtype)
         if buf.nbytes:
@@ -57,7 +57,7 @@ class DeviceBuffer:
 
     @classmethod
     def from_host(cls, array: np.ndarray) -> DeviceBuffer:
-        from tessera.runtime.cuda import _check
+        from tessera.runtime.cuda.driver import _check
 
         host = np.ascontiguousarray(array)
         buf = cls(host.shape, host.dtype)
@@ -67,7 +67,7 @@ class DeviceBuffer:
 
     def to_host(self) -> np.ndarray:
         """A NumPy copy, after all work queued on the device so far (collectives included)."""
-        from tessera.runtime.cuda import _check
+        from tessera.runtime.cuda.driver import _check
 
         out = np.empty(self.shape, self.dtype)
         _check(self._drv.cuCtxSynchronize(), "cuCtxSynchronize")
@@ -94,7 +94,7 @@ class CudaOps:
     """What the NCCL engine needs from the driver: a stream of its own, events, 2-D copies."""
 
     def __init__(self) -> None:
-        from tessera.runtime import cuda
+        from tessera.runtime.cuda import driver as cuda
 
         self._cuda = cuda
         self._drv = cuda._driver()

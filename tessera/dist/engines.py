@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import DistError
+from tessera.base.errors import DistError
 
 _WORLD: Any = None
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from tessera.base.errors import DistError
 from tessera.dist.engines import MpiEngine, world
-from tessera.errors import DistError
 
 _AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tessera.base.errors import DistError
 from tessera.dist.engines import MpiEngine, Pending
-from tessera.errors import DistError
 
 UID_BYTES = 128
 _TYPES = {"int8": "Int8", "uint8": "Uint8", "int32": "Int32", "uint32": "Uint32", "int64": "Int64",

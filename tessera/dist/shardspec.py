@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.errors import DistError
+from tessera.base.errors import DistError
 
 # Named dimensions: a matrix's rows and columns are its last two dimensions (so that a batch of
 # matrices splits the same way), "batch" is the first and "channel" the second (NCHW, CUDA's default).

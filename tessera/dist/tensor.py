@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from tessera.base.errors import DistError
 from tessera.dist.mesh import Mesh, crc
+from tessera.dist.sharded import Sharded
 from tessera.dist.shardspec import Placement, place
-from tessera.errors import DistError
 
 _NAME = re.compile(r"[^\x00-\x1f\x7f]{1,64}")
 _ALIASES = {"fp32": "f32", "fp16": "f16", "fp64": "f64", "float32": "f32", "float16": "f16", "float64": "f64"}
@@ -21,7 +22,7 @@ _counter = itertools.count()
 
 def as_dtype(dtype: Any, what: str) -> np.dtype:
     """A .tsr element type name ("f32"; "fp32" as the design documents spell it) or a NumPy dtype."""
-    from tessera.dtypes import SCALARS
+    from tessera.base.dtypes import SCALARS
 
     name = _ALIASES.get(dtype, dtype) if isinstance(dtype, str) else None
     if name in SCALARS:
@@ -50,7 +51,7 @@ def dtype_name(code: tuple[int, ...]) -> str:
     return "another dtype"
 
 
-class DistTensor:
+class DistTensor(Sharded):
     """A tensor spread over a mesh; create it with `dist.tensor` or `dist.from_numpy`."""
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype, placement: Placement, mesh: Mesh,
@@ -74,10 +75,6 @@ class DistTensor:
         axes a partial result still has to be reduced over."""
         return self.placement
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
     def __repr__(self) -> str:
         return (f"<dist tensor {self.name!r} {self.shape} {self.dtype} {self.placement!r} on {self.mesh!r}, "
                 f"local {tuple(self._local.shape)}>")
@@ -89,13 +86,16 @@ class DistTensor:
     def on_device(self) -> bool:
         return not isinstance(self._local, np.ndarray)
 
+    def with_shards(self, placement: Placement, local: Any) -> DistTensor:
+        return DistTensor(self.name, self.shape, self.dtype, placement, self.mesh, local)
+
     def resolve(self) -> DistTensor:
         """Carry out a pending reduction (reduce="sum" and the like): reduce-scatter over each axis
         that splits a dimension, all-reduce over the others. Updates this tensor and returns it."""
         from tessera.dist.collectives import resolved
 
         done = resolved(self)
-        self.placement, self._local = done.placement, done._local
+        self.placement, self._local = done.placement, done.local
         return self
 
     def to_numpy(self) -> np.ndarray:

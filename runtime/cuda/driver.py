@@ -1,0 +1,258 @@
+"""The CUDA backend: emitted CUDA C -> NVRTC (cubin for the device, cached on disk) -> the
+cuda-python driver API: module load, argument packing, launch, copies and timing.
+
+Everything up to the driver call (compilation, caching, argument packing) is usable without a
+GPU; the driver part runs only where `runtime.devices.cuda_status()` finds a device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.kernel_info import KernelInfo
+from tessera.runtime.launch_args import Bound, check_shared
+
+_SCALAR_CTYPES: dict[str, Any] = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+                  "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
+                  "u64": ctypes.c_uint64, "f16": ctypes.c_float, "bf16": ctypes.c_float, "f32": ctypes.c_float,
+                  "f64": ctypes.c_double}
+STATIC_SMEM_LIMIT = 48 * 1024
+
+
+def pack_params(info: KernelInfo, bound: Bound, pointers: dict[str, int]) -> list[ctypes._SimpleCData]:
+    """One ctypes value per C parameter of the kernel, in order (device pointers as u64)."""
+    out: list[Any] = []  # ctypes scalars
+    for p in info.params:
+        if p.kind == "tensor":
+            out.append(ctypes.c_uint64(pointers[p.name]))
+        elif p.kind == "shape":
+            out.append(ctypes.c_int32(bound.shapes[p.name]))
+        else:
+            out.append(_SCALAR_CTYPES[p.dtype](bound.scalars[p.name]))
+    return out
+
+
+_IMAGE_TAGS = {b"cubin": "cubin", b"ptx\x00\x00": "ptx"}
+
+
+def load_image(key: str) -> bytes | None:
+    """A cached image (cubin, or NUL-terminated PTX) by its key."""
+    from tessera.runtime.cache.disk import DiskCache
+
+    hit = DiskCache("cuda").get_bytes(key)
+    return hit[5:] if hit is not None and hit[:5] in _IMAGE_TAGS else None
+
+
+def compile_for_device(cuda: str, arch: str, *, line_info: bool = False) -> tuple[str, bytes]:
+    """(cache key, image): a cubin for `arch`, or PTX when NVRTC is older than the device. Cached
+    on disk by source, arch, options, NVRTC version and the Tessera fingerprint."""
+    from tessera.runtime.cache.disk import DiskCache, cache_key
+    from tessera.runtime.cache.fingerprint import fingerprint
+    from tessera.runtime.cuda.nvrtc import compile_cuda, nvrtc_version
+
+    opts = f"line_info={line_info}"
+    key = cache_key("cuda-image", fingerprint(), cuda, arch, opts, ".".join(map(str, nvrtc_version())))
+    hit = load_image(key)
+    if hit is not None:
+        return key, hit
+    result = compile_cuda(cuda, name="tessera.cu", arch=arch, line_info=line_info)
+    tag, image = (b"cubin", result.cubin) if result.cubin is not None else (b"ptx\x00\x00", result.ptx.encode() + b"\x00")
+    DiskCache("cuda").put_bytes(key, tag + image)
+    return key, image
+
+
+# ---- the driver ---------------------------------------------------------------------------------
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _check(result: Any, what: str, kernel: str = "") -> Any:
+    """cuda-python returns (status, *values); raise LaunchError on a non-success status."""
+    drv = _driver()
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if status != drv.CUresult.CUDA_SUCCESS:
+        _, name = drv.cuGetErrorName(status)
+        _, text = drv.cuGetErrorString(status)
+        prefix = f"{kernel}: " if kernel else ""
+        raise LaunchError(f"{prefix}{what} failed: {name.decode() if name else status} "
+                          f"({text.decode() if text else 'no description'})")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@dataclass
+class Device:
+    ordinal: int
+    handle: Any
+    context: Any
+    arch: str
+    name: str
+
+
+_DEVICE: Device | None = None
+_ORDINAL = 0
+
+
+def use_ordinal(ordinal: int) -> None:
+    """Use device `ordinal` instead of 0 (tessera.dist: one device per process of a job); only
+    before the device is first used."""
+    global _ORDINAL
+    if _DEVICE is not None and _DEVICE.ordinal != ordinal:
+        raise TesseraError(f"device {_DEVICE.ordinal} is already in use; choose a device before the first launch")
+    _ORDINAL = ordinal
+
+
+def device() -> Device:
+    """The current device with its primary context made current (created once per process)."""
+    global _DEVICE
+    if _DEVICE is None:
+        drv = _driver()
+        _check(drv.cuInit(0), "cuInit")
+        dev = _check(drv.cuDeviceGet(_ORDINAL), "cuDeviceGet")
+        major = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+        minor = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+        ctx = _check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        name = _check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        _DEVICE = Device(_ORDINAL, dev, ctx, f"sm_{major}{minor}", name.split(b"\0")[0].decode(errors="replace"))
+    _check(_driver().cuCtxSetCurrent(_DEVICE.context), "cuCtxSetCurrent")
+    return _DEVICE
+
+
+class CudaLibrary:
+    """A loaded CUDA module with a function handle per kernel (cached per process)."""
+
+    def __init__(self, image: bytes, kernels: tuple[KernelInfo, ...]) -> None:
+        drv = _driver()
+        device()
+        self.module = _check(drv.cuModuleLoadData(image), "cuModuleLoadData")
+        self.functions: dict[str, Any] = {}
+        self.opted_in: dict[str, int] = {}  # kernel -> the dynamic shared memory it may use, above 48 KiB
+        for k in kernels:
+            f = _check(drv.cuModuleGetFunction(self.module, k.c_name.encode()), "cuModuleGetFunction", k.name)
+            if k.dynamic_smem > STATIC_SMEM_LIMIT:
+                _check(drv.cuFuncSetAttribute(
+                    f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem),
+                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", k.name)
+                self.opted_in[k.name] = k.dynamic_smem
+            self.functions[k.name] = f
+
+    def _upload(self, info: KernelInfo, bound: Bound, allocations: list) -> tuple[dict[str, int], list]:
+        """Device pointers of every tensor argument (NumPy arrays copied in; device arrays used in
+        place), and the (array, device pointer) pairs of `mut` NumPy arrays to copy back."""
+        drv = _driver()
+        pointers: dict[str, int] = {}
+        copy_back: list[tuple[np.ndarray, Any]] = []
+        for name, arr in bound.arrays.items():
+            if not isinstance(arr, np.ndarray):
+                pointers[name] = device_pointer(arr)
+                continue
+            dptr = _check(drv.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc", info.name)
+            allocations.append(dptr)
+            if arr.nbytes:
+                _check(drv.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD", info.name)
+            pointers[name] = int(dptr)
+            if any(p.name == name and p.mut for p in info.params):
+                copy_back.append((arr, dptr))
+        return pointers, copy_back
+
+    def _launch(self, info: KernelInfo, bound: Bound, argv: ctypes.Array, stream: Any) -> None:
+        f = self.functions[info.name]
+        if bound.smem > max(STATIC_SMEM_LIMIT, self.opted_in.get(info.name, 0)):  # launch-sized arrays
+            drv = _driver()
+            limit = _check(drv.cuDeviceGetAttribute(
+                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device().handle),
+                "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", info.name)
+            check_shared(info, bound, int(limit), f"device {device().name}")
+            _check(drv.cuFuncSetAttribute(
+                f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bound.smem),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", info.name)
+            self.opted_in[info.name] = bound.smem
+        _check(_driver().cuLaunchKernel(f, *bound.grid, *_block(info), bound.smem,
+                                        stream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
+
+    def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False) -> None:
+        drv = _driver()
+        allocations: list[Any] = []
+        try:
+            pointers, copy_back = self._upload(info, bound, allocations)
+            argv = _argv(pack_params(info, bound, pointers))
+            hstream = stream if stream is not None else 0
+            self._launch(info, bound, argv, hstream)
+            if stream is None or copy_back:
+                _check(drv.cuStreamSynchronize(hstream), "kernel execution", info.name)
+            for arr, dptr in copy_back:
+                if arr.nbytes:
+                    _check(drv.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes), "cuMemcpyDtoH", info.name)
+        finally:
+            for dptr in allocations:
+                drv.cuMemFree(dptr)
+
+    def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
+        """Median milliseconds per launch, measured with CUDA events (arrays stay on the device)."""
+        drv = _driver()
+        allocations: list[Any] = []
+        try:
+            pointers, _ = self._upload(info, bound, allocations)
+            argv = _argv(pack_params(info, bound, pointers))
+            start = _check(drv.cuEventCreate(0), "cuEventCreate")
+            stop = _check(drv.cuEventCreate(0), "cuEventCreate")
+            times = []
+            for i in range(warmup + repeat):
+                _check(drv.cuEventRecord(start, 0), "cuEventRecord")
+                self._launch(info, bound, argv, 0)
+                _check(drv.cuEventRecord(stop, 0), "cuEventRecord")
+                _check(drv.cuEventSynchronize(stop), "kernel execution", info.name)
+                if i >= warmup:
+                    times.append(_check(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+            drv.cuEventDestroy(start)
+            drv.cuEventDestroy(stop)
+            return statistics.median(times)
+        finally:
+            for dptr in allocations:
+                drv.cuMemFree(dptr)
+
+
+def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:
+    """The `void*[]` of addresses cuLaunchKernel takes (the values must outlive the launch)."""
+    argv = (ctypes.c_void_p * max(1, len(params)))(*(ctypes.addressof(a) for a in params))
+    argv._keep = params  # type: ignore[attr-defined]  # the values live as long as the array
+    return argv
+
+
+_LOADED: dict[str, CudaLibrary] = {}
+
+
+def loaded_library(key: str, kernels: tuple[KernelInfo, ...], image: bytes | None = None) -> CudaLibrary:
+    """The module for an image (read from the cache unless given), loaded once per process."""
+    lib = _LOADED.get(key)
+    if lib is None:
+        image = image if image is not None else load_image(key)
+        if image is None:
+            raise TesseraError("a cached CUDA image disappeared while in use; load the module again")
+        lib = _LOADED[key] = CudaLibrary(image, kernels)
+    return lib
+
+
+def _block(info: KernelInfo) -> tuple[int, int, int]:
+    t = tuple(info.tile) + (1,) * (3 - len(info.tile))
+    return t[0], t[1], t[2]
+
+
+def device_pointer(obj: Any) -> int:
+    """The device address of an object with `__cuda_array_interface__` or `__dlpack__` (used in place)."""
+    from tessera.runtime.device_arrays import describe
+
+    return describe(obj).ptr

@@ -1,0 +1,310 @@
+"""`python samples/runner.py samples/NAME.tsr`: run a sample on random inputs and compare it with
+NumPy. Each sample kernel has a case here: how to make inputs, launch, and the reference."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tessera.api import Kernel, Module
+
+Arrays = dict[str, np.ndarray]  # by parameter name
+
+
+@dataclass(frozen=True)
+class Case:
+    make: Callable[[np.random.Generator], Arrays]        # the inputs
+    launch: Callable[[Kernel, Arrays], None]             # runs the kernel on the inputs
+    expect: Callable[[Arrays], Arrays]                   # the expected arrays
+    rtol: float = 1e-5
+    atol: float = 1e-5
+
+
+def _sum_reduce() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal(1 << 18).astype(np.float32), "out": np.zeros(8, np.float32)}
+    # As in the seed, every group sums the whole input into its own element of out.
+    return Case(make, lambda k, a: k(a["x"], a["out"]),
+                lambda a: {"out": np.full(8, a["x"].astype(np.float64).sum(), np.float32)}, rtol=1e-4, atol=1e-2)
+
+
+def _warp_reduce() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal(100_003).astype(np.float32), "out": np.zeros(1, np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["out"], grid=16),
+                lambda a: {"out": np.array([a["x"].astype(np.float64).sum()], np.float32)}, rtol=1e-4, atol=1e-2)
+
+
+def _transpose() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        A = rng.standard_normal((100, 70)).astype(np.float32)
+        return {"A": A, "B": np.zeros((70, 100), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], grid=((70 + 31) // 32, (100 + 31) // 32)),
+                lambda a: {"B": a["A"].T.copy()}, rtol=0, atol=0)
+
+
+def _matmul() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.standard_normal((130, 70)).astype(np.float32),
+                "B": rng.standard_normal((70, 90)).astype(np.float32), "C": np.zeros((130, 90), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], grid=((90 + 63) // 64, (130 + 63) // 64)),
+                lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
+
+
+def _softmax() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        x = (rng.standard_normal((37, 300)) * 3).astype(np.float16)
+        return {"x": x, "y": np.zeros_like(x)}
+
+    def expect(a: Arrays) -> Arrays:
+        x = a["x"].astype(np.float32)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float16)}
+    return Case(make, lambda k, a: k(a["x"], a["y"], grid=a["x"].shape[0]), expect, rtol=2e-3, atol=1e-3)
+
+
+def _histogram() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"data": rng.integers(0, 256, 50_000, dtype=np.uint8), "hist": np.zeros(256, np.uint32)}
+    return Case(make, lambda k, a: k(a["data"], a["hist"], grid=12),
+                lambda a: {"hist": np.bincount(a["data"], minlength=256).astype(np.uint32)}, rtol=0, atol=0)
+
+
+# The tiles the sample runs use (fixed: see _sgemm).
+SGEMM_TILES = {"BM": 64, "BN": 64, "BK": 8, "stages": 3}
+TC_GEMM_TILES = {"BM": 64, "BN": 64, "BK": 32, "stages": 3}
+
+
+def _sgemm() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.standard_normal((300, 70)).astype(np.float32),
+                "B": rng.standard_normal((70, 260)).astype(np.float32), "C": np.zeros((300, 260), np.float32)}
+    # Tiles fixed here: a run of the sample checks the kernel, it does not tune it (tuning compiles
+    # all 64 candidates with NVRTC first; tests/autotune/test_autotune.py covers it).
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], **SGEMM_TILES,
+                                     grid=lambda c: ((260 + c["BN"] - 1) // c["BN"], (300 + c["BM"] - 1) // c["BM"])),
+                lambda a: {"C": a["A"] @ a["B"]}, rtol=1e-4, atol=1e-4)
+
+
+def _tc_gemm_f16() -> Case:
+    """tc_gemm_f16.tsr with 64 x 64 tiles (fixed, as for the SGEMM): three row blocks, the last
+    partial, two column blocks, the last partial, and K not a multiple of BK;
+    f32 sums of exact f16 products (only the order differs)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.standard_normal((150, 72)).astype(np.float16),
+                "B": rng.standard_normal((72, 100)).astype(np.float16), "C": np.zeros((150, 100), np.float32)}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["C"], **TC_GEMM_TILES,
+                                     grid=lambda c: ((100 + c["BN"] - 1) // c["BN"], (150 + c["BM"] - 1) // c["BM"])),
+                lambda a: {"C": a["A"].astype(np.float32) @ a["B"].astype(np.float32)}, rtol=1e-4, atol=1e-4)
+
+
+def _tc_gemm_bf16_bias_relu() -> Case:
+    """relu(A @ B + bias) rounded to bf16 once; compared as bits, which order non-negative values
+    (a different summation order may round to the neighbouring bf16 value)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": bf16_bits(rng.standard_normal((90, 80))), "B": bf16_bits(rng.standard_normal((80, 70))),
+                "bias": rng.standard_normal(70).astype(np.float32), "C": np.zeros((90, 70), np.uint16)}
+
+    def expect(a: Arrays) -> Arrays:
+        y = bf16_values(a["A"]) @ bf16_values(a["B"]) + a["bias"]
+        return {"C": bf16_bits(np.maximum(y, 0).astype(np.float32))}
+    return Case(make, lambda k, a: k(a["A"], a["B"], a["bias"], a["C"], grid=(2, 2)), expect, rtol=0, atol=1)
+
+
+def _tc_gemm_i8() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"A": rng.integers(-128, 128, (150, 96), dtype=np.int8),
+                "Bt": rng.integers(-128, 128, (70, 96), dtype=np.int8), "C": np.zeros((150, 70), np.int32)}
+    return Case(make, lambda k, a: k(a["A"], a["Bt"], a["C"], grid=(1, 2)),
+                lambda a: {"C": a["A"].astype(np.int32) @ a["Bt"].astype(np.int32).T}, rtol=0, atol=0)
+
+
+def _blur3() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal((75, 100)).astype(np.float32), "out": np.zeros((73, 98), np.float32)}
+
+    def expect(a: Arrays) -> Arrays:
+        x = a["x"].astype(np.float64)
+        total = np.zeros((73, 98))
+        for i in range(3):
+            for j in range(3):
+                total += x[i:i + 73, j:j + 98]
+        return {"out": (total / 9.0).astype(np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["out"], grid=((98 + 31) // 32, 3)), expect)
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (nearest even), as the uint16 bits a bf16 tensor takes."""
+    f = np.asarray(x, np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), bits)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bfloat16 bits."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _map(n: int, dtype: type, saxpy: bool) -> Case:
+    """The map samples (elementwise.tsr) on an odd size: exact, as NumPy computes f16 (in f32,
+    rounding each operation)."""
+    def make(rng: np.random.Generator) -> Arrays:
+        x: np.ndarray = rng.standard_normal(n).astype(dtype)
+        y: np.ndarray = rng.standard_normal(n).astype(dtype)
+        return {"X": x, "Y": y} if saxpy else {"X": x, "Y": y, "Z": np.zeros(n, dtype)}
+    if saxpy:
+        return Case(make, lambda k, a: k(1.5, a["X"], a["Y"]), lambda a: {"Y": dtype(1.5) * a["X"] + a["Y"]}, 0, 0)
+    return Case(make, lambda k, a: k(a["X"], a["Y"], a["Z"]), lambda a: {"Z": a["X"] + a["Y"]}, 0, 0)
+
+
+def _bias_gelu() -> Case:
+    def make(rng: np.random.Generator) -> Arrays:
+        x, b = (bf16_bits(rng.standard_normal((129, 1001))) for _ in range(2))
+        return {"X": x, "B": b, "Y": np.zeros_like(x)}
+
+    def expect(a: Arrays) -> Arrays:
+        def r(v: np.ndarray | float) -> np.ndarray:  # one bf16 operation: computed in f32, rounded
+            return bf16_values(bf16_bits(np.asarray(v, np.float32)))
+        h = r(bf16_values(a["X"]) + bf16_values(a["B"]))
+        t = r(np.tanh(r(r(0.7978845608) * r(h + r(r(r(r(0.044715) * h) * h) * h)))))
+        return {"Y": bf16_bits(r(r(r(0.5) * h) * r(r(1.0) + t)))}
+    return Case(make, lambda k, a: k(a["X"], a["B"], a["Y"]), expect, 0, 0)
+
+
+def _compact(chunk: int) -> Case:
+    """compact.tsr: the positive values of each chunk (a warp's or a group's slice), packed."""
+    n = 100_003
+    groups = -(-n // 256)
+
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal(n).astype(np.float32), "out": np.zeros(n, np.float32),
+                "count": np.zeros(groups * 256 // chunk, np.int32)}
+
+    def expect(a: Arrays) -> Arrays:
+        out, count = np.zeros(n, np.float32), np.zeros(len(a["count"]), np.int32)
+        for c in range(len(count)):
+            seg = a["x"][c * chunk:(c + 1) * chunk]
+            kept = seg[seg > 0]
+            out[c * chunk:c * chunk + len(kept)] = kept
+            count[c] = len(kept)
+        return {"out": out, "count": count}
+
+    def launch(k: Kernel, a: Arrays) -> None:
+        k(a["x"], a["out"], a["count"], grid=groups)
+    return Case(make, launch, expect, 0, 0)
+
+
+def _blend() -> Case:
+    """samples/generic_blend.tsr: one launch per element type (bf16 as uint16 bits, named by T=)."""
+    n = 10_007
+    kinds = (("f16", np.float16), ("f32", np.float32), ("f64", np.float64))
+
+    def make(rng: np.random.Generator) -> Arrays:
+        out: Arrays = {}
+        for name, dtype in kinds:
+            out[f"x_{name}"], out[f"y_{name}"] = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+            out[f"out_{name}"] = np.zeros(n, dtype)
+        out["x_bf16"], out["y_bf16"] = (bf16_bits(rng.standard_normal(n)) for _ in range(2))
+        out["out_bf16"] = np.zeros(n, np.uint16)
+        return out
+
+    def launch(k: Kernel, a: Arrays) -> None:
+        for name in ("f16", "bf16", "f32", "f64"):
+            types: dict[str, Any] = {"T": "bf16"} if name == "bf16" else {}
+            k(a[f"x_{name}"], a[f"y_{name}"], a[f"out_{name}"], 0.25, grid=(n + 255) // 256, **types)
+
+    def expect(a: Arrays) -> Arrays:
+        def lerp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            x, y = x.astype(np.float32), y.astype(np.float32)
+            return x + (y - x) * np.float32(0.25)
+        out = {f"out_{name}": lerp(a[f"x_{name}"], a[f"y_{name}"]).astype(dtype) for name, dtype in kinds}
+        out["out_bf16"] = bf16_values(bf16_bits(lerp(bf16_values(a["x_bf16"]), bf16_values(a["y_bf16"]))))
+        return out
+
+    def launch_and_decode(k: Kernel, a: Arrays) -> None:
+        launch(k, a)
+        a["out_bf16"] = bf16_values(a["out_bf16"])
+    return Case(make, launch_and_decode, expect, rtol=0, atol=0)
+
+
+def _block_scan() -> Case:
+    n, g = 1000, 4  # n not a multiple of the group of 256
+
+    def make(rng: np.random.Generator) -> Arrays:
+        x = rng.integers(-4, 5, n).astype(np.float32)  # small integers: every sum is exact
+        padded = np.zeros(g * 256, np.float32)
+        padded[:n] = x
+        return {"x": x, "totals": padded.reshape(g, 256).sum(axis=1), "out": np.zeros(n, np.float32)}
+    return Case(make, lambda k, a: k(a["x"], a["totals"], a["out"], grid=g),
+                lambda a: {"out": np.cumsum(a["x"]).astype(np.float32)}, rtol=0, atol=0)
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    "block_scan": _block_scan,
+    "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
+    "softmax": _softmax, "histogram": _histogram, "sgemm": _sgemm, "blur3": _blur3,
+    "vadd_f32": lambda: _map(100_003, np.float32, False), "vadd_f16": lambda: _map(100_003, np.float16, False),
+    "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
+    "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
+    "blend": _blend, "tc_gemm_f16": _tc_gemm_f16, "tc_gemm_bf16_bias_relu": _tc_gemm_bf16_bias_relu,
+    "tc_gemm_i8": _tc_gemm_i8}
+
+
+def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:
+    """Run one kernel's case; (ok, message)."""
+    case = CASES[name]()
+    args = case.make(np.random.default_rng(seed))
+    want = case.expect({k: v.copy() for k, v in args.items()})
+    t0 = time.perf_counter()
+    case.launch(mod[name], args)
+    ms = (time.perf_counter() - t0) * 1e3
+    for param, expected in want.items():
+        got = args[param]
+        if not np.allclose(got.astype(np.float64), expected.astype(np.float64), rtol=case.rtol, atol=case.atol):
+            err = np.abs(got.astype(np.float64) - expected.astype(np.float64)).max()
+            return False, f"{name}: '{param}' differs from NumPy (max abs error {err:.3g})"
+    return True, f"{name}: matches NumPy ({ms:.1f} ms on the {mod.backend} backend)"
+
+
+def main(argv: list[str]) -> int:
+    import tessera
+
+    p = argparse.ArgumentParser(prog="python samples/runner.py",
+                                description="Run a sample's kernels on random inputs and compare with NumPy.")
+    p.add_argument("file", help="a .tsr file, such as samples/sum_reduce.tsr")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        mod = tessera.load(args.file, backend=args.backend)
+    except tessera.CompileError as e:
+        print(e.text, file=sys.stderr)
+        return 1
+    except tessera.TesseraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: backend {mod.backend} ({mod.backend_reason})")
+    status = 0
+    for name in mod.kernels:
+        if name not in CASES:
+            print(f"{name}: no NumPy reference for this kernel; not run")
+            continue
+        try:
+            ok, message = check_kernel(mod, name, args.seed)
+        except tessera.TesseraError as e:
+            ok, message = False, f"{name}: {e}"
+        print(("ok    " if ok else "FAIL  ") + message)
+        status |= 0 if ok else 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,432 @@
+"""The IR: frozen dataclasses (`@ir_node`, tessera/base/irnode.py) with tuple children and a source
+location on every node.
+
+The front end builds these nodes from the parse tree; the passes up to `typecheck` map a
+`Module` to a new `Module` (``dataclasses.replace``), filling in the fields that start empty:
+folded constants (resolve-constants), const parameter values (specialize), kernel headers
+(kernel-headers), and from the type checker only types: expression types (`ty`), parameter
+types (`Param.ty`), what a name refers to (`Name.ref`), which assignments declare a local
+(`Assign.declares`). Everything derived from a typed tree (hoisting, feature use, shared-memory
+layout, C names) is computed by analyses (transpile/analysis.py), never stored here. `lower`
+then turns the typed tree into the lowered IR of `tessera.transpile.lir.nodes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TypeVar
+
+from tessera.base.dtypes import ScalarType
+from tessera.base.errors import Loc
+from tessera.base.irnode import ir_node
+
+# ---- types of expressions that are not scalars ----------------------------------------
+
+
+@ir_node
+class TensorType:
+    elem: ScalarType
+    dims: tuple[Expr, ...]
+    mut: bool
+
+
+@ir_node
+class ArrayType:
+    """A shared-memory or register array with constant dimensions; a shared array's dimension may
+    also be the name of an integer scalar parameter (its size is set at launch)."""
+
+    elem: ScalarType
+    shape: tuple[int | str, ...]
+    space: str  # "shared" | "regs" | "const"
+    pad: int = 0
+
+
+@ir_node
+class ViewType:
+    """A rectangular slice of a tensor or shared array (argument of tcopy)."""
+
+    base: TensorType | ArrayType
+    extents: tuple[int, ...]   # one per sliced dimension (indexed dims dropped)
+
+
+@ir_node
+class TupleType:
+    """The values of a call of a device function that returns several (`-> (f32, i32)`)."""
+
+    items: tuple[ScalarType, ...]
+
+
+@ir_node
+class StrType:
+    pass
+
+
+@ir_node
+class VoidType:
+    pass
+
+
+Type = ScalarType | TensorType | ArrayType | ViewType | TupleType | StrType | VoidType
+STR = StrType()
+VOID = VoidType()
+
+# ---- expressions ---------------------------------------------------------------------
+
+
+@ir_node
+class Name:
+    loc: Loc
+    id: str
+    ty: Type | None = None
+    ref: str | None = None  # local | param | shape | const | table | shared | regs | builtin | loopvar
+
+
+@ir_node
+class IntLit:
+    loc: Loc
+    value: int
+    ty: Type | None = None
+
+
+@ir_node
+class FloatLit:
+    loc: Loc
+    value: float
+    ty: Type | None = None
+
+
+@ir_node
+class BoolLit:
+    loc: Loc
+    value: bool
+    ty: Type | None = None
+
+
+@ir_node
+class StrLit:
+    loc: Loc
+    value: str
+    ty: Type | None = None
+
+
+@ir_node
+class BinOp:
+    loc: Loc
+    op: str  # + - * / // % & | ^ << >>
+    left: Expr
+    right: Expr
+    ty: Type | None = None
+
+
+@ir_node
+class Compare:
+    loc: Loc
+    ops: tuple[str, ...]
+    operands: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+@ir_node
+class BoolOp:
+    loc: Loc
+    op: str  # and | or
+    left: Expr
+    right: Expr
+    ty: Type | None = None
+
+
+@ir_node
+class Unary:
+    loc: Loc
+    op: str  # - + ~ not
+    operand: Expr
+    ty: Type | None = None
+
+
+@ir_node
+class Ternary:
+    loc: Loc
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    ty: Type | None = None
+
+
+@ir_node
+class Keyword:
+    loc: Loc
+    name: str
+    value: Expr
+
+
+@ir_node
+class Call:
+    loc: Loc
+    func: Expr
+    args: tuple[Expr, ...]
+    kwargs: tuple[Keyword, ...] = ()
+    ty: Type | None = None
+
+
+@ir_node
+class Slice:
+    loc: Loc
+    lo: Expr | None
+    hi: Expr | None
+    ty: Type | None = None
+
+
+@ir_node
+class Index:
+    loc: Loc
+    base: Expr
+    indices: tuple[Expr, ...]  # Slice allowed only in views and whole-tensor targets (`Z[:]`);
+    # typed, `()` on a tensor of a map kernel: its element at the position being computed
+    ty: Type | None = None
+
+
+@ir_node
+class Attr:
+    loc: Loc
+    base: Expr
+    name: str
+    ty: Type | None = None
+
+
+@ir_node
+class TupleLit:
+    loc: Loc
+    items: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+@ir_node
+class ListLit:
+    loc: Loc
+    items: tuple[Expr, ...]
+    ty: Type | None = None
+
+
+Expr = Name | IntLit | FloatLit | BoolLit | StrLit | BinOp | Compare | BoolOp | Unary | Ternary | Call | Slice | Index | Attr | TupleLit | ListLit
+
+# ---- statements ----------------------------------------------------------------------
+
+
+@ir_node
+class Assign:
+    loc: Loc
+    target: Expr
+    value: Expr
+    annotation: str | None = None
+    annotation_loc: Loc | None = None
+    declares: bool = False
+    # A tuple assignment (`a, b = b, a`; the target is a TupleLit): which targets it declares.
+    declares_each: tuple[bool, ...] = ()
+
+
+@ir_node
+class AugAssign:
+    loc: Loc
+    target: Expr
+    op: str  # without '='
+    value: Expr
+
+
+@ir_node
+class ExprStmt:
+    loc: Loc
+    expr: Expr
+
+
+@ir_node
+class If:
+    loc: Loc
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@ir_node
+class While:
+    loc: Loc
+    cond: Expr
+    body: tuple[Stmt, ...]
+
+
+@ir_node
+class For:
+    loc: Loc
+    var: str
+    iter: Expr  # the call: range / static_range / tpipeline
+    body: tuple[Stmt, ...]
+    var_ty: ScalarType | None = None
+    step_value: int | None = None  # the step when it is a compile-time constant
+    stages: int | None = None  # tpipeline: the number of buffers of each pipelined copy
+
+
+@ir_node
+class Break:
+    loc: Loc
+
+
+@ir_node
+class Continue:
+    loc: Loc
+
+
+@ir_node
+class Return:
+    loc: Loc
+    value: Expr | None
+
+
+@ir_node
+class Pass:
+    loc: Loc
+
+
+Stmt = Assign | AugAssign | ExprStmt | If | While | For | Break | Continue | Return | Pass
+
+# ---- module items --------------------------------------------------------------------
+
+
+@ir_node
+class ConstDef:
+    loc: Loc
+    name: str
+    value: Expr
+    folded: int | float | bool | None = None
+
+
+@ir_node
+class TableDef:
+    loc: Loc
+    name: str
+    elem: str
+    elem_loc: Loc
+    dims: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+    shape: tuple[int, ...] = ()
+    folded: tuple[int | float | bool, ...] = ()
+
+
+@ir_node
+class Param:
+    loc: Loc
+    name: str
+    qual: str  # "" | "mut" | "const"
+    type_name: str
+    type_loc: Loc
+    dims: tuple[Expr, ...] | None
+    default: Expr | None
+    ty: Type | None = None     # set by typecheck
+
+
+@ir_node
+class TypeParam:
+    """An element-type parameter `T` (or `T: (f16, f32)`, `allowed` naming the types it may take)."""
+
+    loc: Loc
+    name: str
+    allowed: tuple[str, ...] | None = None
+    allowed_locs: tuple[Loc, ...] = ()
+
+
+@ir_node
+class Decorator:
+    loc: Loc
+    name: str
+    args: tuple[Expr, ...] | None          # @name(args) form
+    kwargs: tuple[Keyword, ...]
+    clauses: tuple[Call, ...]              # tile[...] is a Call whose func is Name("tile")
+
+
+@ir_node
+class KernelConfig:
+    """The kernel header, evaluated."""
+
+    tile: tuple[int, ...]
+    shared_budget: int | None
+    vectorize: int | None
+    launch_bounds: int | None
+
+    @property
+    def tile_count(self) -> int:
+        return math.prod(self.tile)
+
+
+@ir_node
+class FuncDef:
+    loc: Loc
+    name: str
+    params: tuple[Param, ...]
+    ret: str | None
+    ret_loc: Loc | None
+    body: tuple[Stmt, ...]
+    decorators: tuple[Decorator, ...]
+    kind: str = ""                   # kernel | device (set by the kernel-headers pass)
+    config: KernelConfig | None = None  # the evaluated kernel header (kernel-headers pass)
+    const_values: tuple[tuple[str, int | float | bool], ...] = ()  # this variant's const parameters (specialize)
+    type_params: tuple[TypeParam, ...] = ()  # `def f[T, U: (f16, f32)]`
+    # An instance of a generic function (specialize for kernels, typecheck for device functions): the
+    # types bound to its type parameters, which it no longer has, and the generic function's name when
+    # the instance was renamed (`f_T_f32`: a device function instance, or one of several kernel instances).
+    type_values: tuple[tuple[str, str], ...] = ()
+    base_name: str = ""
+    rets: tuple[str, ...] = ()          # a device function returning several values: their types
+    rets_locs: tuple[Loc, ...] = ()
+
+    @property
+    def is_map(self) -> bool:
+        """A map kernel (section 8): a kernel with a whole-tensor statement (`Z[:] = ...`; typed, the
+        target is the element `Index(Z, ())`). A fragment's elementwise statement (`acc[:] = ...`, where
+        `acc = tfrag(...)` at the top level) does not make one."""
+        frags = {s.target.id for s in self.body if isinstance(s, Assign) and isinstance(s.target, Name)
+                 and isinstance(s.value, Call) and isinstance(s.value.func, Name) and s.value.func.id == "tfrag"}
+        return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target)
+                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and s.target.base.id in frags)
+                   for s in self.body)
+
+    @property
+    def is_kernel(self) -> bool:
+        """Decorated `@kernel` (known from parsing on; `kind` is set by the kernel-headers pass)."""
+        return any(d.name == "kernel" for d in self.decorators)
+
+
+Item = ConstDef | TableDef | FuncDef
+
+
+def is_whole_tensor(target: Expr) -> bool:
+    """`Z[:]` (any slices, before typing) or the element of a map tensor (typed)."""
+    return isinstance(target, Index) and (not target.indices or any(isinstance(i, Slice) for i in target.indices))
+
+
+@ir_node
+class Module:
+    path: str
+    items: tuple[Item, ...]
+
+    @property
+    def kernels(self) -> tuple[FuncDef, ...]:
+        return tuple(i for i in self.items if isinstance(i, FuncDef) and i.kind == "kernel")
+
+
+_N = TypeVar("_N")
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def replace(node: _N, **changes: object) -> _N:
+    """`dataclasses.replace` for the IR's frozen nodes, about three times faster (the type checker
+    and the passes copy thousands of nodes per compile): the nodes have no `__post_init__` and
+    no fields outside `__init__`, so copying the instance dictionary is the same as rebuilding."""
+    cls = type(node)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    if not names.issuperset(changes):
+        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - names)[0]!r}")
+    new = object.__new__(cls)
+    new.__dict__.update(node.__dict__)
+    new.__dict__.update(changes)
+    return new

@@ -1,0 +1,452 @@
+"""Type checking of expressions (spec section 6): operators, literals, names, indexing.
+
+`ExprChecker.expr` returns a copy of the node with `ty` filled in, or with
+`ty=None` after reporting an error (callers stay quiet on `None` to avoid
+cascades). Calls are handled by `check_calls.CallChecker`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
+from tessera.base.errors import DiagnosticSink, Loc, Note
+from tessera.frontend import nodes as N
+from tessera.transpile.builtins import RESERVED
+from tessera.transpile.consts import NotConstant, Value, evaluate
+
+BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
+# Python's names for conversions, with what to write instead.
+PYTHON_TYPES = {"float": "write f32(x) (or f64(x)) to convert to a float",
+                "int": "write i32(x) (or i64(x)) to convert to an integer"}
+# Builtin values that, like literals, take the type of the other operand.
+WEAK_VALUES = frozenset(["WARP_SIZE", "inf", "nan"])
+
+
+@dataclass
+class Sym:
+    name: str
+    ref: str  # local param shape const table shared regs func loopvar
+    ty: N.Type | None
+    loc: Loc
+    value: Value | None = None
+    weak: bool = False
+    block: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def is_scalar(t: object) -> TypeGuard[ScalarType]:
+    return isinstance(t, ScalarType)
+
+
+def scalar_type(e: N.Expr) -> ScalarType | None:
+    """The type of an operand checked by `ExprChecker.scalar_expr`: a scalar, or None after an error."""
+    assert e.ty is None or isinstance(e.ty, ScalarType), e.ty
+    return e.ty
+
+
+def convertible(src: ScalarType, dst: ScalarType) -> bool:
+    if src == dst:
+        return True
+    if dst.kind == "bool":
+        return False
+    if dst.is_int:
+        return src.is_int or src.kind == "bool"
+    return True  # to float: from int, bool or another float
+
+
+def retype(e: N.Expr, ty: ScalarType) -> N.Expr:
+    """Give a weak (literal-only) expression the type `ty`."""
+    if isinstance(e, N.Unary):
+        return N.replace(e, ty=ty, operand=retype(e.operand, ty))
+    if isinstance(e, N.BinOp):
+        return N.replace(e, ty=ty, left=retype(e.left, ty), right=retype(e.right, ty))
+    if isinstance(e, (N.IntLit, N.FloatLit, N.Name)):
+        return N.replace(e, ty=ty)
+    return e
+
+
+class ExprChecker:
+    tile: tuple[int, ...] = ()
+    sink: DiagnosticSink
+    scopes: list[dict[str, Sym]]
+    module_syms: dict[str, Sym]
+
+    # ---- names
+    def lookup(self, name: str) -> Sym | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return self.module_syms.get(name)
+
+    def is_weak(self, e: N.Expr) -> bool:
+        if isinstance(e, (N.IntLit, N.FloatLit)):
+            return True
+        if isinstance(e, N.Name):
+            s = self.lookup(e.id)
+            return bool(s and s.weak) or (s is None and e.id in WEAK_VALUES)
+        if isinstance(e, N.Unary) and e.op in ("-", "+", "~"):
+            return self.is_weak(e.operand)
+        if isinstance(e, N.BinOp):
+            return self.is_weak(e.left) and self.is_weak(e.right)
+        return False
+
+    def const_env(self) -> dict[str, Value]:
+        """The values of the constants in scope: the module's and the parameters' (locals are never
+        constants, nor can they hide one); rebuilt only when one of those two scopes has grown."""
+        params = self.scopes[0] if self.scopes else {}
+        key = (len(self.module_syms), len(params))
+        cached = getattr(self, "_const_env", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        env: dict[str, Value] = {}
+        for scope in (self.module_syms, params):
+            for k, s in scope.items():
+                if s.ref == "const" and s.value is not None:
+                    env[k] = s.value
+                else:
+                    env.pop(k, None)
+        self._const_env = (key, env)
+        return env
+
+    def const_value(self, e: N.Expr, what: str) -> Value | None:
+        env = self.const_env()
+        try:
+            return evaluate(e, env)
+        except NotConstant as nc:
+            why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
+            loc = nc.loc or e.loc
+            name = _name_at(e, loc)
+            sym = self.lookup(name.id) if name is not None else None
+            if name is not None and sym is not None and sym.ref in _RUNTIME_WHAT:
+                why = f" ('{name.id}' is {_RUNTIME_WHAT[sym.ref]})"
+                if sym.ref == "param" and isinstance(sym.ty, ScalarType):
+                    why = f" ('{name.id}' is a parameter passed at launch; declare it '{name.id}: const {sym.ty}' " \
+                          "for a compile-time value)"
+            self.sink.error(loc, f"{what} must be a compile-time constant{why}")
+            return None
+
+    def try_const(self, e: N.Expr) -> Value | None:
+        """The value of `e` if it is a compile-time constant, else None (reports nothing)."""
+        if isinstance(e, N.Call) and isinstance(e.func, N.Name) and self.tile:
+            n = math.prod(self.tile)
+            if e.func.id == "group_tile_count":
+                return n
+        try:
+            return evaluate(e, self.const_env())
+        except NotConstant:
+            return None
+
+    def const_int(self, e: N.Expr, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
+        v = self.const_value(e, what)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.sink.error(e.loc, f"{what} must be an integer constant, not {v!r}")
+            return None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            rng = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            self.sink.error(e.loc, f"{what} must be {rng}, not {v}")
+            return None
+        return v
+
+    later_funcs: dict[str, Loc] = {}  # set per function by check_function
+
+    # Names whose definition was rejected with an error: their uses are not reported again.
+    quiet: frozenset[str] | set[str] = frozenset()
+
+    def undefined(self, loc: Loc, name: str) -> None:
+        if name in self.quiet:
+            return
+        if name in PYTHON_TYPES:
+            self.sink.error(loc, f"'{name}' is not a .tsr type; {PYTHON_TYPES[name]}")
+            return
+        if name in self.later_funcs:
+            where = self.later_funcs[name]
+            self.sink.error(loc, f"'{name}' is defined later in the file (line {where.line}); a function can "
+                            "call only the device functions defined above it", Note("defined here", where))
+            return
+        if self.sink.full:  # not shown: skip the costly search for a suggestion
+            self.sink.error(loc, f"undefined name '{name}'")
+            return
+        known = set(BUILTIN_NAMES) | set(self.module_syms)
+        for scope in self.scopes:
+            known |= set(scope)
+        close = difflib.get_close_matches(name, sorted(known - {name}), n=1)
+        notes = (Note(f"did you mean '{close[0]}'?"),) if close else ()
+        self.sink.error(loc, f"undefined name '{name}'", *notes)
+
+    # ---- expressions
+    def expr(self, e: N.Expr) -> N.Expr:
+        method = getattr(self, "x_" + type(e).__name__, None)
+        if method is None:
+            self.sink.error(e.loc, f"{_describe(e)} is not allowed here")
+            return e
+        return method(e)
+
+    def scalar_expr(self, e: N.Expr, what: str = "operand") -> N.Expr:
+        t = self.expr(e)
+        if isinstance(t.ty, N.TupleType) and isinstance(t, N.Call) and isinstance(t.func, N.Name):
+            n = len(t.ty.items)
+            self.sink.error(e.loc, f"{t.func.id}() returns {n} values ({', '.join(x.name for x in t.ty.items)}); "
+                            f"call it in a tuple assignment ({', '.join('abcdefgh'[:min(n, 8)])} = "
+                            f"{t.func.id}(...)) or as a statement")
+            return N.replace(t, ty=None)
+        if t.ty is not None and not is_scalar(t.ty):
+            self.sink.error(e.loc, f"{what} must be a scalar value, not {type_name(t.ty)}")
+            return N.replace(t, ty=None) if hasattr(t, "ty") else t
+        return t
+
+    def x_IntLit(self, e: N.IntLit) -> N.Expr:
+        if not -(2**63) <= e.value < 2**64:
+            self.sink.error(e.loc, f"integer literal {e.value} does not fit in 64 bits")
+            return e
+        ty = I32 if -(2**31) <= e.value < 2**31 else SCALARS["i64"] if e.value < 2**63 else SCALARS["u64"]
+        return N.replace(e, ty=ty)
+
+    def x_FloatLit(self, e: N.FloatLit) -> N.Expr:
+        if e.value in (float("inf"), float("-inf")):
+            self.sink.error(e.loc, "float literal is too large")
+        return N.replace(e, ty=F32)
+
+    def x_BoolLit(self, e: N.BoolLit) -> N.Expr:
+        return N.replace(e, ty=BOOL)
+
+    def x_StrLit(self, e: N.StrLit) -> N.Expr:
+        self.sink.error(e.loc, "a string is only allowed as an argument that asks for one (tprint, tassert, scope=)")
+        return e
+
+    def x_Name(self, e: N.Name) -> N.Expr:
+        s = self.lookup(e.id)
+        if s is None:
+            if e.id == "grid_groups":
+                return N.replace(e, ty=I32, ref="builtin")
+            if e.id == "WARP_SIZE":
+                return N.replace(e, ty=I32, ref="builtin")
+            if e.id in ("inf", "nan"):  # a float that, like a literal, adopts the other operand's type
+                return N.replace(e, ty=F32, ref="builtin")
+            if e.id in BUILTIN_NAMES:
+                if e.id not in self.quiet:
+                    self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
+                return e
+            self.undefined(e.loc, e.id)
+            return e
+        if s.ref == "func":
+            self.sink.error(e.loc, f"'{e.id}' is a device function; call it")
+            return e
+        return N.replace(e, ty=s.ty, ref=s.ref)
+
+    def x_Unary(self, e: N.Unary) -> N.Expr:
+        x = self.scalar_expr(e.operand)
+        t = scalar_type(x)
+        if t is None:
+            return N.replace(e, operand=x)
+        if e.op == "not":
+            return N.replace(e, operand=x, ty=BOOL)
+        if e.op == "~" and not t.is_int:
+            self.sink.error(e.loc, f"'~' needs an integer operand, not {t}")
+            return N.replace(e, operand=x)
+        if t.kind == "bool":
+            if e.op == "~":
+                self.sink.error(e.loc, "'~' needs an integer operand, not bool")
+                return N.replace(e, operand=x)
+            x, t = self.coerce(x, I32), I32
+        return N.replace(e, operand=x, ty=t)
+
+    def binary_type(self, op: str, a: N.Expr, b: N.Expr, loc: Loc) -> tuple[N.Expr, N.Expr, ScalarType | None]:
+        ta, tb = scalar_type(a), scalar_type(b)
+        if ta is None or tb is None:
+            return a, b, None
+        wa, wb = self.is_weak(a), self.is_weak(b)
+        if wa and not wb and literal_adopts(ta, tb):
+            a, ta = retype(a, tb), tb
+        elif wb and not wa and literal_adopts(tb, ta):
+            b, tb = retype(b, ta), ta
+        if op in ("&", "|", "^", "<<", ">>"):
+            for t in (ta, tb):
+                if not t.is_int:
+                    hint = "; for booleans use 'and', 'or' or '!='" if t.kind == "bool" else ""
+                    self.sink.error(loc, f"'{op}' needs integer operands, not {t}{hint}")
+                    return a, b, None
+            if op in ("<<", ">>"):
+                res = ta if ta.kind != "bool" else I32
+                return a, b, res if res.bits >= 32 else I32
+        res = promote(ta, tb)
+        if op == "/" and not res.is_float:
+            self.sink.error(loc, "'/' of two integers is not allowed; use '//' for integer division, "
+                            "or cast an operand to a float type (f32(x))")
+            return a, b, None
+        if res.kind == "bool" and op not in ("&", "|", "^"):
+            res = I32
+        if wa and ta != res and literal_adopts(ta, res):
+            a = retype(a, res)
+        if wb and tb != res and literal_adopts(tb, res):
+            b = retype(b, res)
+        return a, b, res
+
+    def x_BinOp(self, e: N.BinOp) -> N.Expr:
+        a = self.scalar_expr(e.left)
+        b = self.scalar_expr(e.right)
+        a, b, ty = self.binary_type(e.op, a, b, e.loc)
+        return N.replace(e, left=a, right=b, ty=ty)
+
+    def x_Compare(self, e: N.Compare) -> N.Expr:
+        if len(e.ops) > 1:
+            self.sink.error(e.loc, "chained comparisons are not allowed; combine them with 'and' "
+                            "(a < b and b < c)")
+            return e
+        a = self.scalar_expr(e.operands[0])
+        b = self.scalar_expr(e.operands[1])
+        a, b, _ = self.binary_type("==", a, b, e.loc)
+        ok = a.ty is not None and b.ty is not None
+        return N.replace(e, operands=(a, b), ty=BOOL if ok else None)
+
+    def x_BoolOp(self, e: N.BoolOp) -> N.Expr:
+        a = self.scalar_expr(e.left)
+        b = self.scalar_expr(e.right)
+        ok = a.ty is not None and b.ty is not None
+        return N.replace(e, left=a, right=b, ty=BOOL if ok else None)
+
+    def x_Ternary(self, e: N.Ternary) -> N.Expr:
+        c = self.scalar_expr(e.cond, "condition")
+        a = self.scalar_expr(e.then)
+        b = self.scalar_expr(e.orelse)
+        if a.ty is None or b.ty is None:
+            return N.replace(e, cond=c, then=a, orelse=b)
+        a, b, ty = self.binary_type("+", a, b, e.loc)
+        if a.ty == BOOL and b.ty == BOOL:
+            ty = BOOL
+        return N.replace(e, cond=c, then=a, orelse=b, ty=ty)
+
+    def coerce(self, e: N.Expr, ty: ScalarType) -> N.Expr:
+        """Record an implicit conversion of a checked scalar to `ty` (weak literals are retyped)."""
+        if e.ty == ty or e.ty is None:
+            return e
+        if self.is_weak(e) and isinstance(e.ty, ScalarType) and literal_adopts(e.ty, ty):
+            return retype(e, ty)
+        return N.Call(e.loc, N.Name(e.loc, ty.name, ref="cast"), (e,), (), ty)
+
+    def assignable(self, value: N.Expr, dst: ScalarType, loc: Loc, what: str) -> N.Expr:
+        src = value.ty
+        if src is None:
+            return value
+        if not is_scalar(src):
+            self.sink.error(value.loc, f"cannot assign {type_name(src)} to {what}")
+            return N.replace(value, ty=None) if hasattr(value, "ty") else value
+        if self.is_weak(value) and literal_adopts(src, dst):
+            return retype(value, dst)
+        if not convertible(src, dst):
+            hint = f"; use {dst.name}(...)" if dst.kind != "bool" or src.is_numeric else ""
+            self.sink.error(loc, f"cannot convert {src} to {dst} implicitly in assignment to {what}{hint}")
+            return value
+        return self.coerce(value, dst)
+
+    # ---- indexing
+    def x_Index(self, e: N.Index) -> N.Expr:
+        base = self.expr(e.base)
+        bt = base.ty
+        if bt is None:
+            return N.replace(e, base=base)
+        if isinstance(bt, N.TensorType):
+            rank, elem = len(bt.dims), bt.elem
+        elif isinstance(bt, N.ArrayType):
+            rank, elem = len(bt.shape), bt.elem
+        else:
+            self.sink.error(e.loc, f"{type_name(bt)} cannot be indexed")
+            return N.replace(e, base=base)
+        if any(isinstance(i, N.Slice) for i in e.indices):
+            self.sink.error(e.loc, "a slice (view) is only allowed as an argument of tcopy or tcopy_async")
+            return N.replace(e, base=base)
+        if len(e.indices) != rank:
+            self.sink.error(e.loc, f"'{base_name(base)}' has {rank} dimension{'s' if rank != 1 else ''} "
+                            f"but is indexed with {len(e.indices)}")
+            return N.replace(e, base=base)
+        idx: list[N.Expr] = []
+        for i in e.indices:
+            t = self.scalar_expr(i, "index")
+            it = scalar_type(t)
+            if it is not None and not it.is_int:
+                self.sink.error(i.loc, f"index must be an integer, not {it}")
+            idx.append(t)
+        return N.replace(e, base=base, indices=tuple(idx), ty=elem)
+
+    def x_Attr(self, e: N.Attr) -> N.Expr:
+        sym = self.lookup(e.base.id) if isinstance(e.base, N.Name) else None
+        if isinstance(e.base, N.Name) and e.base.id == "tshared" and e.name == "alloc":
+            self.sink.error(e.loc, "tshared.alloc is only allowed as the value of an assignment at the "
+                            "top level of a kernel body")
+        elif e.name == "shape" and sym is not None and isinstance(sym.ty, (N.TensorType, N.ArrayType)):
+            dims = sym.ty.dims if isinstance(sym.ty, N.TensorType) else sym.ty.shape
+            names = [d.id if isinstance(d, N.Name) else str(d.value) if isinstance(d, N.IntLit) else str(d)
+                     for d in dims]
+            self.sink.error(e.loc, f"'{sym.name}' has no .shape: its dimensions are [{', '.join(names)}], which the "
+                            f"body uses by name (write {names[0]} for {sym.name}.shape[0])")
+        else:
+            self.sink.error(e.loc, f"unknown attribute '{e.name}'")
+        return e
+
+    def x_TupleLit(self, e: N.TupleLit) -> N.Expr:
+        self.sink.error(e.loc, "a tuple is only allowed in a kernel header (tile[(x, y)])")
+        return e
+
+    def x_ListLit(self, e: N.ListLit) -> N.Expr:
+        self.sink.error(e.loc, "a list is only allowed in a constant table or an @autotune decorator")
+        return e
+
+    def x_Slice(self, e: N.Slice) -> N.Expr:
+        self.sink.error(e.loc, "a slice is only allowed inside [] of a tcopy argument")
+        return e
+
+
+_RUNTIME_WHAT = {
+    "shape": "a shape symbol, known only at launch",
+    "param": "a parameter passed at launch",
+    "local": "a variable", "loopvar": "a loop variable",
+}
+
+
+def _name_at(e: object, loc: Loc | None) -> N.Name | None:
+    """The name at `loc` inside expression `e` (where a constant evaluation stopped)."""
+    if isinstance(e, N.Name):
+        return e if e.loc == loc else None
+    if not dataclasses.is_dataclass(e):
+        return None
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, (N.Name, N.BinOp, N.Unary, N.Call, N.Compare, N.BoolOp, N.Ternary, N.Index,
+                              N.TupleLit, N.Keyword)):
+                found = _name_at(x, loc)
+                if found is not None:
+                    return found
+    return None
+
+
+def base_name(e: N.Expr) -> str:
+    return e.id if isinstance(e, N.Name) else "expression"
+
+
+def _describe(e: object) -> str:
+    return {"Slice": "a slice", "Keyword": "a keyword argument"}.get(type(e).__name__, type(e).__name__)
+
+
+def type_name(t: N.Type | None) -> str:
+    if isinstance(t, ScalarType):
+        return t.name
+    if isinstance(t, N.TensorType):
+        return f"tensor {t.elem}[{len(t.dims)}-D]"
+    if isinstance(t, N.ArrayType):
+        what = {"shared": "shared array", "regs": "register array", "const": "constant table",
+                "frag": "fragment"}[t.space]
+        return f"{what} {t.elem}{list(t.shape)}"
+    if isinstance(t, N.ViewType):
+        return "view"
+    if isinstance(t, N.TupleType):
+        return f"{len(t.items)} values ({', '.join(x.name for x in t.items)})"
+    if isinstance(t, N.StrType):
+        return "string"
+    return "no value"

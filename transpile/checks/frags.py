@@ -1,0 +1,228 @@
+"""Type checking of the tensor-core tile operations (spec section 12): `acc = tfrag(f32[M, N], 0.0)`,
+`tmma(acc, As, Bs, trans_b=False)`, `tload(acc, view)`, `tstore(view, acc)` and whole-fragment
+elementwise statements `acc[:] = max(acc * alpha + beta, 0.0)`.
+
+Before:  acc = tfrag(f32[64, 64], 0.0)
+         acc[:] = acc * alpha
+After:   Assign(Name(acc): fragment f32[64, 64], Call(tfrag, (FloatLit(0.0): f32,)), declares=True)
+         Assign(Index(acc, ()): f32, BinOp(*, Index(acc, ()): f32, Name(alpha): f32))
+
+In an elementwise statement a fragment's name is its element at the position being computed (as a
+map kernel's tensors are), typed as an `Index` with no indices.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tessera.base.dtypes import SCALARS
+from tessera.frontend import nodes as N
+from tessera.transpile.checks.calls import CallChecker
+from tessera.transpile.checks.expr import Sym, base_name, type_name
+from tessera.transpile.lir.frag_layout import MAX_PER_LANE, MMA_KINDS, choose, working_extents
+
+
+def is_tfrag(v: N.Expr) -> bool:
+    return isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tfrag"
+
+
+class FragChecker(CallChecker):
+    block: tuple[int, ...]
+    locals: dict[str, Sym]
+    quiet: set[str]
+    frag_shape: tuple[int | str, ...] | None = None  # inside an elementwise statement: its fragments' shape
+
+    # ---- acc = tfrag(f32[M, N], init)
+    def frag_decl(self, s: N.Assign, name: str) -> N.Stmt:
+        v = s.value
+        assert isinstance(v, N.Call)
+        if not self.in_kernel or self.block != (0, 1):
+            self.sink.error(v.loc, "tfrag() is only allowed at the top level of a kernel body (a fragment belongs "
+                            "to the whole group)")
+            return s
+        if len(v.args) != 2 or v.kwargs:
+            self.sink.error(v.loc, "tfrag() takes a type like f32[64, 64] and an initial value")
+            return s
+        spec = v.args[0]
+        if not (isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in SCALARS
+                and len(spec.indices) == 2):
+            self.sink.error(spec.loc, "the first argument of tfrag() is an element type with two constant "
+                            "dimensions, such as f32[64, 64]")
+            return s
+        elem = SCALARS[spec.base.id]
+        if elem.name not in ("f32", "i32"):
+            self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
+                            f"(for i8 or u8 inputs), not {elem}")
+            return s
+        m, n = (self.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices)
+        if m is None or n is None:
+            return s
+        tiles = math.prod(self.tile) if self.tile else 0
+        if tiles % 32:
+            self.sink.error(v.loc, f"a fragment is spread over the group's warps: the group has {tiles} tiles, "
+                            "which is not a multiple of 32")
+            return s
+        layout = choose(m, n, tiles // 32)
+        if layout is None:
+            self.sink.error(spec.loc, f"no division of a {m} x {n} fragment over {tiles // 32} warps gives whole "
+                            f"16 x 8 mma tiles; extents that work are multiples of {working_extents(tiles // 32)}")
+            return s
+        if layout.per_lane > MAX_PER_LANE:
+            self.sink.error(spec.loc, f"a {m} x {n} fragment over {tiles // 32} warps needs {layout.per_lane} "
+                            f"registers per tile (at most {MAX_PER_LANE}); use more warps or a smaller fragment")
+            return s
+        init = self.scalar_expr(v.args[1], "initial value of tfrag()")
+        if init.ty is None:
+            return s
+        init = self.assignable(init, elem, v.args[1].loc, "a fragment element")
+        ty = N.ArrayType(elem, (m, n), "frag")
+        self.locals[name] = Sym(name, "frag", ty, s.loc, block=self.block, extra={"layout": layout})
+        call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), (init,), (), ty)
+        return N.replace(s, target=N.replace(s.target, ty=ty, ref="frag"), value=call, declares=True)
+
+    def fragment(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
+        """An argument that must be a fragment's name."""
+        sym = self.lookup(e.id) if isinstance(e, N.Name) else None
+        if sym is not None and sym.ref == "frag":
+            assert isinstance(e, N.Name)
+            return N.replace(e, ty=sym.ty, ref="frag")
+        if sym is None and isinstance(e, N.Name) and e.id in self.quiet:
+            return None  # a rejected declaration, reported already
+        self.sink.error(e.loc, f"the {what} of {name}() must be a fragment (acc = tfrag(f32[M, N], 0.0))")
+        return None
+
+    def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
+        t = self.expr(e) if isinstance(e, N.Name) else None
+        if t is None or t.ty is None:
+            if t is None:
+                self.sink.error(e.loc, f"the {what} of {name}() must be a shared array (tshared.alloc(f16[BM, BK]))")
+            return None
+        ty = t.ty
+        if not (isinstance(ty, N.ArrayType) and ty.space == "shared" and len(ty.shape) == 2
+                and all(isinstance(d, int) for d in ty.shape)):
+            self.sink.error(e.loc, f"the {what} of {name}() must be a 2-D shared array of constant shape, not "
+                            f"{type_name(ty)}")
+            return None
+        return ty
+
+    # ---- tmma(acc, a, b, trans_b=False)
+    def rule_tmma(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 3, 4, ("trans_b",)):
+            return e
+        trans_node = e.args[3] if len(e.args) == 4 else next((k.value for k in e.kwargs if k.name == "trans_b"), None)
+        trans = False
+        if trans_node is not None:
+            value = self.const_value(trans_node, "trans_b")
+            if not isinstance(value, bool):
+                self.sink.error(trans_node.loc, "trans_b of tmma() must be True or False")
+                return e
+            trans = value
+        acc = self.fragment(e.args[0], name, "accumulator")
+        a = self.operand(e.args[1], name, "first operand")
+        b = self.operand(e.args[2], name, "second operand")
+        if acc is None or a is None or b is None:
+            return e
+        assert isinstance(acc.ty, N.ArrayType)
+        if a.elem != b.elem:
+            self.sink.error(e.loc, f"tmma() operands have different element types: {a.elem} and {b.elem}")
+            return e
+        kind = MMA_KINDS.get(a.elem.name)
+        if kind is None:
+            self.sink.error(e.args[1].loc, f"tmma() multiplies f16, bf16, f32 (as TF32), i8 or u8 arrays, not "
+                            f"{a.elem}")
+            return e
+        if acc.ty.elem.name != kind.acc:
+            self.sink.error(e.args[0].loc, f"{a.elem} inputs accumulate in {kind.acc}, but "
+                            f"'{base_name(acc)}' is a fragment of {acc.ty.elem}")
+            return e
+        m, n = acc.ty.shape
+        am, ak = a.shape
+        bk, bn = (b.shape[1], b.shape[0]) if trans else b.shape
+        b_text = f"[{bn}, {bk}]" if trans else f"[{bk}, {bn}]"
+        want_b = f"[{n}, K] (trans_b=True)" if trans else f"[K, {n}]"
+        if am != m or bn != n or ak != bk:
+            self.sink.error(e.loc, f"tmma() shapes do not match: the accumulator is [{m}, {n}], so the first operand "
+                            f"must be [{m}, K] and the second {want_b}; got [{am}, {ak}] and {b_text}")
+            return e
+        if int(ak) % kind.k:
+            self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
+            return e
+        args = (acc, self.expr(e.args[1]), self.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        return self._typed(e, name, args, N.VOID)
+
+    # ---- tload(acc, view) and tstore(view, acc)
+    def frag_view(self, e: N.Call, name: str, frag_pos: int) -> N.Expr:
+        if not self._arity(e, name, 2):
+            return e
+        acc = self.fragment(e.args[frag_pos], name, "fragment")
+        view = self.view(e.args[1 - frag_pos], name, "source" if frag_pos == 0 else "destination")
+        if acc is None or view is None:
+            return e
+        assert isinstance(acc.ty, N.ArrayType) and isinstance(view.ty, N.ViewType)
+        vt = view.ty
+        if vt.extents != tuple(acc.ty.shape):
+            self.sink.error(e.args[1 - frag_pos].loc, f"{name}() needs a view of the fragment's extents "
+                            f"{list(acc.ty.shape)}, got {list(vt.extents)}")
+            return e
+        if frag_pos == 1 and isinstance(vt.base, N.TensorType) and not vt.base.mut:
+            self.sink.error(e.args[0].loc, f"'{base_name(view.base)}' is not mut; declare it 'mut' to store to it")
+            return e
+        if vt.base.elem.kind == "bool":
+            self.sink.error(e.args[1 - frag_pos].loc, f"{name}() moves numbers, not bool elements")
+            return e
+        args = (acc, view) if frag_pos == 0 else (view, acc)
+        return self._typed(e, name, args, N.VOID)
+
+    def rule_tload(self, e: N.Call, name: str) -> N.Expr:
+        return self.frag_view(e, name, 0)
+
+    def rule_tstore(self, e: N.Call, name: str) -> N.Expr:
+        return self.frag_view(e, name, 1)
+
+    # ---- acc[:] = expr
+    def frag_sym(self, t: N.Expr) -> Sym | None:
+        """The fragment a whole-tensor target `acc[:]` names, if it names one."""
+        if not (isinstance(t, N.Index) and isinstance(t.base, N.Name) and N.is_whole_tensor(t)):
+            return None
+        sym = self.lookup(t.base.id)
+        return sym if sym is not None and sym.ref == "frag" else None
+
+    def frag_target(self, t: N.Expr, sym: Sym) -> N.Expr:
+        assert isinstance(t, N.Index) and isinstance(sym.ty, N.ArrayType)
+        full = all(isinstance(i, N.Slice) and i.lo is None and i.hi is None for i in t.indices)
+        if not full or len(t.indices) not in (1, 2):
+            self.sink.error(t.loc, f"an elementwise statement assigns the whole fragment: write {sym.name}[:] = ...")
+            return N.replace(t, ty=None)
+        return N.Index(t.loc, N.replace(t.base, ty=sym.ty, ref="frag"), (), sym.ty.elem)
+
+    def frag_value(self, e: N.Expr, shape: tuple[int | str, ...]) -> N.Expr:
+        """The right side of an elementwise statement, its fragments read as their elements."""
+        saved = self.frag_shape
+        self.frag_shape = shape
+        try:
+            return self.scalar_expr(e, "value")
+        finally:
+            self.frag_shape = saved
+
+    def x_Name(self, e: N.Name) -> N.Expr:
+        t = super().x_Name(e)
+        ty = t.ty
+        if not (isinstance(ty, N.ArrayType) and ty.space == "frag"):
+            return t
+        if self.frag_shape is None:
+            self.sink.error(e.loc, f"'{e.id}' is a fragment spread over the group's warps: use it whole, in tmma(), "
+                            f"tload(), tstore() or an elementwise statement ({e.id}[:] = {e.id} * 2.0)")
+            return N.replace(t, ty=None)
+        if tuple(ty.shape) != self.frag_shape:
+            self.sink.error(e.loc, f"'{e.id}' is a {list(ty.shape)} fragment but the statement assigns a "
+                            f"{list(self.frag_shape)} one: an elementwise statement uses fragments of one shape")
+            return N.replace(t, ty=None)
+        return N.Index(e.loc, t, (), ty.elem)
+
+    def x_Index(self, e: N.Index) -> N.Expr:
+        sym = self.lookup(e.base.id) if isinstance(e.base, N.Name) else None
+        if sym is not None and sym.ref == "frag":
+            self.sink.error(e.loc, f"the elements of the fragment '{sym.name}' are spread over the group's warps and "
+                            f"cannot be indexed; use an elementwise statement, or tstore() it to shared memory")
+            return e
+        return super().x_Index(e)

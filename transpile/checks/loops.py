@@ -1,0 +1,99 @@
+"""Type checking of `for` loops (spec sections 6 and 7): `range`, `static_range` (constant bounds)
+and `tpipeline` (its `stages=`), the loop variable's type from the bounds, and the variable's scope.
+Part of the function checker (typecheck.FunctionChecker derives from this class)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tessera.base.dtypes import SCALARS
+from tessera.base.limits import MAX_STAGES
+from tessera.frontend import nodes as N
+from tessera.transpile.checks.expr import Sym, scalar_type
+from tessera.transpile.checks.maps import MapChecker
+
+
+class LoopChecker(MapChecker):
+    # The state and helpers of the function being checked (typecheck.FunctionChecker).
+    loop_depth: int
+    loop_vars: list[str]
+    params: dict[str, Sym]
+    body: Callable[[tuple[N.Stmt, ...]], tuple[N.Stmt, ...]]
+
+    def s_For(self, s: N.For) -> N.Stmt:
+        it = s.iter
+        if not (isinstance(it, N.Call) and isinstance(it.func, N.Name)
+                and it.func.id in ("range", "static_range", "tpipeline")):
+            self.sink.error(it.loc, "a for loop iterates over range(...), static_range(...) or tpipeline(...)")
+            return s
+        kind = it.func.id
+        stages = self.stages(it) if kind == "tpipeline" else None
+        if kind == "tpipeline" and stages is None:
+            return s
+        if it.kwargs and kind != "tpipeline":
+            self.sink.error(it.kwargs[0].loc, f"{kind}() takes no keyword arguments")
+            return s
+        if not 1 <= len(it.args) <= 3:
+            self.sink.error(it.loc, f"{kind}() takes 1 to 3 arguments, got {len(it.args)}")
+            return s
+        args = [self.scalar_expr(a, f"argument of {kind}()") for a in it.args]
+        types = [t for t in map(scalar_type, args) if t is not None]
+        if len(types) < len(args):
+            return s
+        for a, t in zip(args, types):
+            if not t.is_int:
+                self.sink.error(a.loc, f"{kind}() needs integer arguments, not {t}")
+                return s
+        if kind == "static_range":
+            vals = [self.const_int(a, "a static_range bound") for a in it.args]
+            if any(v is None for v in vals):
+                return s
+            if len(vals) == 3 and vals[2] == 0:
+                self.sink.error(it.args[2].loc, "static_range() step must not be zero")
+                return s
+        elif len(args) == 3 and self.is_weak(args[2]) and self.const_value(args[2], "step") == 0:
+            self.sink.error(it.args[2].loc, "range() step must not be zero")
+            return s
+        strong = [t for a, t in zip(args, types) if not self.is_weak(a)]
+        var_ty = strong[0] if strong else SCALARS["i32"]
+        for t in strong[1:]:
+            if t.bits > var_ty.bits:
+                var_ty = t
+        args = [self.coerce(a, var_ty) for a in args]
+        if not self.check_new_name(s.var, s.loc):
+            return s
+        prev = self.locals.get(s.var)
+        if prev is not None and prev.ref != "local":
+            self.sink.error(s.loc, f"'{s.var}' is already a {prev.ref} and cannot be a loop variable")
+            return s
+        if s.var in self.params:
+            self.sink.error(s.loc, f"'{s.var}' is a parameter and cannot be a loop variable")
+            return s
+        if prev is not None and prev.ty != var_ty:
+            self.sink.error(s.loc, f"loop variable '{s.var}' is {var_ty} but the local '{s.var}' is {prev.ty}")
+            return s
+        if prev is None:
+            self.locals[s.var] = Sym(s.var, "loopvar", var_ty, s.loc, block=self.block + (-1,))
+        self.loop_depth += 1
+        self.loop_vars.append(s.var)
+        body = self.body(s.body)
+        self.loop_vars.pop()
+        self.loop_depth -= 1
+        if prev is None:
+            del self.locals[s.var]
+        new_iter = N.replace(it, args=tuple(args), func=N.replace(it.func, ref="builtin"), ty=var_ty)
+        step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
+        step = step if isinstance(step, int) and not isinstance(step, bool) else None
+        return N.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step, stages=stages)
+
+    def stages(self, it: N.Call) -> int | None:
+        """The `stages=S` of a tpipeline(...): a compile-time constant, 2 when left out."""
+        value: N.Expr | None = None
+        for k in it.kwargs:
+            if k.name != "stages":
+                self.sink.error(k.loc, f"tpipeline() got an unexpected keyword argument '{k.name}'")
+                return None
+            value = k.value
+        if value is None:
+            return 2
+        return self.const_int(value, "the stages of tpipeline()", 1, MAX_STAGES)

@@ -1,0 +1,176 @@
+"""Type checking of map kernels (spec section 8): a kernel whose body has a whole-tensor statement
+(`Z[:] = alpha * X + Y`) computes every element of its tensors the same way.
+
+Before:  Z[:] = alpha * X + Y           (X, Y: f32[n], Z: mut f32[n])
+After:   Assign(Index(Z, ()): f32, BinOp(+, BinOp(*, Name(alpha): f32, Index(X, ()): f32), Index(Y, ()): f32))
+
+In a map kernel a tensor's name is its element at the position being computed (typed as an
+`Index` with no indices, what `lower` turns into the element of the map's loop). Its body has only
+whole-tensor statements, assignments to locals (per element) and `pass`; every tensor it names has
+the same shape; it uses no tile or group indices, shared memory, register arrays, cooperative
+operations or atomics (constant tables may be indexed: a lookup is elementwise). A `vectorize(w)`
+clause is allowed on map kernels only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessera.base.errors import Loc, Note
+from tessera.frontend import nodes as N
+from tessera.transpile.builtins import BUILTINS, Coop
+from tessera.transpile.checks.arrays import ArrayDeclChecker
+from tessera.transpile.checks.expr import base_name, type_name
+
+_STATEMENT_WHAT = {"If": "an if statement", "While": "a while loop", "For": "a for loop", "Return": "return",
+                   "Break": "break", "Continue": "continue", "ExprStmt": "a call statement"}
+
+
+@dataclass
+class MapState:
+    """What a map kernel's statements have established so far."""
+
+    first: Loc                                  # the first whole-tensor statement
+    shape: tuple[N.Expr, ...] | None = None     # the tensors' common shape, from the first one named
+    shape_of: str = ""
+    shape_loc: Loc | None = None
+
+
+def _dims_key(dims: tuple[N.Expr, ...]) -> tuple[object, ...]:
+    return tuple(d.value if isinstance(d, N.IntLit) else d.id if isinstance(d, N.Name) else id(d) for d in dims)
+
+
+def _dims_text(dims: tuple[N.Expr, ...]) -> str:
+    return "[" + ", ".join(str(d.value) if isinstance(d, N.IntLit) else d.id if isinstance(d, N.Name) else "?"
+                           for d in dims) + "]"
+
+
+class MapChecker(ArrayDeclChecker):
+    map: MapState | None = None
+
+    def start_map(self) -> None:
+        """Called once before the body: decide whether the function is a map kernel."""
+        if self.fn.kind == "kernel" and self.fn.is_map:
+            first = next(s for s in self.fn.body if isinstance(s, (N.Assign, N.AugAssign))
+                         and N.is_whole_tensor(s.target))
+            self.map = MapState(first.loc)
+        elif self.fn.config is not None and self.fn.config.vectorize is not None:
+            clause = next((c for d in self.fn.decorators for c in d.clauses
+                           if isinstance(c.func, N.Name) and c.func.id == "vectorize"), None)
+            self.sink.error(clause.loc if clause else self.fn.loc,
+                            "vectorize(...) is for map kernels, whose body assigns whole tensors (Z[:] = X + Y); "
+                            "this kernel has no whole-tensor statement")
+
+    def map_allows(self, s: N.Stmt) -> bool:
+        """Whether statement `s` may appear in this map kernel (reported when not)."""
+        assert self.map is not None
+        if isinstance(s, N.Pass):
+            return True
+        if isinstance(s, (N.Assign, N.AugAssign)):
+            if N.is_whole_tensor(s.target):
+                return True
+            if isinstance(s.target, N.Name):
+                v = s.value
+                array = (isinstance(v, N.Attr) or (isinstance(v, N.Call) and (
+                    isinstance(v.func, N.Attr) or (isinstance(v.func, N.Name) and v.func.id == "tregs"))))
+                if not array:
+                    return True
+                self.map_error(s.loc, "a map kernel has no shared memory or register arrays")
+                return False
+            self.map_error(s.target.loc, "a map kernel assigns whole tensors: write "
+                           f"{base_name(s.target.base) if isinstance(s.target, N.Index) else 'Z'}[:] = ..., "
+                           "not single elements")
+            return False
+        what = _STATEMENT_WHAT.get(type(s).__name__, "this statement")
+        if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Call) and isinstance(s.expr.func, N.Name):
+            what = f"{s.expr.func.id}()"
+        hint = "; use `x if c else y` to choose per element" if isinstance(s, N.If) else ""
+        self.map_error(s.loc, f"{what} is not allowed in a map kernel, whose body has only whole-tensor statements "
+                       f"(Z[:] = ...) and assignments to locals{hint}; write a kernel with explicit indices for more")
+        return False
+
+    def map_error(self, loc: Loc, message: str) -> None:
+        assert self.map is not None
+        self.sink.error(loc, message, Note("this kernel is a map kernel because of this whole-tensor statement",
+                                           self.map.first))
+
+    def map_target(self, t: N.Expr) -> N.Expr:
+        """The target of `Z[:] = ...`, typed as Z's element (ty None after an error)."""
+        assert isinstance(t, N.Index)
+        if self.map is None:
+            where = "inside a block" if self.fn.kind == "kernel" else "in a device function"
+            self.sink.error(t.loc, "whole-tensor statements (Z[:] = ...) make up the top level of a map kernel's "
+                            f"body; this one is {where}")
+            return N.replace(t, ty=None)
+        if not isinstance(t.base, N.Name):
+            self.sink.error(t.loc, "a whole-tensor statement assigns a tensor parameter: Z[:] = ...")
+            return N.replace(t, ty=None)
+        sym = self.lookup(t.base.id)
+        if sym is None:
+            self.undefined(t.base.loc, t.base.id)
+            return N.replace(t, ty=None)
+        ty = sym.ty
+        if not isinstance(ty, N.TensorType) or sym.ref != "param":
+            self.sink.error(t.loc, f"a whole-tensor statement assigns a tensor parameter; '{t.base.id}' is "
+                            f"{type_name(ty)}")
+            return N.replace(t, ty=None)
+        full = all(isinstance(i, N.Slice) and i.lo is None and i.hi is None for i in t.indices)
+        if not full or len(t.indices) not in (1, len(ty.dims)):
+            self.sink.error(t.loc, f"a whole-tensor statement assigns every element: write {t.base.id}[:] "
+                            "(a map kernel has no partial slices or indices)")
+            return N.replace(t, ty=None)
+        if not ty.mut:
+            self.sink.error(t.loc, f"cannot store to '{t.base.id}': it is not mut; declare the parameter as "
+                            f"'{t.base.id}: mut {ty.elem}[...]'")
+            return N.replace(t, ty=None)
+        self.same_shape(t.base.id, ty, t.base.loc)
+        return N.Index(t.loc, N.replace(t.base, ty=ty, ref="param"), (), ty.elem)
+
+    def same_shape(self, name: str, ty: N.TensorType, loc: Loc) -> None:
+        m = self.map
+        assert m is not None
+        if m.shape is None:
+            m.shape, m.shape_of, m.shape_loc = ty.dims, name, loc
+        elif _dims_key(ty.dims) != _dims_key(m.shape):
+            assert m.shape_loc is not None
+            self.sink.error(loc, f"'{name}' has shape {_dims_text(ty.dims)} but the map's tensors have shape "
+                            f"{_dims_text(m.shape)}: every tensor of a map kernel has the same shape (use the same "
+                            "shape symbols)", Note(f"the shape of '{m.shape_of}'", m.shape_loc))
+
+    # ---- expressions: a tensor's name is its element; no indices, tile ids or cooperation
+    def x_Name(self, e: N.Name) -> N.Expr:
+        t = super().x_Name(e)
+        if self.map is None or not isinstance(t.ty, N.TensorType):
+            return t
+        self.same_shape(e.id, t.ty, e.loc)
+        return N.Index(e.loc, t, (), t.ty.elem)
+
+    def x_Index(self, e: N.Index) -> N.Expr:
+        table = isinstance(e.base, N.Name) and (sym := self.lookup(e.base.id)) is not None and sym.ref == "table"
+        if self.map is not None and not table:
+            self.sink.error(e.loc, "in a map kernel a tensor's name is its element at the position being computed; "
+                            f"it cannot be indexed (write {base_name(e.base)}, not {base_name(e.base)}[...])")
+            return e
+        return super().x_Index(e)
+
+    def x_Call(self, e: N.Call) -> N.Expr:
+        if self.map is not None and isinstance(e.func, N.Name):
+            name = e.func.id
+            sym = self.lookup(name)
+            b = BUILTINS.get(name) if sym is None else None
+            if b is not None and b.rule in ("index", "index_axis"):
+                self.map_error(e.loc, f"{name}() is not allowed in a map kernel: it computes every element the "
+                               "same way, without tile or group indices")
+                return e
+            if b is not None and b.node != "intrinsic":
+                self.map_error(e.loc, f"{name}() is not allowed in a map kernel (only elementwise math, casts and "
+                               "device functions)")
+                return e
+            if sym is not None and sym.ref == "func" and sym.extra.get("coop", Coop.NONE) != Coop.NONE:
+                self.map_error(e.loc, f"{name}() uses cooperative operations, which a map kernel cannot call")
+                return e
+            if sym is not None and sym.ref == "func" and sym.extra.get("indices"):
+                self.map_error(e.loc, f"{name}() uses tile or group indices, which a map kernel cannot call: it "
+                               "computes every element the same way")
+                return e
+        return super().x_Call(e)

@@ -1,0 +1,267 @@
+"""Type checking of the memory builtins: atomics (with scopes) and `tcopy` with its views,
+plus the call helpers (arity, scope, typed result) that every builtin checker shares."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from tessera.base.dtypes import I32, ScalarType
+from tessera.frontend import nodes as N
+from tessera.transpile.builtins import SCOPES
+from tessera.transpile.checks.expr import ExprChecker, base_name, scalar_type, type_name
+
+
+def same_expr(a: object, b: object) -> bool:
+    """Structural equality of two expressions, ignoring locations and types."""
+    if type(a) is not type(b):
+        return False
+    if not dataclasses.is_dataclass(a):
+        return a == b
+    for f in dataclasses.fields(a):
+        if f.name in ("loc", "ty", "ref"):
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, tuple):
+            if not isinstance(y, tuple) or len(x) != len(y) or not all(same_expr(p, q) for p, q in zip(x, y)):
+                return False
+        elif not same_expr(x, y):
+            return False
+    return True
+
+
+class MemoryChecker(ExprChecker):
+    def _typed(self, e: N.Call, name: str, args: Iterable[N.Expr], ty: N.Type | None,
+               kwargs: Iterable[N.Keyword] = ()) -> N.Call:
+        return N.Call(e.loc, N.Name(e.func.loc, name, ref="builtin"), tuple(args), tuple(kwargs), ty)
+
+    def _arity(self, e: N.Call, name: str, lo: int, hi: int | None = None, kw: tuple[str, ...] = ()) -> bool:
+        hi = lo if hi is None else hi
+        n = len(e.args)
+        for k in e.kwargs:
+            if k.name not in kw:
+                self.sink.error(k.loc, f"{name}() got an unexpected keyword argument '{k.name}'")
+                return False
+        if n < lo or n > hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.sink.error(e.loc, f"{name}() takes {want} argument{'s' if hi != 1 else ''}, got {n}")
+            return False
+        return True
+
+    def _scope(self, e: N.Call, name: str, pos_index: int | None) -> str | None:
+        node = None
+        for k in e.kwargs:
+            if k.name == "scope":
+                node = k.value
+        if node is None and pos_index is not None and len(e.args) > pos_index:
+            node = e.args[pos_index]
+        if node is None:
+            return "device"
+        if not isinstance(node, N.StrLit) or node.value not in SCOPES:
+            self.sink.error(node.loc, f"scope of {name}() must be one of \"group\", \"device\", \"mesh\"")
+            return None
+        return node.value
+
+    def atomic_target(self, ref: N.Expr, name: str) -> N.Expr:
+        if not isinstance(ref, N.Index):
+            self.sink.error(ref.loc, f"the first argument of {name}() must be an element of a mut tensor or "
+                            "a shared array, such as out[i]")
+            return ref
+        t = self.expr(ref)
+        if not isinstance(t, N.Index):
+            return t
+        base_ty = t.base.ty
+        if isinstance(base_ty, N.TensorType) and not base_ty.mut:
+            self.sink.error(ref.loc, f"'{base_name(t.base)}' is not mut; declare it 'mut' to update it atomically")
+            return N.replace(t, ty=None)
+        if isinstance(base_ty, N.ArrayType) and base_ty.space != "shared":
+            self.sink.error(ref.loc, f"atomics need a tensor or shared array, not a {type_name(base_ty)}")
+            return N.replace(t, ty=None)
+        return t
+
+    def rule_atomic(self, e: N.Call, name: str) -> N.Expr:
+        nval = 2 if name == "atomic_cas" else 1
+        if not self._arity(e, name, 1 + nval, 2 + nval, ("scope",)):
+            return e
+        ref = self.atomic_target(e.args[0], name)
+        scope = self._scope(e, name, 1 + nval)
+        vals = [self.scalar_expr(v, f"value of {name}()") for v in e.args[1:1 + nval]]
+        if ref.ty is None or scope is None or any(v.ty is None for v in vals):
+            return e
+        # A typed target is an element of a tensor or shared array (atomic_target).
+        assert isinstance(ref, N.Index) and isinstance(ref.ty, ScalarType), ref
+        elem = ref.ty
+        ok_types = {"i32", "u32", "i64", "u64", "f32", "f64"}
+        if name in ("atomic_add", "atomic_sub", "atomic_exch"):
+            ok_types |= {"f16", "bf16"}
+        if name in ("atomic_and", "atomic_or", "atomic_xor"):
+            ok_types -= {"f32", "f64"}
+        if name in ("atomic_inc", "atomic_dec") and elem.name != "u32":
+            self.sink.error(e.args[0].loc, f"{name}() needs a u32 element, not {elem}")
+            return e
+        if elem.name not in ok_types:
+            self.sink.error(e.args[0].loc, f"{name}() is not available for {elem} elements")
+            return e
+        if isinstance(ref.base.ty, N.ArrayType):
+            scope = "group"
+        vals = [self.assignable(v, elem, v.loc, f"an element of '{base_name(ref.base)}'") for v in vals]
+        return self._typed(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
+
+    def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 2):
+            return e
+        dst = self.view(e.args[0], name, "destination")
+        src = self.view(e.args[1], name, "source")
+        if dst is None or src is None:
+            return e
+        dt, st = dst.ty, src.ty
+        assert isinstance(dt, N.ViewType) and isinstance(st, N.ViewType), (dt, st)  # what view() gives
+        if isinstance(dt.base, N.TensorType) and isinstance(st.base, N.TensorType):
+            self.sink.error(e.loc, "tcopy() copies global<->shared or shared->shared, not global->global")
+            return e
+        if isinstance(dt.base, N.TensorType) and not dt.base.mut:
+            self.sink.error(e.args[0].loc, f"'{_root(dst)}' is not mut; declare it 'mut' to store to it")
+            return e
+        if dt.base.elem != st.base.elem:
+            self.sink.error(e.loc, f"tcopy() needs the same element type on both sides, got "
+                            f"{dt.base.elem} and {st.base.elem}")
+            return e
+        if dt.extents != st.extents:
+            self.sink.error(e.loc, f"tcopy() shapes differ: destination {list(dt.extents)}, source "
+                            f"{list(st.extents)}")
+            return e
+        if len(dt.extents) > 3:
+            self.sink.error(e.loc, "tcopy() supports views of at most 3 dimensions")
+            return e
+        return self._typed(e, name, (dst, src), N.VOID)
+
+    def rule_tcopy_async(self, e: N.Call, name: str) -> N.Expr:
+        typed = self.rule_tcopy(e, name)
+        if not isinstance(typed, N.Call) or typed.ty is None:
+            return typed
+        dst, src = (a.ty for a in typed.args)
+        assert isinstance(dst, N.ViewType) and isinstance(src, N.ViewType)
+        if not isinstance(dst.base, N.ArrayType) or not isinstance(src.base, N.TensorType):
+            self.sink.error(e.loc, "tcopy_async() copies a view of a global tensor into shared memory; "
+                            "use tcopy() for the other directions")
+            return e
+        return typed
+
+    def rule_tcommit(self, e: N.Call, name: str) -> N.Expr:
+        self._arity(e, name, 0)
+        return self._typed(e, name, (), N.VOID)
+
+    def rule_twait(self, e: N.Call, name: str) -> N.Expr:
+        if not self._arity(e, name, 0, 1, ("n",)):
+            return e
+        arg = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name == "n"), None)
+        if arg is not None and e.args and e.kwargs:
+            self.sink.error(e.kwargs[0].loc, "twait() got n twice")
+            return e
+        n = 0 if arg is None else self.const_int(arg, "the n of twait() (groups left pending)", 0, 255)
+        if n is None:
+            return e
+        return self._typed(e, name, (N.IntLit(e.loc, n, I32),), N.VOID)
+
+    def constant_shape(self, ty: N.ArrayType, e: N.Expr, name: str) -> bool:
+        sized = [d for d in ty.shape if isinstance(d, str)]
+        if sized:
+            array = base_name(e.base if isinstance(e, N.Index) else e)
+            self.sink.error(e.loc, f"{name}() needs shared arrays of constant shape; '{array}' is sized at "
+                            f"launch by '{sized[0]}'")
+        return not sized
+
+    def view(self, e: N.Expr, name: str, what: str) -> N.Index | None:
+        if isinstance(e, N.Name):
+            t = self.expr(e)
+            if t.ty is None:
+                return None
+            if isinstance(t.ty, N.ArrayType) and t.ty.space == "shared":
+                if not self.constant_shape(t.ty, e, name):
+                    return None
+                return N.Index(e.loc, t, (), N.ViewType(t.ty, tuple(int(d) for d in t.ty.shape)))
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
+            return None
+        if not isinstance(e, N.Index):
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
+            return None
+        base = self.expr(e.base)
+        bt = base.ty
+        if bt is None:
+            return None
+        dims: tuple[N.Expr, ...]
+        if isinstance(bt, N.TensorType):
+            dims = bt.dims
+        elif isinstance(bt, N.ArrayType) and bt.space == "shared":
+            if not self.constant_shape(bt, e, name):
+                return None
+            dims = tuple(N.IntLit(e.loc, int(d)) for d in bt.shape)
+        else:
+            self.sink.error(e.loc, f"the {what} of {name}() must be a view of a tensor or a shared array")
+            return None
+        if len(e.indices) != len(dims):
+            self.sink.error(e.loc, f"'{base_name(base)}' has {len(dims)} dimensions but is indexed with {len(e.indices)}")
+            return None
+        idx: list[N.Expr] = []
+        extents: list[int] = []
+        for i, d in zip(e.indices, dims):
+            if isinstance(i, N.Slice):
+                lo = self.scalar_expr(i.lo, "slice start") if i.lo is not None else N.IntLit(i.loc, 0, I32)
+                hi = self.scalar_expr(i.hi, "slice stop") if i.hi is not None else None
+                ext = self.extent(i, lo, hi, d)
+                if ext is None:
+                    return None
+                extents.append(ext)
+                idx.append(N.Slice(i.loc, self.coerce(lo, I32), hi, I32))
+            else:
+                t = self.scalar_expr(i, "index")
+                it = scalar_type(t)
+                if it is not None and not it.is_int:
+                    self.sink.error(i.loc, f"index must be an integer, not {it}")
+                    return None
+                idx.append(self.coerce(t, I32))
+        if not extents:
+            self.sink.error(e.loc, f"the {what} of {name}() has no slice; write A[r0:r0 + n] for a view")
+            return None
+        return N.Index(e.loc, base, tuple(idx), N.ViewType(bt, tuple(extents)))
+
+    def extent(self, s: N.Slice, lo: N.Expr, hi: N.Expr | None, dim: N.Expr) -> int | None:
+        if hi is None:
+            hi = dim
+        v = self.try_const(N.BinOp(s.loc, "-", hi, lo))
+        rest = _without_terms(hi, lo)
+        if rest is not None and not isinstance(v, int):
+            parts = [self.try_const(x) for x in rest]
+            if rest and all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+                v = sum(parts)  # type: ignore[arg-type]
+        if not isinstance(v, int) or isinstance(v, bool):
+            self.sink.error(s.loc, "the extent of a view (stop - start) must be a compile-time constant: write "
+                            "the slice as A[r0:r0 + BM] with BM constant")
+            return None
+        if v < 1:
+            self.sink.error(s.loc, f"the extent of a view (stop - start) must be at least 1, not {v}")
+            return None
+        return v
+
+
+def _terms(e: N.Expr) -> list[N.Expr]:
+    """The operands of a chain of additions: ((a + b) + c) gives [a, b, c]."""
+    if isinstance(e, N.BinOp) and e.op == "+":
+        return _terms(e.left) + _terms(e.right)
+    return [e]
+
+
+def _without_terms(hi: N.Expr, lo: N.Expr) -> list[N.Expr] | None:
+    """The terms of `hi` left after taking out those of `lo` (`r0 + BM + 2` less `r0` is
+    [BM, 2]), or None when `lo` is not part of `hi`."""
+    rest = _terms(hi)
+    for term in _terms(lo):
+        k = next((i for i, x in enumerate(rest) if same_expr(x, term)), None)
+        if k is None:
+            return None
+        del rest[k]
+    return rest
+
+
+def _root(v: N.Expr) -> str:
+    return v.base.id if isinstance(v, N.Index) and isinstance(v.base, N.Name) else "?"

@@ -1,0 +1,208 @@
+"""Type checking at module level: the symbol table (constants, tables, functions, in order),
+function signatures (parameter types, tensor dimensions, shape symbols), then each body.
+
+Runs after resolve-constants, specialize and kernel-headers, whose results it reads; it adds types
+only (`Param.ty`, expression types, name references).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tessera.base.dtypes import I32, SCALARS
+from tessera.base.errors import DiagnosticSink, Loc, Note
+from tessera.frontend import nodes as N
+from tessera.transpile.builtins import Coop
+from tessera.transpile.checks.callgraph import coop_class, uses_indices, uses_warp_ops
+from tessera.transpile.checks.expr import BUILTIN_NAMES, Sym
+from tessera.transpile.checks.generics import binding_text, instance_name, substitute
+from tessera.transpile.checks.typecheck import FunctionChecker, check_function
+from tessera.transpile.consts import type_of_value
+
+
+class ModuleChecker:
+    def __init__(self, module: N.Module, sink: DiagnosticSink) -> None:
+        self.module = module
+        self.sink = sink
+        self.syms: dict[str, Sym] = {}
+        self.instances: list[N.FuncDef] = []  # device function instances checked, not yet placed
+
+    def declare(self, name: str, loc: Loc, sym: Sym) -> bool:
+        if name in BUILTIN_NAMES:
+            self.sink.error(loc, f"'{name}' is a builtin name and cannot be redefined")
+            return False
+        if name in self.syms:
+            self.sink.error(loc, f"'{name}' is already defined", Note("first defined here", self.syms[name].loc))
+            return False
+        self.syms[name] = sym
+        return True
+
+    def run(self) -> N.Module:
+        items: list[N.Item] = []
+        for item in self.module.items:
+            if isinstance(item, N.ConstDef):
+                ty = type_of_value(item.folded) if item.folded is not None else I32
+                self.declare(item.name, item.loc, Sym(item.name, "const", ty, item.loc, value=item.folded, weak=True))
+                items.append(item)
+            elif isinstance(item, N.TableDef):
+                if item.shape:
+                    table_ty = N.ArrayType(SCALARS[item.elem], item.shape, "const")
+                    self.declare(item.name, item.loc, Sym(item.name, "table", table_ty, item.loc))
+                items.append(item)
+        for item in self.module.items:
+            if isinstance(item, N.FuncDef):
+                if item.type_params:  # a generic device function: instantiated by its calls
+                    self.declare(item.name, item.loc, Sym(item.name, "func", None, item.loc, extra={
+                        "def": item, "generic": True, "instantiate": self.instance, "warp": False, "coop": Coop.NONE,
+                        "indices": False}))
+                    continue
+                fn = self.func(item)
+                items.extend(self.instances)  # the instances it calls, before it
+                self.instances.clear()
+                if fn is not None:
+                    items.append(fn)
+        return dataclasses.replace(self.module, items=tuple(items))
+
+    def instance(self, generic: N.FuncDef, values: tuple[tuple[str, str], ...]) -> Sym | None:
+        """The symbol of a device function's instance for a binding, checked on first use (None
+        when it has errors)."""
+        name = instance_name(generic, values)
+        sym = self.syms.get(name)
+        if sym is not None:
+            return sym if sym.ref == "func" and sym.extra["def"].base_name == generic.name else None
+        checked = self.func(substitute(generic, values, rename=True))
+        if checked is None:
+            return None
+        self.instances.append(checked)
+        return self.syms.get(name)
+
+    def func(self, fn: N.FuncDef) -> N.FuncDef | None:
+        if not fn.type_values:
+            return self._func(fn)
+        first = len(self.sink.items)
+        checked = self._func(fn)
+        note = Note(f"in '{fn.base_name or fn.name}' with {binding_text(fn.type_values)}")
+        for k in range(first, len(self.sink.items)):
+            d = self.sink.items[k]
+            self.sink.items[k] = dataclasses.replace(d, notes=(*d.notes, note))
+        return checked
+
+    def _func(self, fn: N.FuncDef) -> N.FuncDef | None:
+        sym = Sym(fn.name, "func", None, fn.loc, extra={"def": fn, "warp": False, "coop": Coop.NONE,
+                                                                  "indices": False})
+        if not self.declare(fn.name, fn.loc, sym):
+            return None
+        checker = FunctionChecker(self.sink, self.syms, fn)
+        params = self.params(fn, checker)
+        if params is None or (fn.kind == "kernel" and fn.config is None):
+            return None
+        if fn.kind == "device" and fn.ret is not None and fn.ret not in SCALARS:
+            self.sink.error(fn.ret_loc or fn.loc, f"unknown return type '{fn.ret}'")
+            return None
+        if fn.rets and fn.kind != "device":
+            self.sink.error(fn.ret_loc or fn.loc, "only device functions return values")
+            return None
+        for t, loc in zip(fn.rets, fn.rets_locs):
+            if t not in SCALARS:
+                self.sink.error(loc, f"unknown return type '{t}'")
+                return None
+        fn = dataclasses.replace(fn, params=params)
+        sym.extra["def"] = fn  # typed parameters, for the calls in its own body
+        later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
+        checked = check_function(self.sink, self.syms, fn, checker.params, later)
+        sym.extra["def"] = checked
+        if checked.kind == "device":  # what callers need to know (kernels are not called)
+            funcs = [(k, s) for k, s in self.syms.items() if s.ref == "func"]
+            sym.extra["warp"] = uses_warp_ops(checked, {k: s.extra["warp"] for k, s in funcs})
+            sym.extra["coop"] = coop_class(checked, {k: s.extra["coop"] for k, s in funcs})
+            sym.extra["indices"] = uses_indices(checked, {k: s.extra["indices"] for k, s in funcs})
+        return checked
+
+    def params(self, fn: N.FuncDef, checker: FunctionChecker) -> tuple[N.Param, ...] | None:
+        """The typed parameters (tensor dimensions resolved, shape symbols declared), or None."""
+        ok = True
+        out: list[N.Param] = []
+        consts = dict(fn.const_values)
+        # Integer scalar parameters may size tensors (`def k(n: i32, x: f32[n])`); the launch checks
+        # that the array's extent equals the value passed.
+        size_params = {p.name: SCALARS[p.type_name] for p in fn.params if p.dims is None and not p.qual
+                       and p.type_name in SCALARS and SCALARS[p.type_name].is_int and fn.kind == "kernel"}
+        for p in fn.params:
+            if p.name in checker.params:
+                self.sink.error(p.loc, f"duplicate parameter '{p.name}'")
+                ok = False
+                continue
+            if p.name in BUILTIN_NAMES or (p.name in self.syms and self.syms[p.name].ref != "func"):
+                self.sink.error(p.loc, f"parameter '{p.name}' hides the "
+                                f"{'builtin' if p.name in BUILTIN_NAMES else 'module-level'} name '{p.name}'")
+                ok = False
+                continue
+            ty = SCALARS.get(p.type_name)
+            if ty is None:
+                self.sink.error(p.type_loc, f"unknown type '{p.type_name}'")
+                ok = False
+                continue
+            if fn.kind == "device" and (p.qual == "const" or (p.qual == "mut" and p.dims is None)):
+                self.sink.error(p.loc, "device function parameters are scalars passed by value or arrays "
+                                "(`v: f32[n]`, `s: mut f32[256]`); a const or mut scalar parameter is an error")
+                ok = False
+                continue
+            if fn.kind == "device" and p.default is not None:
+                self.sink.error(p.default.loc, "device function parameters cannot have a default value")
+                ok = False
+                continue
+            if p.qual == "const":
+                if p.name not in consts:
+                    ok = False  # specialize reported why it has no value
+                    continue
+                checker.params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts[p.name], weak=False)
+                out.append(dataclasses.replace(p, ty=ty))
+                continue
+            if p.default is not None:
+                self.sink.error(p.default.loc, "only const parameters can have a default value")
+                ok = False
+            if p.dims is None:
+                if p.qual == "mut":
+                    self.sink.error(p.loc, f"scalar parameter '{p.name}' cannot be mut; only tensors can be stored to")
+                    ok = False
+                checker.params[p.name] = Sym(p.name, "param", ty, p.loc)
+                out.append(dataclasses.replace(p, ty=ty))
+                continue
+            dims = self.dims(p, checker, size_params)
+            if dims is None:
+                ok = False
+                continue
+            tty = N.TensorType(ty, dims, p.qual == "mut")
+            checker.params[p.name] = Sym(p.name, "param", tty, p.loc)
+            out.append(dataclasses.replace(p, ty=tty))
+        return tuple(out) if ok else None
+
+    def dims(self, p: N.Param, checker: FunctionChecker, size_params: dict) -> tuple[N.Expr, ...] | None:
+        out: list[N.Expr] = []
+        assert p.dims is not None
+        for d in p.dims:
+            if isinstance(d, N.Name) and d.id in size_params:
+                out.append(N.Name(d.loc, d.id, size_params[d.id], "param"))
+                continue
+            if isinstance(d, N.Name) and d.id not in self.syms and d.id not in checker.params:
+                if d.id in BUILTIN_NAMES and d.id != "grid_groups":
+                    self.sink.error(d.loc, f"'{d.id}' cannot be a shape symbol; it is a builtin name")
+                    return None
+                if d.id != "grid_groups":
+                    checker.params[d.id] = Sym(d.id, "shape", I32, d.loc)
+                out.append(N.Name(d.loc, d.id, I32, "builtin" if d.id == "grid_groups" else "shape"))
+                continue
+            if isinstance(d, N.Name) and d.id in checker.params and checker.params[d.id].ref == "shape":
+                out.append(N.Name(d.loc, d.id, I32, "shape"))
+                continue
+            v = checker.const_int(d, "a tensor dimension", 1)
+            if v is None:
+                return None
+            out.append(N.IntLit(d.loc, v, I32))
+        return tuple(out)
+
+
+def typecheck(module: N.Module, sink: DiagnosticSink) -> N.Module:
+    """The `typecheck` pass: type-check a module whose constants, const parameters and kernel
+    headers are resolved."""
+    return ModuleChecker(module, sink).run()

@@ -1,0 +1,285 @@
+"""Region mode of the CPU backend: a kernel whose only synchronization is `tbarrier()` printed
+as loops over the group's tiles (the technique of CPU OpenCL implementations such as PoCL).
+
+The cooperation rule makes every barrier reached by the whole group under uniform control flow,
+so the code between two barriers (a region) can run for tile 0, then tile 1, ... with no fiber
+switch. Locals that live across a barrier become per-tile arrays (`static thread_local`: a
+group runs on one worker thread at a time), bound as C++ references inside each tile loop so
+that the statement printer (cstmt.BodyPrinter) prints the statements unchanged. A loop that
+contains a barrier runs once for the group: its header is evaluated with tile 0's values (the
+cooperation rule makes it uniform) and its body is split into regions; so does a uniform loop
+without a barrier, and a map kernel's element loop runs with the tile loop inside it (which loops
+split, which locals are per tile and which are recomputed: cpu_region_plan). The tile loops nest
+z, y, x (x innermost, as a warp's lanes); `threadIdx` names the tile loop's own index (`tsr_tid`),
+not the fiber's. In a kernel without a barrier, a `return` ends the tile's iteration.
+
+The output goes only into the CPU build's kernel unit (emit.render_module with
+`Options.cpu_regions`); the CUDA C for the GPU never changes. A kernel the printer cannot handle
+for certain (an allow-list of statements) keeps fiber mode: `fiber_reason` says why.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from tessera.transpile.cpu.region_plan import (
+    RegionPlan,
+    assigned,
+    barrier_loop,
+    declared,
+    has_barrier,
+    own_jumps,
+    plan_regions,
+    refs,
+    returns,
+    var_names,
+)
+from tessera.transpile.emit.exprs import CPrinter
+from tessera.transpile.emit.maps import print_element_loop
+from tessera.transpile.emit.stmts import BodyPrinter, Options
+from tessera.transpile.emit.terms import var_name
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.visit import bodies, stmt_walk
+from tessera.transpile.names import c_ident
+
+_ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
+            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop)
+
+
+def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
+    """Why `body` cannot run in region mode, or None. `top`: its statements are region level
+    (the kernel's body, or the body of a loop with a barrier at region level)."""
+    for s in body:
+        if not isinstance(s, _ALLOWED):
+            return f"a {type(s).__name__} statement"
+        if isinstance(s, L.Copy) and s.async_:
+            return "an asynchronous copy"
+        for e in stmt_walk(s):
+            if isinstance(e, (L.Collective, L.Call)):
+                return "a group or warp operation" if isinstance(e, L.Collective) else "a device-function call"
+        if isinstance(s, L.ElementLoop) and not top:
+            return "a map kernel's element loop below the top level"
+        if isinstance(s, L.Barrier) and not top:
+            return "a barrier inside a branch or a loop below the top level"
+        if barrier_loop(s):
+            assert isinstance(s, (L.For, L.While))
+            if not top:
+                return "a loop with a barrier inside a branch or another loop"
+            if own_jumps(s.body):
+                return "a break or continue in a loop with a barrier"
+            if isinstance(s, L.For) and ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body):
+                return "a loop with a barrier whose counter or bounds change in its body"
+            why = _check(s.body, True)
+        else:
+            why = next((w for b in bodies(s) if (w := _check(b, False)) is not None), None)
+        if why is not None:
+            return why
+    return None
+
+
+def fiber_reason(fn: L.Function, opts: Options) -> str | None:
+    """Why kernel `fn` keeps fiber mode on the CPU backend, or None when it runs in region mode."""
+    if fn.kind != "kernel":
+        return "not a kernel"
+    if opts.check_bounds or opts.debug:
+        return "built with check_bounds or debug"
+    why = _check(fn.body, True)
+    if why is not None:
+        return why
+    if returns(fn.body) and has_barrier(fn.body):
+        return "a return in a kernel with a barrier"
+    names: list[tuple[str, bool]] = []
+    declared(fn.body, True, names)
+    level = [n for n, top in names if top]
+    if any(sum(1 for m, _ in names if m == n) > 1 for n in level):
+        return "a variable declared twice, once between barriers"
+    return None
+
+
+class RegionPrinter(BodyPrinter):
+    def __init__(self, fn: L.Function, pr: CPrinter, opts: Options) -> None:
+        super().__init__(fn, pr, opts)
+        self.tiles = fn.tile_count
+        self.plan: RegionPlan = plan_regions(fn)
+        self.counter = 0
+        self._open = 0  # loops that _open_tiles opened
+
+    def _cname(self, name: str) -> str:
+        return c_ident(name) if name in self.plan.regs else var_name(name)
+
+    def print_kernel(self) -> None:
+        self.prologue()
+        self.emit(f"// region mode (CPU backend): the code between barriers runs as loops over the {self.tiles} "
+                  "tiles")
+        self.lines.append('#pragma push_macro("threadIdx")')
+        self.lines.append("#undef threadIdx")
+        self.lines.append("#define threadIdx tsr_tid")
+        for name, ctype in self.plan.per_tile.items():
+            elem, _, dims = ctype.partition("[")
+            dims = "[" + dims if dims else ""
+            cn = self._cname(name)
+            self.emit(f"static thread_local {elem} tsr_rgs_{cn}[{self.tiles}]{dims};  // per tile")
+            self.emit(f"auto* const tsr_rgp_{cn} = tsr_rgs_{cn};")
+        self.sequence(self.fn.body)
+        self.lines.append('#pragma pop_macro("threadIdx")')
+
+    def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
+        """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the
+        recomputed ones that the statements `here` do not declare themselves."""
+        for name in sorted(names & set(self.plan.per_tile)):
+            cn = self._cname(name)
+            self.emit(f"[[maybe_unused]] auto& {cn} = tsr_rgp_{cn}[{tile}];")
+        for d in self.plan.recomputed(names, here or []):
+            self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
+                      f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
+
+    def _open_tiles(self) -> None:
+        """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
+        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx)."""
+        t = self.fn.tile + (1,) * (3 - len(self.fn.tile))
+        axes = [(a, n) for a, n in zip("zyx", reversed(t)) if n > 1] or [("x", 1)]
+        for a, n in axes:
+            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {n}u; ++tsr_{a}) {{")
+            self.depth += 1
+        linear = {"x": "tsr_x", "y": f"tsr_y * {t[0]}u", "z": f"tsr_z * {t[0] * t[1]}u"}
+        self.emit(f"[[maybe_unused]] const unsigned tsr_t = {' + '.join(linear[a] for a, _ in reversed(axes))};")
+        tid = ", ".join(f"tsr_{a}" if any(a == b for b, _ in axes) else "0u" for a in "xyz")
+        self.emit(f"[[maybe_unused]] const uint3 tsr_tid = {{{tid}}};")
+        self._open = len(axes)
+
+    def _tiles_for(self, s: L.ElementLoop) -> None:
+        self._open_tiles()
+        self._bind(refs(s.body), "tsr_t")
+
+    def _close_tiles(self) -> None:
+        for _ in range(self._open):
+            self.depth -= 1
+            self.emit("}")
+
+    def sequence(self, body: tuple[L.Stmt, ...]) -> None:
+        for p in self.plan.pieces(body):
+            if isinstance(p, list):
+                self.region(p)
+            elif isinstance(p, L.For) and self.plan.interleaved(p):
+                self.stride_for(p)
+            elif isinstance(p, L.Barrier):
+                self.emit("// tbarrier(): every tile has finished the region above", p.loc)
+            elif isinstance(p, L.For):
+                self.boundary_for(p)
+            elif isinstance(p, L.While):
+                self.barrier_while(p)
+            elif isinstance(p, L.ElementLoop):
+                print_element_loop(self, p, (functools.partial(self._tiles_for, p), self._close_tiles))
+            else:
+                self.stmt(p)  # a shared array, declared for the whole group
+
+    def region(self, stmts: list[L.Stmt]) -> None:
+        self._open_tiles()
+        if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
+            self.emit("{")
+            self.depth += 1
+        self._bind(refs(stmts), "tsr_t", stmts)
+        for s in stmts:
+            if isinstance(s, L.Decl) and s.var.name in self.plan.per_tile:
+                if s.init is not None:
+                    self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
+            elif isinstance(s, L.Alloc) and s.buf in self.plan.per_tile:
+                self.emit(f"// {c_ident(s.buf)}: per-tile registers", s.loc)
+            else:
+                self.stmt(s)
+        if self.plan.returns:
+            self.depth -= 1
+            self.emit("}")
+            self.emit("tsr_tile_done:;")
+        self._close_tiles()
+
+    def s_Return(self, s: L.Return) -> None:
+        self.emit("goto tsr_tile_done;  // return: this tile is done", s.loc)
+
+    def stride_for(self, s: L.For) -> None:
+        """A stride loop, interleaved: each pass runs one iteration of every tile whose loop is not
+        done (each tile's counter in its own slot), so the tiles' accesses stay close together as
+        on a GPU instead of one tile's whole loop striding over memory before the next one's."""
+        k = self.counter = self.counter + 1
+        var, ctype, ks = var_name(s.var.name), s.var.dtype.c_compute, f"tsr_k{k}"
+        self.emit(f"{ctype} {ks}[{self.tiles}];  // each tile's counter", s.loc)
+        self._open_tiles()
+        self._bind(var_names((s.start,)), "tsr_t")
+        self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
+        self._close_tiles()
+        step = self.pr.expr(s.step)
+        stop = self.pr.expr(s.stop)
+        if isinstance(s.step, L.Const):
+            cond = f"{var} {'<' if int(s.step.value) > 0 else '>'} {stop}"
+        else:
+            cond = f"({step} > 0 ? {var} < {stop} : {var} > {stop})"
+        self.emit(f"for (bool tsr_more{k} = true; tsr_more{k};) {{")
+        self.depth += 1
+        self.emit(f"tsr_more{k} = false;")
+        self._open_tiles()
+        self._bind(refs([s]), "tsr_t")
+        self.emit(f"{ctype}& {var} = {ks}[tsr_t];")
+        self.emit(f"if (!({cond})) continue;")
+        self.emit(f"tsr_more{k} = true;")
+        self.emit("{")
+        self.depth += 1
+        for x in s.body:
+            self.stmt(x)
+        self.depth -= 1
+        self.emit("}")
+        self.emit(f"{var} += {step};")
+        self._close_tiles()
+        self.depth -= 1
+        self.emit("}")
+
+    def _tile0(self, exprs: tuple[L.Expr, ...]) -> None:
+        self.emit("[[maybe_unused]] const uint3 tsr_tid = {0u, 0u, 0u};  // the header is uniform: tile 0's values")
+        self._bind(var_names(exprs), "0")
+
+    def boundary_for(self, s: L.For) -> None:
+        """A loop with a barrier, or a uniform loop (cpu_region_plan): once for the group, its body's
+        regions inside."""
+        k = self.counter = self.counter + 1
+        lo, hi, st = f"tsr_lo{k}", f"tsr_hi{k}", f"tsr_st{k}"
+        self.emit(f"{s.var.dtype.c_compute} {lo}; {s.stop.dtype.c_compute} {hi}; {s.step.dtype.c_compute} {st};",
+                  s.loc)
+        self.emit("{")
+        self.depth += 1
+        self._tile0((s.start, s.stop, s.step))
+        self.emit(f"{lo} = {self.pr.expr(s.start)}; {hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
+        self.depth -= 1
+        self.emit("}")
+        var = var_name(s.var.name)
+        if isinstance(s.step, L.Const):
+            cond = f"{var} {'<' if int(s.step.value) > 0 else '>'} {hi}"
+        else:
+            cond = f"({st} > 0 ? {var} < {hi} : {var} > {hi})"
+        self.emit(f"for ({s.var.dtype.c_compute} {var} = {lo}; {cond}; {var} += {st}) {{", s.loc)
+        self.depth += 1
+        self.sequence(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def barrier_while(self, s: L.While) -> None:
+        self.emit("for (;;) {", s.loc)
+        self.depth += 1
+        self.emit("bool tsr_go;")
+        self.emit("{")
+        self.depth += 1
+        self._tile0((s.cond,))
+        self.emit(f"tsr_go = {self.pr.expr(s.cond)};", s.loc)
+        self.depth -= 1
+        self.emit("}")
+        self.emit("if (!tsr_go) break;")
+        self.sequence(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+
+def print_regions(fn: L.Function, pr: CPrinter, opts: Options) -> str:
+    rp = RegionPrinter(fn, pr, opts)
+    rp.print_kernel()
+    return "\n".join(rp.lines)
+
+
+__all__ = ["fiber_reason", "print_regions"]

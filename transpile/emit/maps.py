@@ -1,0 +1,217 @@
+"""Printing a map kernel's `ElementLoop` (spec section 8) as C.
+
+Each group takes steps of `tiles x width` consecutive elements, striding over the grid (one
+step per group when the grid is derived from the element count). The generic variant gives tile
+`t` the elements `step + e * tiles + t` for `e < width`, so that every access of a warp is
+coalesced. The aligned variant gives tile `t` the `width` consecutive elements from
+`step + t * width`: a whole step loads each tensor the body reads into a register array with
+16-byte words where the type allows (`tsr_vload`), runs the body once per element on the
+registers and stores each written tensor the same way (`tsr_vstore`); a tile whose elements run
+past the end takes them one at a time (the scalar tail). The body is printed as the statements
+are, a tensor's element being `X[j]` or `tsr_lanes_X[tsr_e]` (the printer's `elements`).
+
+    const long long tsr_count = (long long)n;  // line 3: the map's elements
+    for (long long tsr_step = (long long)tsr_group_linear_id() * 1024; tsr_step < tsr_count; ...) {
+        const long long tsr_first = tsr_step + (long long)threadIdx.x * 4;
+        if (tsr_first + 4 <= tsr_count) {
+            alignas(16) float tsr_lanes_X[4]; tsr_vload(tsr_lanes_X, X + tsr_first);
+            ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tessera.base.dtypes import F32, c_literal
+from tessera.transpile.emit.terms import var_name
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.visit import statements, stmt_walk
+from tessera.transpile.names import c_ident
+
+if TYPE_CHECKING:
+    from tessera.transpile.emit.stmts import BodyPrinter
+
+
+def map_tensors(loop: L.ElementLoop) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tensors whose elements the body reads before writing them (loaded first), and those it
+    writes, each in order of first use."""
+    read: list[str] = []
+    written: list[str] = []
+    for s in statements(loop.body):
+        for e in stmt_walk(s):
+            if isinstance(e, L.Load) and not e.index and e.buf not in read and e.buf not in written:
+                read.append(e.buf)
+        if isinstance(s, L.Store) and not s.index:
+            if s.op is not None and s.buf not in read and s.buf not in written:
+                read.append(s.buf)
+            if s.buf not in written:
+                written.append(s.buf)
+    return tuple(read), tuple(written)
+
+
+def element_loop(fn: L.Function) -> L.ElementLoop | None:
+    """The loop of a map kernel (None for other functions)."""
+    return next((s for s in fn.body if isinstance(s, L.ElementLoop)), None)
+
+
+def has_vector_variant(fn: L.Function) -> bool:
+    """Whether the aligned variant of `fn` moves elements in words wider than one element."""
+    loop = element_loop(fn)
+    return loop is not None and loop.width > 1
+
+
+def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
+                       tile_loop: tuple[Callable[[], None], Callable[[], None]] | None = None) -> None:
+    """`tile_loop`: region mode's opening and closing of the loop over the group's tiles, printed
+    inside the grid-stride loop (which is the same for every tile of the group)."""
+    pr = bp.pr
+    tiles, width = bp.fn.tile_count, s.width
+    step = tiles * width
+    bp.emit(f"// every element of the map's tensors, {width} per tile and step")
+    bp.emit(f"const long long tsr_count = {pr.expr(s.count)};", s.loc)
+    bp.emit(f"for (long long tsr_step = (long long)tsr_group_linear_id() * {step}; tsr_step < tsr_count; "
+            f"tsr_step += (long long)tsr_grid_groups() * {step}) {{")
+    bp.depth += 1
+    if tile_loop is not None:
+        tile_loop[0]()
+    read, written = map_tensors(s)
+    if bp.fn.aligned and width > 1:
+        _vector_step(bp, s, read, written)
+    elif width == 1:
+        bp.emit(f"const long long tsr_j = tsr_step + {pr.tid()};")
+        _guarded(bp, s, read + written, "tsr_j")
+    else:
+        bp.emit("#pragma unroll")
+        bp.emit(f"for (int tsr_e = 0; tsr_e < {width}; ++tsr_e) {{")
+        bp.depth += 1
+        bp.emit(f"const long long tsr_j = tsr_step + tsr_e * {tiles} + {pr.tid()};")
+        _guarded(bp, s, read + written, "tsr_j")
+        bp.depth -= 1
+        bp.emit("}")
+    if tile_loop is not None:
+        tile_loop[1]()
+    bp.depth -= 1
+    bp.emit("}")
+
+
+def _guarded(bp: BodyPrinter, s: L.ElementLoop, tensors: tuple[str, ...], j: str) -> None:
+    bp.emit(f"if ({j} < tsr_count) {{")
+    _body(bp, s, {t: f"{c_ident(t)}[{j}]" for t in tensors})
+    bp.emit("}")
+
+
+def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], written: tuple[str, ...]) -> None:
+    width = s.width
+    tensors = tuple(dict.fromkeys(read + written))
+    buffers = bp.pr.ctx.buffers
+    pair = _pair_type(bp.fn, s, tensors)
+    lanes, ctype = (width // 2, _PAIRS[pair][0]) if pair else (width, "")
+    bp.emit(f"const long long tsr_first = tsr_step + (long long){bp.pr.tid()} * {width};")
+    bp.emit(f"if (tsr_first + {width} <= tsr_count) {{  // whole words")
+    bp.depth += 1
+    for t in tensors:
+        ptr = f"reinterpret_cast<const {ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
+        decl = f"alignas(16) {ctype or buffers[t].elem.c_storage} {_lanes(t)}[{lanes}];"
+        bp.emit(decl + (f" tsr_vload({_lanes(t)}, {ptr});" if t in read else ""))
+    bp.emit("#pragma unroll")
+    bp.emit(f"for (int tsr_e = 0; tsr_e < {lanes}; ++tsr_e) {{" + ("  // two elements at a time" if pair else ""))
+    if pair:
+        _PairPrinter(bp, pair).block(s.body)
+    else:
+        _body(bp, s, {t: f"{_lanes(t)}[tsr_e]" for t in tensors})
+    bp.emit("}")
+    for t in written:
+        ptr = f"reinterpret_cast<{ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
+        bp.emit(f"tsr_vstore({ptr}, {_lanes(t)});")
+    bp.depth -= 1
+    bp.emit("} else {  // the tail: one element at a time")
+    bp.depth += 1
+    bp.emit("for (long long tsr_j = tsr_first; tsr_j < tsr_count; ++tsr_j) {")
+    _body(bp, s, {t: f"{c_ident(t)}[tsr_j]" for t in tensors})
+    bp.emit("}")
+    bp.depth -= 1
+    bp.emit("}")
+
+
+# f16/bf16 pair math: the C pair type, the splat of a float, and + - * as correctly rounded pair
+# operations (the `_rn` forms are never contracted into a fused multiply-add).
+_PAIRS = {"f16": ("__half2", "__float2half2_rn"), "bf16": ("__nv_bfloat162", "__float2bfloat162_rn")}
+_PAIR_OPS = {"+": "__hadd2_rn", "-": "__hsub2_rn", "*": "__hmul2_rn"}
+
+
+def _pair_type(fn: L.Function, s: L.ElementLoop, tensors: tuple[str, ...]) -> str | None:
+    """"f16" or "bf16" when the whole body computes in that type with + - * and negation only (on
+    its tensors' elements, locals, scalar parameters and constants), so that pair instructions give
+    exactly the per-operation rounding of the language; else None."""
+    elems = {b.elem.name for b in fn.buffers if b.name in tensors}
+    if len(elems) != 1 or s.width % 2:
+        return None
+    half = elems.pop()
+    if half not in _PAIRS:
+        return None
+    for st in statements(s.body):
+        if isinstance(st, L.Decl):
+            ok = st.var.dtype.name == half
+        elif isinstance(st, (L.Assign, L.Store)):
+            ok = st.op in (None, *_PAIR_OPS) and (st.op_type is None or st.op_type.name == half)
+        else:
+            ok = False
+        for e in stmt_walk(st):
+            ok = ok and e.dtype.name == half and (
+                isinstance(e, (L.Const, L.Var)) or (isinstance(e, L.Load) and not e.index)
+                or (isinstance(e, L.Binary) and e.op in _PAIR_OPS) or (isinstance(e, L.Unary) and e.op == "-"))
+        if not ok:
+            return None
+    return half
+
+
+class _PairPrinter:
+    """The body of a map kernel's vector step over pairs of f16/bf16 elements (`_pair_type`)."""
+
+    def __init__(self, bp: BodyPrinter, half: str) -> None:
+        self.bp = bp
+        self.ctype, self.splat = _PAIRS[half]
+        self.scalars = {p.name for p in bp.fn.params if p.kind != "tensor"}
+
+    def block(self, body: tuple[L.Stmt, ...]) -> None:
+        self.bp.depth += 1
+        for st in body:
+            if isinstance(st, L.Decl):
+                assert st.init is not None
+                self.bp.emit(f"{self.ctype} {var_name(st.var.name)} = {self.expr(st.init)};", st.loc)
+            elif isinstance(st, L.Assign):
+                self.bp.emit(f"{var_name(st.var.name)} = {self.update(var_name(st.var.name), st.op, st.value)};",
+                             st.loc)
+            else:
+                assert isinstance(st, L.Store)
+                self.bp.emit(f"{_lanes(st.buf)}[tsr_e] = {self.update(_lanes(st.buf) + '[tsr_e]', st.op, st.value)};",
+                             st.loc)
+        self.bp.depth -= 1
+
+    def update(self, target: str, op: str | None, value: L.Expr) -> str:
+        return self.expr(value) if op is None else f"{_PAIR_OPS[op]}({target}, {self.expr(value)})"
+
+    def expr(self, e: L.Expr) -> str:
+        if isinstance(e, L.Load):
+            return f"{_lanes(e.buf)}[tsr_e]"
+        if isinstance(e, L.Var):
+            name = var_name(e.name)
+            return f"{self.splat}({name})" if e.name in self.scalars else name
+        if isinstance(e, L.Const):
+            return f"{self.splat}({c_literal(float(e.value), F32)})"
+        if isinstance(e, L.Unary):
+            return f"__hneg2({self.expr(e.x)})"
+        assert isinstance(e, L.Binary)
+        return f"{_PAIR_OPS[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
+
+
+def _lanes(tensor: str) -> str:
+    return f"tsr_lanes_{c_ident(tensor)}"
+
+
+def _body(bp: BodyPrinter, s: L.ElementLoop, elements: dict[str, str]) -> None:
+    saved = bp.pr.elements
+    bp.pr.elements = elements
+    bp.block(s.body)
+    bp.pr.elements = saved

@@ -1,0 +1,156 @@
+"""How each `tcopy` / `tcopy_async` moves its data (an analysis for the C printer): the chunk width
+and whether alignment must be tested at run time.
+
+A chunk of VB bytes (16, 8, 4 or the element size) can be moved whole when both views' origins are
+VB-aligned and every stride and innermost extent is a multiple of the chunk's elements (then a chunk
+is wholly inside the tensor or wholly outside). What is constant (shared-memory strides, extents,
+padding) bounds VB; what is known only at run time is proven where it can be from divisibility:
+
+- a shape symbol is divisible by 16 in a kernel's aligned variant (`Function.aligned`, chosen at
+  launch when the arrays allow it) and global base pointers are 16-byte aligned there;
+- a constant divides itself; `a + b` by what divides both, `a * b` by the product, `a << c` by
+  `2**c`; a loop variable by what divides its start and step, a local assigned once by what
+  divides its value.
+
+What is not proven is tested once per copy (`check`), falling back to single elements.
+
+Example: `tcopy_async(As, A[r0:r0 + 64, k0:k0 + 16])` with `A: f32[M, K]`, `r0 = group_id(1) * 64`,
+`for k0 in range(0, K, 16)`: in the aligned variant K is a multiple of 16, so the origin
+`r0 * K + k0` and the stride K are multiples of 4 elements: 16-byte chunks, no test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from tessera.base.irnode import ir_node
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.visit import statements
+
+ALIGN = 16  # bytes: what the aligned variant assumes of global base pointers, and of shape symbols
+_BIG = 1 << 30  # divides zero
+
+
+@ir_node
+class CopyPlan:
+    vb: int       # bytes per chunk
+    check: bool   # test the alignment at run time (else proven)
+
+
+class Divisors:
+    """What is known to divide the integer values of one function (see the module docstring)."""
+
+    def __init__(self, fn: L.Function) -> None:
+        self.facts: dict[str, int] = {}
+        self.aligned = fn.aligned
+        if fn.aligned:
+            for name in aligned_symbols(fn):
+                self.facts[name] = ALIGN
+        assigned = {s.var.name for s in statements(fn.body) if isinstance(s, L.Assign)}
+        for s in statements(fn.body):
+            if isinstance(s, L.Decl) and s.init is not None and s.var.name not in assigned:
+                self._learn(s.var.name, self.of(s.init))
+            elif isinstance(s, L.For) and s.var.name not in assigned:
+                self._learn(s.var.name, math.gcd(self.of(s.start), self.of(s.step)))
+
+    def _learn(self, name: str, d: int) -> None:
+        # A name declared twice (in two blocks) keeps what divides both values.
+        self.facts[name] = math.gcd(self.facts[name], d) if name in self.facts else d
+
+    def of(self, e: L.Expr) -> int:
+        if isinstance(e, L.Const):
+            v = e.value
+            return _BIG if v == 0 else abs(int(v)) if isinstance(v, int) and not isinstance(v, bool) else 1
+        if isinstance(e, L.Var):
+            return self.facts.get(e.name, 1)
+        if isinstance(e, L.Affine):
+            return self.of(e.source)
+        if isinstance(e, L.Cast) and e.dtype.is_int and e.x.dtype.is_int:
+            return self.of(e.x)
+        if isinstance(e, L.Binary):
+            a, b = self.of(e.a), self.of(e.b)
+            if e.op in ("+", "-"):
+                return math.gcd(a, b)
+            if e.op == "*":
+                return min(a * b, _BIG)
+            if e.op == "<<" and isinstance(e.b, L.Const) and 0 <= int(e.b.value) < 31:
+                return min(a << int(e.b.value), _BIG)
+        if isinstance(e, L.Select):
+            return math.gcd(self.of(e.a), self.of(e.b))
+        return 1
+
+
+def copied_tensors(fn: L.Function) -> tuple[str, ...]:
+    """The global tensors a kernel's copies read or write (their alignment matters)."""
+    names = {v.buf for s in statements(fn.body) if isinstance(s, L.Copy) for v in (s.dst, s.src)}
+    return tuple(b.name for b in fn.buffers if b.space == "global" and b.name in names)
+
+
+def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
+    """The shape symbols that set the strides and row lengths of the copied tensors (all their
+    dimensions but the first): multiples of 16 in the aligned variant."""
+    out: list[str] = []
+    for name in copied_tensors(fn):
+        b = fn.buffer(name)
+        assert b is not None
+        out += [d.name for d in b.shape[1:] if isinstance(d, L.Var) and d.name not in out]
+    return tuple(out)
+
+
+@ir_node
+class _Side:
+    """What is known of one view of a copy: all but `base` in elements."""
+
+    shared: bool
+    base: int    # what divides the buffer's base address (bytes)
+    origin: int  # what divides the view's offset from the base
+    outer: int   # what divides every stride of the outer sliced dimensions
+    limit: int   # what divides the count of innermost elements from the origin (a tensor's edge)
+
+    def whole_chunks(self, vb: int, e: int) -> bool:
+        """Whether chunks of `vb` bytes (`e` elements) are aligned and wholly in or out."""
+        return self.base % vb == 0 and self.origin % e == 0 and self.outer % e == 0 and self.limit % e == 0
+
+
+def _side(b: L.Buffer, v: L.View, div: Divisors) -> _Side:
+    dims = [div.of(d) for d in b.shape]
+    if b.space == "shared":
+        dims[-1] = int(b.shape[-1].value) + b.pad  # type: ignore[union-attr]
+    strides = [1] * len(dims)
+    for k in range(len(dims) - 2, -1, -1):
+        strides[k] = min(strides[k + 1] * dims[k + 1], _BIG)
+    origin = 0
+    for start, stride in zip(v.starts, strides):
+        origin = math.gcd(origin, min(div.of(start) * stride, _BIG))
+    outer = 0
+    sliced = [k for k, x in enumerate(v.extents) if x is not None]
+    for k in sliced[:-1]:
+        outer = math.gcd(outer, strides[k])
+    dim, start, d2 = b.shape[-1], v.starts[-1], v.extents[-1]
+    if isinstance(dim, L.Const) and isinstance(start, L.Const) and d2 is not None and \
+            int(dim.value) - int(start.value) >= d2:
+        limit = _BIG  # the whole row exists
+    else:
+        limit = math.gcd(div.of(dim), div.of(start))
+    base = ALIGN if b.space == "shared" or div.aligned else b.elem.size
+    return _Side(b.space == "shared", base, origin or _BIG, outer or _BIG, limit)
+
+
+def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> CopyPlan:
+    views = (s.dst, s.src)
+    size = buffers[s.dst.buf].elem.size
+    if any(v.extents[-1] is None for v in views):  # a column: its elements are not contiguous
+        return CopyPlan(size, False)
+    row = next(x for x in reversed(s.dst.extents) if x is not None) * size
+    sides = [_side(buffers[v.buf], v, div) for v in views]
+    for vb in (16, 8, 4):
+        e = vb // size
+        # Constant strides of shared memory (padding) rule a width out for good.
+        if vb <= size or row % vb or any(side.shared and side.outer % e for side in sides):
+            continue
+        return CopyPlan(vb, not all(side.whole_chunks(vb, e) for side in sides))
+    return CopyPlan(size, False)
+
+
+__all__ = ["ALIGN", "CopyPlan", "Divisors", "aligned_symbols", "copied_tensors", "copy_plan"]

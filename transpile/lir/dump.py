@@ -1,0 +1,172 @@
+"""A readable, deterministic text form of the lowered IR (`tesserac --dump-after PASS` for `lower`
+and the passes after it, `--emit ir`). Values show their type after a colon (`i:i32`); casts,
+loads and builtins are spelled as calls; an index in affine form prints as `{i + j*4 + 1}`.
+
+    kernel k tile(128,) (x: f32[n], y: mut f32[n], n: shape i32)
+        decl i:i32 = tile_linear_id():i32            # line 3
+        store y[{i}] = (load x[{i}]:f32 * 2.0:f32)   # line 4
+"""
+
+from __future__ import annotations
+
+from tessera.frontend import nodes as N
+from tessera.frontend.dump import dump_module
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.fold import trip_count
+from tessera.transpile.lir.shared_layout import shared_layout
+from tessera.transpile.names import module_names
+
+_INDENT = "    "
+
+
+def expr(e: L.Expr) -> str:
+    if isinstance(e, L.Const):
+        text = repr(e.value) if e.name is None else f"{e.name}={e.value!r}"
+        return f"{text}:{e.dtype}"
+    if isinstance(e, L.Var):
+        return f"{e.name}:{e.dtype}"
+    if isinstance(e, L.Unary):
+        return f"({e.op}{' ' if e.op == 'not' else ''}{expr(e.x)})"
+    if isinstance(e, (L.Binary, L.Compare, L.Logical)):
+        return f"({expr(e.a)} {e.op} {expr(e.b)})"
+    if isinstance(e, L.Select):
+        return f"({expr(e.a)} if {expr(e.cond)} else {expr(e.b)})"
+    if isinstance(e, L.Cast):
+        return f"{e.dtype}({expr(e.x)})"
+    if isinstance(e, L.Affine):
+        parts = [expr(a) if c.value == 1 and c.name is None else f"{expr(a)}*{_coeff(c)}" for a, c in e.terms]
+        if e.offset.value or not parts:
+            parts.append(repr(e.offset.value))
+        return "{" + " + ".join(parts) + "}"
+    if isinstance(e, L.Load):
+        return f"load {e.buf}[{', '.join(expr(i) for i in e.index)}]:{e.dtype}"
+    if isinstance(e, (L.Intrinsic, L.Collective)):
+        return f"{e.op}({', '.join(expr(a) for a in e.args)}):{e.dtype}"
+    if isinstance(e, L.Atomic):
+        args = ", ".join(expr(a) for a in e.args)
+        return f"{e.op}({e.buf}[{', '.join(expr(i) for i in e.index)}], {args}, scope={e.scope}):{e.dtype}"
+    if isinstance(e, L.ArrayArg):
+        return f"array {e.buf}"
+    assert isinstance(e, L.Call)
+    return f"call {e.func}({', '.join(expr(a) for a in e.args)}):{e.dtype}"
+
+
+def _coeff(c: L.Const) -> str:
+    return c.name if c.name is not None else repr(c.value)
+
+
+def _view(v: L.View) -> str:
+    dims = [expr(s) if n is None else f"{expr(s)}+:{n}" for s, n in zip(v.starts, v.extents)]
+    return f"{v.buf}[{', '.join(dims)}]"
+
+
+def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
+    pad = _INDENT * depth
+    for s in body:
+        ln = f"  # line {s.loc.line}"
+        if isinstance(s, L.Decl):
+            init = f" = {expr(s.init)}" if s.init is not None else ""
+            out.append(f"{pad}{'const ' if s.const else ''}decl {expr(s.var)}{init}{ln}")
+        elif isinstance(s, L.Assign):
+            op = f" {s.op}=[{s.op_type}]" if s.op else " ="
+            out.append(f"{pad}{expr(s.var)}{op} {expr(s.value)}{ln}")
+        elif isinstance(s, L.Store):
+            op = f" {s.op}=[{s.op_type}]" if s.op else " ="
+            out.append(f"{pad}store {s.buf}[{', '.join(expr(i) for i in s.index)}]{op} {expr(s.value)}{ln}")
+        elif isinstance(s, L.Alloc):
+            out.append(f"{pad}alloc {s.buf}{ln}")
+        elif isinstance(s, L.Fill):
+            out.append(f"{pad}fill {s.buf} = {expr(s.value)}{ln}")
+        elif isinstance(s, L.If):
+            out.append(f"{pad}if {expr(s.cond)}:{ln}")
+            _stmts(s.then, depth + 1, out)
+            if s.orelse:
+                out.append(f"{pad}else:")
+                _stmts(s.orelse, depth + 1, out)
+        elif isinstance(s, L.While):
+            out.append(f"{pad}while {expr(s.cond)}:{ln}")
+            _stmts(s.body, depth + 1, out)
+        elif isinstance(s, L.For):
+            trips = f" trips={n}" if (n := trip_count(s)) is not None else ""
+            stages = f" stages={s.stages}" if s.stages is not None else ""
+            out.append(f"{pad}for {expr(s.var)} in {'unrolled ' if s.unroll else ''}range({expr(s.start)}, "
+                       f"{expr(s.stop)}, {expr(s.step)}){trips}{stages}:{ln}")
+            _stmts(s.body, depth + 1, out)
+        elif isinstance(s, L.ElementLoop):
+            out.append(f"{pad}for each of the {expr(s.count)} elements, {s.width} per tile:{ln}")
+            _stmts(s.body, depth + 1, out)
+        elif isinstance(s, L.Return):
+            values = [expr(v) for v in s.values] if s.values else [expr(s.value)] if s.value is not None else []
+            out.append(f"{pad}return{' ' + ', '.join(values) if values else ''}{ln}")
+        elif isinstance(s, L.Fence):
+            out.append(f"{pad}fence {s.scope}{ln}")
+        elif isinstance(s, L.Copy):
+            out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{ln}")
+        elif isinstance(s, L.Mma):
+            b = f"transpose({_view(s.b)})" if s.trans_b else _view(s.b)
+            out.append(f"{pad}mma {s.acc} += {_view(s.a)} @ {b}{ln}")
+        elif isinstance(s, L.FragLoad):
+            out.append(f"{pad}fragment {s.acc} <- {_view(s.src)}{ln}")
+        elif isinstance(s, L.FragStore):
+            out.append(f"{pad}fragment {_view(s.dst)} <- {s.acc}{ln}")
+        elif isinstance(s, L.FragAssign):
+            op = f" {s.op}=[{s.op_type}]" if s.op else " ="
+            out.append(f"{pad}fragment {s.acc}[:]{op} {expr(s.value)}{ln}")
+        elif isinstance(s, L.AsyncCommit):
+            out.append(f"{pad}commit{ln}")
+        elif isinstance(s, L.AsyncWait):
+            out.append(f"{pad}wait {s.pending}{' + barrier' if s.barrier else ''}{ln}")
+        elif isinstance(s, L.Eval):
+            out.append(f"{pad}{expr(s.expr)}{ln}")
+        elif isinstance(s, L.Invoke):
+            into = f" -> {', '.join(expr(v) for v in s.outs)}" if s.outs else ""
+            out.append(f"{pad}call {s.func}({', '.join(expr(a) for a in s.args)}){into}{ln}")
+        elif isinstance(s, L.Print):
+            out.append(f"{pad}print {s.fmt!r}{''.join(', ' + expr(a) for a in s.args)}{ln}")
+        elif isinstance(s, L.Assert):
+            out.append(f"{pad}assert {expr(s.cond)}, {s.message!r}{ln}")
+        else:
+            out.append(f"{pad}{type(s).__name__.lower()}{ln}")
+
+
+def _buffer(b: L.Buffer) -> str:
+    dims = ", ".join(repr(d.value) if isinstance(d, L.Const) else expr(d) for d in b.shape)
+    extra = (" mut" if b.mut and b.space == "global" else "") + (f" pad={b.pad}" if b.pad else "")
+    return f"{b.space} {b.name}: {b.elem}[{dims}]{extra}"
+
+
+def dump_lir(m: L.Module) -> str:
+    names = module_names(m)
+    out = [f"module {m.path}"]
+    for c in m.consts:
+        out.append(f"const {c.name}: {c.dtype} = {c.value!r}")
+    for t in m.tables:
+        out.append(f"table {t.name}: {t.elem}{list(t.shape)} = {list(t.values)}")
+    for f in m.functions:
+        params = ", ".join(f"{p.name}: {p.kind} {p.dtype}" for p in f.params)
+        head = f"{f.kind} {f.name}" + (f" as {names[f.name]}" if names[f.name] != f.name else "")
+        head += f" tile{f.tile}" if f.tile else ""
+        if f.shared_budget is not None:
+            head += f" shared({f.shared_budget})"
+        rets = f" -> ({', '.join(map(str, f.rets))})" if f.rets else ""
+        out.append(f"{head}({params}){' -> ' + str(f.ret) if f.ret else rets}:")
+        for c in f.consts:
+            out.append(f"{_INDENT}const {c.name}: {c.dtype} = {c.value!r}")
+        for b in f.buffers:
+            out.append(f"{_INDENT}buffer {_buffer(b)}")
+        if f.kind == "kernel":
+            layout = shared_layout(f)
+            for sl in layout.slots:
+                out.append(f"{_INDENT}shared {sl.name} @ {sl.offset} ({sl.nbytes} bytes)")
+            if layout.scratch_bytes:
+                out.append(f"{_INDENT}shared scratch ({layout.scratch_bytes} bytes, group reductions)")
+        _stmts(f.body, 1, out)
+    return "\n".join(out) + "\n"
+
+
+def dump_any(m: object) -> str:
+    """The text form of either IR level (`tesserac --dump-after`)."""
+    if isinstance(m, N.Module):
+        return dump_module(m)
+    assert isinstance(m, L.Module)
+    return dump_lir(m)

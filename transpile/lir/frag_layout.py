@@ -1,0 +1,177 @@
+"""Tensor-core fragments (spec section 12): how a group's warps divide a `tfrag(T[M, N])`
+accumulator, what each lane holds, and the shared-memory row padding that keeps the operand loads
+free of bank conflicts. An analysis: the checker, lowering, the printer and `--info` all ask it.
+
+A group of `T` tiles has `W = T / 32` warps, arranged `WM x WN` over the fragment: warp `w` owns the
+block of rows `(w / WN) * M/WM ...` and columns `(w % WN) * N/WN ...`, made of m16 x n8 mma tiles.
+A lane holds 4 elements of each mma tile, in the PTX ISA's m16n8 accumulator layout: with
+`g = lane / 4` and `t = lane % 4`, elements 0 and 1 are at row `g`, columns `2t` and `2t + 1`;
+elements 2 and 3 at row `g + 8`. The per-lane array is indexed `(i * tiles_n + j) * 4 + r` for
+mma tile (i, j).
+"""
+
+from __future__ import annotations
+
+from tessera.base.dtypes import ScalarType
+from tessera.base.irnode import ir_node
+
+MMA_M, MMA_N = 16, 8
+MAX_PER_LANE = 256  # accumulator registers per tile (a thread has at most 255 registers: beyond, it spills)
+
+
+@ir_node
+class MmaKind:
+    """One `mma.sync` shape: its inputs, accumulator, k step and PTX spelling."""
+
+    inputs: str   # the operand element type (f16 | bf16 | f32 | i8 | u8)
+    acc: str      # f32 | i32
+    k: int        # the k extent of one instruction
+    ptx: str      # the PTX type suffix of the operands
+
+
+MMA_KINDS: dict[str, MmaKind] = {
+    "f16": MmaKind("f16", "f32", 16, "f16"),
+    "bf16": MmaKind("bf16", "f32", 16, "bf16"),
+    "f32": MmaKind("f32", "f32", 8, "tf32"),
+    "i8": MmaKind("i8", "i32", 32, "s8"),
+    "u8": MmaKind("u8", "i32", 32, "u8"),
+}
+
+
+@ir_node
+class FragLayout:
+    m: int
+    n: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def warp_m(self) -> int:
+        """Rows of the fragment one warp owns."""
+        return self.m // self.warps_m
+
+    @property
+    def warp_n(self) -> int:
+        return self.n // self.warps_n
+
+    @property
+    def tiles_m(self) -> int:
+        """m16 mma tiles per warp along M."""
+        return self.warp_m // MMA_M
+
+    @property
+    def tiles_n(self) -> int:
+        return self.warp_n // MMA_N
+
+    @property
+    def per_lane(self) -> int:
+        """Accumulator elements each lane holds."""
+        return self.tiles_m * self.tiles_n * 4
+
+    def describe(self, name: str) -> str:
+        return (f"{name}: {self.warps_m}x{self.warps_n} warps, {self.warp_m}x{self.warp_n} per warp, "
+                f"{self.tiles_m}x{self.tiles_n} mma tiles, {self.per_lane} registers per tile")
+
+    def position(self, warp: int, lane: int, k: int) -> tuple[int, int]:
+        """The (row, column) of element `k` of the per-lane array of `lane` in `warp`."""
+        tile, r = divmod(k, 4)
+        i, j = divmod(tile, self.tiles_n)
+        g, t = divmod(lane, 4)
+        row = (warp // self.warps_n) * self.warp_m + i * MMA_M + g + (8 if r >= 2 else 0)
+        col = (warp % self.warps_n) * self.warp_n + j * MMA_N + 2 * t + (r & 1)
+        return row, col
+
+
+def divisions(m: int, n: int, warps: int) -> list[FragLayout]:
+    """Every arrangement of `warps` warps whose blocks are whole m16 x n8 mma tiles."""
+    out = []
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if m % (MMA_M * wm) == 0 and n % (MMA_N * wn) == 0:
+            out.append(FragLayout(m, n, wm, warps // wm))
+    return out
+
+
+def choose(m: int, n: int, warps: int) -> FragLayout | None:
+    """The division with the fewest operand elements loaded per k step (rows of A plus columns of
+    B per warp), the squarest block among equals; None when none fits."""
+    options = divisions(m, n, warps)
+    if not options:
+        return None
+    return min(options, key=lambda d: (d.warp_m + d.warp_n, abs(d.warp_m - d.warp_n), d.warps_m))
+
+
+def working_extents(warps: int) -> str:
+    """What M and N must be multiples of, for each arrangement of `warps` warps."""
+    parts = []
+    for wm in range(1, warps + 1):
+        if warps % wm == 0:
+            parts.append(f"M of {MMA_M * wm} and N of {MMA_N * (warps // wm)} ({wm}x{warps // wm} warps)")
+    return "; ".join(parts)
+
+
+# ---- shared-memory operand layouts -------------------------------------------------------------
+
+def operand_pad(elem: ScalarType, row: int, per_lane_cols: bool) -> int:
+    """Padding (elements) for a shared operand array whose innermost dimension is `row` elements.
+
+    `ldmatrix` reads 8 rows of 16 bytes per phase; they fall in distinct banks when the row stride
+    is an odd number of 16-byte units. Operands read by per-lane loads along columns (TF32 and
+    8-bit B[K, N]: lane (g, t) reads row t, column g) need a stride of 8 words modulo 32 instead,
+    so that the 4 rows x 8 columns of one 32-bit load hit 32 distinct banks; 8-bit B[K, N] (lane
+    (g, t) reads rows 4t..4t+3 of column g, a byte each) needs 2 words modulo 8, so that the
+    rows 4t + q of one byte load fall 8 banks apart."""
+    size = elem.size
+    row_bytes = row * size
+    if per_lane_cols:
+        stride = row_bytes + (-row_bytes) % 4
+        while not ((stride // 4) % 32 == 8 if size == 4 else (stride // 4) % 8 == 2):
+            stride += 4
+        return (stride - row_bytes) // size
+    stride = row_bytes + (-row_bytes) % 16
+    if (stride // 16) % 2 == 0:
+        stride += 16
+    return (stride - row_bytes) // size
+
+
+def uses_ldmatrix(elem: ScalarType, role: str, trans_b: bool) -> bool:
+    """Whether an operand is loaded with ldmatrix (`role` "a" or "b"): 16-bit operands always
+    (B[K, N] with .trans), 8-bit A and transposed B; 32-bit (TF32) ones and 8-bit B[K, N] per lane."""
+    if elem.size == 2:
+        return True
+    if elem.size == 1:
+        return role == "a" or trans_b
+    return False
+
+
+def needs_column_pad(elem: ScalarType, role: str, trans_b: bool) -> bool:
+    """Operands read per lane down columns (B[K, N] without ldmatrix)."""
+    return role == "b" and not trans_b and not uses_ldmatrix(elem, role, trans_b)
+
+
+def fragment_info(fn: object) -> list[str]:
+    """`--info` lines for a lowered kernel: each fragment's warp division and the padding of the
+    shared arrays its tmma reads."""
+    from tessera.transpile.lir import nodes as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
+
+    assert isinstance(fn, L.Function)
+    out = []
+    for b in fn.buffers:
+        if b.space != "frag":
+            continue
+        m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
+        layout = choose(m, n, fn.tile_count // 32)
+        if layout is not None:
+            out.append(layout.describe(b.name))
+    if out:
+        for b in fn.buffers:
+            if b.space == "shared" and b.pad:
+                how = "chosen by the compiler" if b.auto_pad else "pad= as written"
+                out.append(f"{b.name}: rows padded by {b.pad} elements ({how})")
+    return out
+
+
+__all__ = ["MAX_PER_LANE", "MMA_KINDS", "FragLayout", "MmaKind", "choose", "divisions", "fragment_info", "needs_column_pad",
+           "operand_pad", "uses_ldmatrix", "working_extents"]

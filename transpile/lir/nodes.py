@@ -1,0 +1,518 @@
+"""The lowered IR: what the GPU does, explicitly, below the checked syntax tree.
+
+Produced by the `lower` pass from the typed tree and printed to CUDA C by `cprinter`. Every node is
+a frozen dataclass (`@ir_node`, tessera/base/irnode.py) with tuple children; every statement carries its
+`.tsr` location. Compared with the syntax tree:
+- every value has a scalar `dtype`, and every conversion is an explicit `Cast`: the operands of a
+  `Binary` have its dtype (the right operand of a shift excepted), those of a `Compare` one type;
+- names are resolved: `Var` is a scalar variable (a local, a parameter, a loop counter), `Const` a
+  value (a literal, a module constant or const parameter keeps its `name` for the printer);
+- memory is explicit: `Buffer`s (global tensors, shared arrays, register arrays, constant tables)
+  are referred to by name from `Load`, `Store`, `Atomic`, `View` (for `Copy`) and `Alloc`, and an
+  index is a tuple of per-dimension expressions, each with its `Affine` form where it has one (a
+  sum of terms with constant coefficients, so that a pass can reason about contiguity and
+  alignment; the C prints the index as written);
+- synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
+  operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
+- tensor-core fragments (`frag` buffers, spread over the group's warps) have their own statements:
+  `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise);
+- declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
+  Python scoping makes visible after the block that assigns it), and `For` has its bounds.
+
+f16/bf16 values are computed in f32: an operation whose dtype is f16 means "computed in f32 and
+rounded to f16" (the printer emits the rounding), a `Load` of an f16 element gives its f32 value
+and a `Store` to f16 memory rounds once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tessera.base.dtypes import BOOL, ScalarType
+from tessera.base.errors import Loc
+from tessera.base.irnode import ir_node
+from tessera.transpile.consts import convert
+
+Value = int | float | bool
+
+# ---- expressions ----------------------------------------------------------------------------
+
+
+@ir_node
+class Const:
+    value: Value
+    dtype: ScalarType
+    name: str | None = None  # a module constant or const parameter of this value
+
+
+@ir_node
+class Var:
+    name: str
+    dtype: ScalarType
+
+
+@ir_node
+class Unary:
+    op: str  # "-" | "~" | "not"
+    x: Expr
+    dtype: ScalarType
+
+
+@ir_node
+class Binary:
+    op: str  # + - * / // % & | ^ << >>
+    a: Expr
+    b: Expr
+    dtype: ScalarType
+
+
+@ir_node
+class Compare:
+    op: str  # < <= > >= == !=
+    a: Expr
+    b: Expr
+    dtype: ScalarType = BOOL
+
+
+@ir_node
+class Logical:
+    op: str  # "and" | "or" (short-circuit)
+    a: Expr
+    b: Expr
+    dtype: ScalarType = BOOL
+
+
+@ir_node
+class Select:
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: ScalarType
+
+
+@ir_node
+class Cast:
+    x: Expr
+    dtype: ScalarType
+
+
+@ir_node
+class Affine:
+    """An integer index with its affine form: `source` is the expression as written (what the C
+    computes: rewriting signed arithmetic could overflow where the program does not), and its
+    value is `sum(atom * coeff for atom, coeff in terms) + offset`, in `dtype` (for the passes that
+    reason about how an address moves). affine.affine(source) derives the form."""
+
+    terms: tuple[tuple[Expr, Const], ...]
+    offset: Const
+    dtype: ScalarType
+    source: Expr
+
+
+@ir_node
+class Load:
+    buf: str
+    index: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@ir_node
+class Intrinsic:
+    """A builtin without side effects (indices, math): `op` names its entry in the builtin table."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@ir_node
+class Collective:
+    """A warp operation (the warp's 32 lanes) or a group reduction (the whole group)."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@ir_node
+class Atomic:
+    op: str  # atomic_add ... atomic_cas
+    buf: str
+    index: tuple[Expr, ...]
+    args: tuple[Expr, ...]
+    scope: str  # group | device | mesh
+    dtype: ScalarType
+
+
+@ir_node
+class Call:
+    """A call of a device function that returns a value (see `Invoke` for the others)."""
+
+    func: str
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+@ir_node
+class ArrayArg:
+    """A whole buffer (a global tensor, a shared array, or an array parameter) passed for an array
+    parameter of a device function; `dtype` is its element type. Only an argument of `Call`/`Invoke`."""
+
+    buf: str
+    dtype: ScalarType
+
+
+Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \
+    | Atomic | Call | ArrayArg
+
+
+def converted(x: Expr, ty: ScalarType) -> Expr:
+    """`x` converted to `ty`: `x` itself when it has that type, an unnamed literal's converted value,
+    else an explicit `Cast`."""
+    if x.dtype == ty:
+        return x
+    if isinstance(x, Const) and x.name is None and not (ty.is_int and isinstance(x.value, float)):
+        return Const(convert(x.value, ty), ty)
+    return Cast(x, ty)
+
+# ---- memory -----------------------------------------------------------------------------------
+
+
+@ir_node
+class Buffer:
+    """A global tensor (a parameter), shared array, register array or constant table."""
+
+    name: str
+    space: str  # global | shared | regs | frag | const | ref (an array parameter of a device function)
+    elem: ScalarType
+    shape: tuple[Expr, ...]  # Const, or Var for shape symbols and size parameters
+    loc: Loc
+    mut: bool = False  # global tensors: may be stored to
+    pad: int = 0       # shared arrays: elements of padding after each innermost row
+    stages: int = 1    # shared arrays multi-buffered by a tpipeline: the leading dimension
+    pipeline: Loc | None = None  # ... and the loop that does it
+    auto_pad: bool = False  # shared arrays without pad=: the compiler may pad them (plan-fragments)
+
+
+@ir_node
+class View:
+    """A box of a buffer: per dimension its start, and its constant extent (None: an indexed
+    dimension, dropped from the view). `checked`: whether an indexed dimension's start may be out
+    of range (then the view is empty); False where the compiler made the index itself."""
+
+    buf: str
+    starts: tuple[Expr, ...]
+    extents: tuple[int | None, ...]
+    checked: bool = True
+
+
+# ---- statements ---------------------------------------------------------------------------------
+
+
+@ir_node
+class Decl:
+    loc: Loc
+    var: Var
+    init: Expr | None
+    const: bool = False  # a compiler temporary that never changes
+
+
+@ir_node
+class Assign:
+    """`var = value`, or with `op`: `var = var op value` computed in `op_type`."""
+
+    loc: Loc
+    var: Var
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@ir_node
+class Store:
+    """`buf[index] = value`, or with `op`: `buf[index] = buf[index] op value` computed in `op_type`
+    (the index evaluated once)."""
+
+    loc: Loc
+    buf: str
+    index: tuple[Expr, ...]
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@ir_node
+class Alloc:
+    """Where a shared or register array is declared."""
+
+    loc: Loc
+    buf: str
+
+
+@ir_node
+class Fill:
+    """Every element of a register array set to `value` (tregs' initial value)."""
+
+    loc: Loc
+    buf: str
+    value: Expr
+
+
+@ir_node
+class If:
+    loc: Loc
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@ir_node
+class While:
+    loc: Loc
+    cond: Expr
+    body: tuple[Stmt, ...]
+
+
+@ir_node
+class For:
+    """`for var in range(start, stop, step)` with the bounds evaluated once, before the loop;
+    `unroll` for static_range."""
+
+    loc: Loc
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple[Stmt, ...]
+    unroll: bool = False
+    stages: int | None = None  # a tpipeline loop, until the pipeline-copies pass expands it
+
+
+@ir_node
+class ElementLoop:
+    """A map kernel's elements (spec section 8): the grid's tiles run `body` once for each of the
+    `count` elements, `width` consecutive ones per tile and step (vectorize), the grid striding
+    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor whose shape is
+    the map's is its element at the position being computed; the aligned variant of the kernel
+    (`Function.aligned`) moves whole steps of `width` elements with vector accesses."""
+
+    loc: Loc
+    count: Expr  # i64: the product of the tensors' dimensions
+    width: int
+    body: tuple[Stmt, ...]
+
+
+@ir_node
+class Break:
+    loc: Loc
+
+
+@ir_node
+class Continue:
+    loc: Loc
+
+
+@ir_node
+class Return:
+    """`return`, `return value`, or in a function with several results `return a, b` (`values`)."""
+
+    loc: Loc
+    value: Expr | None
+    values: tuple[Expr, ...] = ()
+
+
+@ir_node
+class Barrier:
+    loc: Loc
+
+
+@ir_node
+class Fence:
+    loc: Loc
+    scope: str
+
+
+@ir_node
+class Copy:
+    """The whole group copies `src` to `dst` (views of the same extents); `async_`: with cp.async
+    (global to shared), landing when an `AsyncWait` covers the group of copies it belongs to."""
+
+    loc: Loc
+    dst: View
+    src: View
+    async_: bool = False
+
+
+@ir_node
+class Mma:
+    """`acc += a @ b` (`b` a [K, N] view) or `acc += a @ transpose(b)` (`trans_b`, `b` [N, K]) on the
+    tensor cores: the whole group, each warp computing its block of the fragment (lir/frag_layout.py),
+    its operands read from shared memory (ldmatrix where the layout allows)."""
+
+    loc: Loc
+    acc: str
+    a: View
+    b: View
+    trans_b: bool = False
+
+
+@ir_node
+class FragLoad:
+    """Every element of the fragment `acc` from the element at its position in a view of the
+    fragment's extents, converted (parts of the view outside the buffer read as zero)."""
+
+    loc: Loc
+    acc: str
+    src: View
+
+
+@ir_node
+class FragStore:
+    """The fragment `acc` to a view of its extents, converted to the view's element type (parts of
+    the view outside the buffer are not written)."""
+
+    loc: Loc
+    dst: View
+    acc: str
+
+
+@ir_node
+class FragAssign:
+    """Every element of the fragment `acc` set to `value` (or with `op`: `acc op value` computed in
+    `op_type`), where a `Load` of a fragment with the index `()` is its element at the same position."""
+
+    loc: Loc
+    acc: str
+    value: Expr
+    op: str | None = None
+    op_type: ScalarType | None = None
+
+
+@ir_node
+class AsyncCommit:
+    """Closes the tile's current group of asynchronous copies."""
+
+    loc: Loc
+
+
+@ir_node
+class AsyncWait:
+    """Waits until at most `pending` committed groups of asynchronous copies are in flight, then,
+    with `barrier`, acts as a `Barrier` (the copies become visible to the whole group)."""
+
+    loc: Loc
+    pending: int
+    barrier: bool = True
+
+
+@ir_node
+class Eval:
+    """An expression evaluated for its effect (an atomic, a device function call)."""
+
+    loc: Loc
+    expr: Expr
+
+
+@ir_node
+class Invoke:
+    """A call of a device function that returns nothing, or several values (into `outs`, locals
+    declared before the call)."""
+
+    loc: Loc
+    func: str
+    args: tuple[Expr, ...]
+    outs: tuple[Var, ...] = ()
+
+
+@ir_node
+class Print:
+    loc: Loc
+    fmt: str
+    args: tuple[Expr, ...]
+
+
+@ir_node
+class Assert:
+    loc: Loc
+    cond: Expr
+    message: str
+
+
+Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
+    | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
+
+# ---- functions and modules -------------------------------------------------------------------------
+
+
+@ir_node
+class Param:
+    """A parameter of the emitted function: a tensor (its buffer has the same name), a scalar, or
+    a shape symbol (appended by the compiler, bound at launch from the arrays' shapes)."""
+
+    name: str
+    kind: str  # tensor | scalar | shape | array (a device function's array parameter, its buffer a `ref`)
+    dtype: ScalarType
+    loc: Loc
+
+
+@ir_node
+class NamedConst:
+    name: str
+    value: Value
+    dtype: ScalarType
+    loc: Loc
+
+
+@ir_node
+class Function:
+    loc: Loc
+    name: str
+    kind: str  # kernel | device
+    params: tuple[Param, ...]
+    ret: ScalarType | None
+    buffers: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]
+    consts: tuple[NamedConst, ...] = ()   # const parameters of this variant
+    tile: tuple[int, ...] = ()            # kernels: the group shape
+    shared_budget: int | None = None
+    launch_bounds: int | None = None
+    # Kernels: the variant that assumes 16-byte-aligned copied tensors whose shape symbols are
+    # multiples of 16 (transpile/lir/copy_plan.py), picked at launch where the arrays allow it.
+    aligned: bool = False
+    # An instance of a generic kernel (transpile/checks/generics.py): its type parameters' binding, which
+    # its C name carries (`scale_T_f16`); `base_name`: the generic function's name where the
+    # instance was renamed (then the name carries the binding already).
+    type_values: tuple[tuple[str, str], ...] = ()
+    base_name: str = ""
+    rets: tuple[ScalarType, ...] = ()     # device functions returning several values (`ret` is None)
+
+    @property
+    def tile_count(self) -> int:
+        return math.prod(self.tile)
+
+    def buffer(self, name: str) -> Buffer | None:
+        return next((b for b in self.buffers if b.name == name), None)
+
+
+@ir_node
+class Table:
+    name: str
+    elem: ScalarType
+    shape: tuple[int, ...]
+    values: tuple[Value, ...]
+    loc: Loc
+
+
+@ir_node
+class Module:
+    path: str
+    consts: tuple[NamedConst, ...]
+    tables: tuple[Table, ...]
+    functions: tuple[Function, ...]
+
+    @property
+    def kernels(self) -> tuple[Function, ...]:
+        return tuple(f for f in self.functions if f.kind == "kernel")
+
+    def function(self, name: str) -> Function | None:
+        return next((f for f in self.functions if f.name == name), None)

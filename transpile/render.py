@@ -1,0 +1,199 @@
+"""Rendering a lowered module through the Jinja template (templates/module.cu.j2), and the kernel
+metadata the runtime needs to launch what was emitted (parameter order, shapes, shared memory).
+The template only lays the file out; C text comes from cprinter (expressions) and cstmt (bodies),
+and the file starts with the device header sections the module uses (header_parts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from tessera.base.dtypes import I32, SCALARS, c_literal
+from tessera.base.kernel_info import KernelInfo, ParamInfo
+from tessera.base.version import VERSION
+from tessera.transpile.cpu.regions import fiber_reason, print_regions
+from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
+from tessera.transpile.emit.header_parts import SECTIONS, sections
+from tessera.transpile.emit.maps import element_loop, has_vector_variant, map_tensors
+from tessera.transpile.emit.stmts import Options, dims_suffix, finite, print_body
+from tessera.transpile.emit.template import module_renderer, template_text
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
+from tessera.transpile.lir.shared_layout import shared_layout
+from tessera.transpile.lir.visit import all_exprs, statements, walk
+from tessera.transpile.names import c_ident, module_names
+
+_SECTION_FILES = {s.name: s.file for s in SECTIONS}
+
+
+def device_header(names: Sequence[str]) -> str:
+    """The text of the device header sections `names` (header_parts), as an emitted file that
+    includes them holds it."""
+    return "".join(template_text(_SECTION_FILES[n]) for n in names)
+
+
+def _safe_comment(text: str) -> str:
+    # A user-controlled path goes into a // comment: keep it on one line with no escapes.
+    return re.sub(r"[^A-Za-z0-9._/+-]", "?", text)[-120:]
+
+
+def param_infos(fn: L.Function) -> tuple[ParamInfo, ...]:
+    out: list[ParamInfo] = []
+    for p in fn.params:
+        if p.kind == "tensor":
+            b = fn.buffer(p.name)
+            assert b is not None
+            dims = tuple(int(d.value) if isinstance(d, L.Const) else
+                         ("grid_groups" if isinstance(d, L.Intrinsic) else d.name)  # type: ignore[union-attr]
+                         for d in b.shape)
+            out.append(ParamInfo(p.name, "tensor", p.dtype.name, dims, b.mut))
+        else:
+            out.append(ParamInfo(p.name, p.kind, p.dtype.name))
+    return tuple(out)
+
+
+def _c_param(p: ParamInfo, restrict: bool) -> str:
+    ty = SCALARS[p.dtype]
+    name = c_ident(p.name)
+    qual = " __restrict__" if restrict else ""
+    if p.kind == "tensor":
+        return f"{ty.c_storage}*{qual} {name}" if p.mut else f"const {ty.c_storage}*{qual} {name}"
+    return f"const {ty.c_compute} {name}"
+
+
+def _device_param(fn: L.Function, p: L.Param, check_bounds: bool) -> str:
+    """A device function's parameter; an array parameter is a pointer to its first element, its row
+    strides in elements (all dimensions but the last) and, in check_bounds builds, whether it points
+    to shared memory (CPrinter.argument passes them)."""
+    if p.kind != "array":
+        return f"{p.dtype.c_compute} {c_ident(p.name)}"
+    b = fn.buffer(p.name)
+    assert b is not None
+    parts = [f"{'' if b.mut else 'const '}{p.dtype.c_storage}* {c_ident(p.name)}",
+             *(f"int {stride_name(p.name, k)}" for k in range(len(b.shape) - 1))]
+    if check_bounds:
+        parts.append(f"bool {shared_flag_name(p.name)}")
+    return ", ".join(parts)
+
+
+def _recursive(fn: L.Function) -> bool:
+    return any(isinstance(e, L.Call) and e.func == fn.name for e in all_exprs(fn.body)) or any(
+        isinstance(s, L.Invoke) and s.func == fn.name for s in statements(fn.body))
+
+
+def has_alignment_variants(fn: L.Function) -> bool:
+    """Whether an aligned variant of kernel `fn` copies in wider chunks or with fewer tests, or
+    moves a map kernel's elements with vector accesses."""
+    if fn.kind != "kernel" or fn.aligned:
+        return False
+    if has_vector_variant(fn):
+        return True
+    if not copied_tensors(fn):
+        return False
+    aligned = dataclasses.replace(fn, aligned=True)
+    generic_div, aligned_div = Divisors(fn), Divisors(aligned)
+    buffers = {b.name: b for b in fn.buffers}
+    copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
+    return any(copy_plan(s, buffers, generic_div) != copy_plan(s, buffers, aligned_div) for s in copies)
+
+
+def alignment_assumptions(fn: L.Function) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the aligned variant of kernel `fn` assumes: the tensors that start on a 16-byte
+    boundary and the shape symbols that are multiples of 16."""
+    loop = element_loop(fn)
+    if loop is not None:
+        read, written = map_tensors(loop)
+        return tuple(dict.fromkeys(read + written)), ()
+    return copied_tensors(fn), aligned_symbols(fn)
+
+
+def _alignment_variants(module: L.Module, alignment: str) -> list[tuple[L.Function, bool]]:
+    """The functions to emit, kernels with alignment variants as `alignment` asks, each with
+    whether it is one of a pair of alignment variants."""
+    out: list[tuple[L.Function, bool]] = []
+    for fn in module.functions:
+        variants = has_alignment_variants(fn)
+        if not variants or alignment in ("generic", "both"):
+            out.append((fn, variants))
+        if variants and alignment in ("aligned", "both"):
+            out.append((dataclasses.replace(fn, aligned=True), True))
+    return out
+
+
+def _sized_arrays(fn: L.Function, names: tuple[str, ...]) -> tuple[tuple[str, int, tuple[int | str, ...], int], ...]:
+    """The launch-sized shared arrays as KernelInfo describes them."""
+    out = []
+    for name in names:
+        b = fn.buffer(name)
+        assert b is not None
+        dims = tuple(int(d.value) if isinstance(d, L.Const) else
+                     next(x.name for x in walk(d) if isinstance(x, L.Var)) for d in b.shape)
+        out.append((name, b.elem.size, dims, b.pad))
+    return tuple(out)
+
+
+def _unique(name: str, names: dict[str, str]) -> str:
+    taken = set(names.values())
+    cname, n = name, 1
+    while cname in taken:
+        n += 1
+        cname = f"{name}_v{n}"
+    return cname
+
+
+def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
+    names = module_names(module)
+    declared = {c.name: c.dtype for c in module.consts if finite(c)}
+    tables = {t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, I32) for d in t.shape), t.loc)
+              for t in module.tables}
+    constants = [{"ctype": c.dtype.c_compute, "name": names[c.name], "value": c_literal(c.value, c.dtype),
+                  "line": c.loc.line, "finite": finite(c)} for c in module.consts]
+    table_rows = [{"ctype": t.elem.c_compute, "name": names[t.name], "dims": dims_suffix(t.shape),
+                   "init": ", ".join(c_literal(v, t.elem) for v in t.values), "line": t.loc.line}
+                  for t in module.tables]
+    functions = []
+    infos: list[KernelInfo] = []
+    for fn, variants in _alignment_variants(module, opts.alignment):
+        ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
+                      {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
+        regions = opts.cpu_regions and fn.kind == "kernel" and fiber_reason(fn, opts) is None
+        body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts)
+        cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
+        if fn.kind == "device":
+            params = ", ".join([_device_param(fn, p, opts.check_bounds) for p in fn.params]
+                               + [f"{t.c_compute}* tsr_result{k}" for k, t in enumerate(fn.rets)])
+            functions.append({"kernel": False, "name": cname, "ret": fn.ret.c_compute if fn.ret else "void",
+                              "params": params, "line": fn.loc.line, "body": body,
+                              "inline": "__noinline__" if _recursive(fn) else "__forceinline__"})
+            continue
+        pinfo = param_infos(fn)
+        layout = shared_layout(fn)
+        dyn = layout.total_bytes if layout.dynamic else 0
+        tensors, symbols = alignment_assumptions(fn) if variants else ((), ())
+        loop = element_loop(fn)
+        map_info = (loop.width, map_tensors(loop)[1][0]) if loop is not None else (0, "")
+        infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
+                                fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
+                                _sized_arrays(fn, layout.sized), regions))
+        summary = f"group {'x'.join(map(str, fn.tile))}"
+        if loop is not None:
+            summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"
+        if fn.aligned:
+            summary += (", for 16-byte-aligned " + ", ".join(tensors) + "".join(f", {s} % 16 == 0" for s in symbols))
+        if layout.total_bytes:
+            summary += f", {layout.total_bytes} bytes shared" + (" (dynamic)" if layout.dynamic else "")
+        if regions:
+            summary += ", CPU region mode"
+        if layout.sized:
+            summary += ", shared " + ", ".join(layout.sized) + " sized at launch"
+        functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,
+                          "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
+                          "line": fn.loc.line, "summary": summary, "body": body})
+    header = sections(module, opts)
+    text = module_renderer()(
+        version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
+        kernel_names=", ".join(i.c_name for i in infos) or "(none)",
+        sections=", ".join(header), device_header=device_header(header),
+        constants=constants, tables=table_rows, functions=functions)
+    return text, tuple(infos)
