@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tessera.base.options import CompileOptions
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ELEMENTWISE = ROOT / "samples" / "elementwise.tsr"
 
@@ -286,7 +288,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     from tessera.runtime.launch_args import bind
     from tessera.transpile.driver import compile_source, load_source
 
-    kernels = compile_source(load_source(str(ELEMENTWISE)), arch="sm_90").kernels
+    kernels = compile_source(load_source(str(ELEMENTWISE)), options=CompileOptions(arch="sm_90")).kernels
     cpu = tessera.load(ELEMENTWISE, backend="cpu")
     rng = np.random.default_rng(0)
     failed = 0
@@ -327,7 +329,7 @@ def dry_run_hgemm(check: tuple[int, int, int] = (200, 72, 136)) -> bool:
     from tessera.transpile.driver import compile_source, load_source
 
     path = ROOT / "samples" / "tc_gemm_f16.tsr"
-    k = next(k for k in compile_source(load_source(str(path)), arch="sm_90").kernels if k.aligned)
+    k = next(k for k in compile_source(load_source(str(path)), options=CompileOptions(arch="sm_90")).kernels if k.aligned)
     grid = (HGEMM_SIZE // HGEMM_TILE, HGEMM_SIZE // HGEMM_TILE)
     m, kk, n = check
     rng = np.random.default_rng(0)

@@ -21,6 +21,8 @@ import statistics
 import sys
 import time
 
+from tessera.base.options import CompileOptions
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -59,7 +61,7 @@ def measure(path: str, arch: str, repeat: int) -> tuple[str, ...]:
 
     name = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
     try:
-        cuda = compile_source(load_source(path), arch=arch).cuda
+        cuda = compile_source(load_source(path), options=CompileOptions(arch=arch)).cuda
         used = ", ".join(listed_sections(cuda))
         every, own = medians((with_every_section(cuda), cuda), arch, repeat)
     except Exception as e:  # noqa: BLE001 - a report: show the failure and go on

@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tessera.base.options import CompileOptions
+
 GOAL = 0.10  # transpile time as a fraction of NVRTC time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,9 +75,9 @@ def measure(path: str, arch: str, repeat: int, cold: dict[str, tuple[str, float]
         row.error = f"cannot read: {e.strerror}"
         return row
     try:
-        row.first_transpile, result = _timed(lambda: compile_source(src, arch=arch))
+        row.first_transpile, result = _timed(lambda: compile_source(src, options=CompileOptions(arch=arch)))
         cold.setdefault("transpile", (row.sample, row.first_transpile))
-        row.transpile = best_of(lambda: compile_source(src, arch=arch), repeat)
+        row.transpile = best_of(lambda: compile_source(src, options=CompileOptions(arch=arch)), repeat)
     except Exception as e:  # noqa: BLE001 - a report: show the failure and go on
         row.error = f"transpile failed: {_one_line(e)}"
         return row

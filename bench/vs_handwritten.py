@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tessera.base.errors import CompileError, TesseraError
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda import nvrtc, sass
 from tessera.transpile.driver import compile_source, load_source
 
@@ -99,7 +100,7 @@ def tessera_cuda(pair: Pair, arch: str) -> tuple[str, int]:
         raise NotAvailable(f"samples/{pair.sample} does not exist")
     try:
         # What a launch with aligned arrays compiles: the aligned variant only.
-        result = compile_source(load_source(path), arch=arch, variants=pair.variants, alignment="aligned")
+        result = compile_source(load_source(path), options=CompileOptions(arch=arch, alignment="aligned"), variants=pair.variants)
         return result.cuda, max((k.dynamic_smem for k in result.kernels), default=0)
     except CompileError as e:
         raise NotAvailable(f"Tessera rejects it: {first_line(e)}") from e

@@ -12,12 +12,17 @@ import math
 import os
 import sys
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tessera.base.errors import LaunchError, TesseraError
 from tessera.base.kernel_info import KernelInfo
-from tessera.base.options import check_arch, check_flag, check_text
-from tessera.variant import Variant as _Variant
+from tessera.base.options import CompileOptions, check_arch, check_text
+from tessera.base.tune_space import TuneSpace
+from tessera.variant import Variant, get_variant, variant_spec
+
+if TYPE_CHECKING:
+    from tessera.transpile.driver import FrontEnd
 
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -44,35 +49,49 @@ def select_backend(requested: str) -> tuple[str, str]:
 class Module:
     """A loaded .tsr module: `mod.name` or `mod["name"]` is a kernel."""
 
-    def __init__(self, source: bytes, path: str, backend: str, arch: str | None, debug: bool,
-                 check_bounds: bool, restrict: bool = True) -> None:
-        check_arch(arch)
-        check_flag("debug", debug)
-        check_flag("check_bounds", check_bounds)
-        check_flag("restrict", restrict)
+    def __init__(self, source: bytes, path: str, backend: str, arch: str | None, options: CompileOptions) -> None:
         self.path = check_text("path=", path)
         self.backend, self.backend_reason = select_backend(backend)
         if arch is None and self.backend == "cuda":
             from tessera.runtime.cuda.driver import device
 
             arch = device().arch
-        self.arch = arch or "sm_90"
-        self.debug = debug
-        self.check_bounds = check_bounds
-        self.restrict = restrict
+        self.options = options.replace(arch=arch or "sm_90")
         self._source = source
-        self._front: Any = None
+        self._front: FrontEnd | None = None
         self._lock = threading.Lock()
-        self._variants: dict[tuple, _Variant] = {}
-        default = self._variant(None, {})
+        self._variants: dict[tuple, Variant] = {}
+        default = self.variant(None, {})
         self._names: tuple[str, ...] = default.names
         self._consts: dict[str, tuple[str, ...]] = default.consts
         self._types: dict[str, dict[str, list]] = default.types  # kernels with type parameters
-        self._spaces: dict[str, Any] = default.spaces  # kernels with @autotune: their TuneSpace
-        self._plain: dict[str, tuple[_Variant, KernelInfo]] = {}  # kernels with one variant: it, its info
+        self._spaces: dict[str, TuneSpace] = default.spaces  # kernels with @autotune: their search space
+        self._plain: dict[str, tuple[Variant, KernelInfo]] = {}  # kernels with one variant: it, its info
 
-    def _front_end(self) -> Any:
-        """The source parsed once (on the first variant that is not in the cache), for every variant."""
+    @property
+    def source(self) -> bytes:
+        """The source as it was read."""
+        return self._source
+
+    @property
+    def arch(self) -> str:
+        return self.options.arch
+
+    @property
+    def debug(self) -> bool:
+        return self.options.debug
+
+    @property
+    def check_bounds(self) -> bool:
+        return self.options.check_bounds
+
+    @property
+    def restrict(self) -> bool:
+        return self.options.restrict
+
+    def front_end(self) -> FrontEnd:
+        """The source parsed and its constants resolved: once, on the first variant that is not in
+        the cache, for every variant."""
         with self._lock:
             if self._front is None:
                 from tessera.frontend.parser import decode_source
@@ -81,11 +100,14 @@ class Module:
                 self._front = front_end(decode_source(self._source, self.path))
             return self._front
 
-    def _variant(self, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> _Variant:
+    def variant(self, kernel: str | None, consts: Mapping[str, Any], aligned: bool = False) -> Variant:
+        """The compiled variant of `kernel` with these const values and type bindings (`kernel`
+        None: every kernel with its defaults), generic or for 16-byte-aligned arrays."""
         key = (kernel, tuple(sorted(consts.items())), aligned)
         v = self._variants.get(key)
         if v is None:
-            v = _Variant.get(self, kernel, consts, aligned)
+            v = get_variant(variant_spec(self._source, self.backend, self.options, kernel, consts, aligned),
+                            self.front_end)
             self._variants[key] = v
         return v
 
@@ -105,6 +127,15 @@ class Module:
     @property
     def kernels(self) -> tuple[str, ...]:
         return self._names
+
+
+class PreparedLaunch(NamedTuple):
+    """What a launch needs, checked and bound (`Kernel.prepare`): run it with
+    `library.launch(info, bound, ...)` or time it with `library.benchmark(info, bound, ...)`."""
+
+    library: Any     # CpuLibrary or CudaLibrary
+    info: KernelInfo
+    bound: Any       # the bound arguments (runtime/launch_args.py)
 
 
 class Kernel:
@@ -131,12 +162,19 @@ class Kernel:
             from tessera.runtime.launch_args import bind_types
 
             types = bind_types(self.name, generic, (), consts)
-        return self.module._variant(self.name, {**_check_consts(self, consts), **types}).kernel(self.name)
+        return self.module.variant(self.name, {**_check_consts(self, consts), **types}).kernel(self.name)
 
-    def _prepare(self, args: tuple, kwargs: dict[str, Any], grid: Any, tuned: bool = True):
-        """(library, kernel info, checked arguments) for a launch; const parameters come by keyword.
-        A kernel with `@autotune` gets its tuned constants (`tuned`; tessera/autotune/__init__.py), and a
-        `grid` that is a function is called with the variant's constants."""
+    @property
+    def tune_space(self) -> TuneSpace | None:
+        """The kernel's `@autotune` search space (None without one)."""
+        return self.module._spaces.get(self.name)
+
+    def prepare(self, args: tuple, kwargs: dict[str, Any], *, grid: Any = None,
+                tuned: bool = True) -> PreparedLaunch:
+        """Everything a launch with these arguments needs, without launching: the library (built
+        if it is not yet), the kernel's metadata and the checked, bound arguments. Const parameters
+        come by keyword in `kwargs`. A kernel with `@autotune` gets its tuned constants (`tuned`;
+        tessera/autotune), and a `grid` that is a function is called with the variant's constants."""
         from tessera.runtime.bind_plan import fast_bind
 
         if "tessera.dist.tensor" in sys.modules:
@@ -148,29 +186,29 @@ class Kernel:
                 grid = grid(dict(info.const_values))
             bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
             if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
-                variant = self.module._variant(self.name, {}, aligned=True)
+                variant = self.module.variant(self.name, {}, aligned=True)
                 info = variant.kernel(self.name)
-            return variant.library(), info, bound
+            return PreparedLaunch(variant.library(), info, bound)
         names = self.module._consts.get(self.name, ())
         generic = self.module._types.get(self.name)
+        kwargs = dict(kwargs)
         types: dict[str, str] = {}
         if generic is not None:  # a generic kernel: one variant per binding of its type parameters
             from tessera.runtime.launch_args import bind_types
 
-            kwargs = dict(kwargs)
             types = bind_types(self.name, generic, args, kwargs)
         consts = _check_consts(self, {k: kwargs.pop(k) for k in list(kwargs) if k in names})
         consts.update(types)
-        space = self.module._spaces.get(self.name)
+        space = self.tune_space
         if tuned and space is not None:
             from tessera.autotune import launch_config
 
             consts.update(launch_config(self, space, args, kwargs, consts, grid))
         # A kernel with no const, type or tuned parameters is in the default variant (compiled by load),
         # with the C a variant of its own would have; that one would be transpiled again (10-15 ms).
-        default = None if names or generic is not None or space is not None else self.module._variant(None, {})
+        default = None if names or generic is not None or space is not None else self.module.variant(None, {})
         variant = (default if default is not None and any(k.name == self.name for k in default.kernels)
-                   else self.module._variant(self.name, consts))
+                   else self.module.variant(self.name, consts))
         info = variant.kernel(self.name)
         if callable(grid):
             grid = grid(dict(info.const_values))
@@ -178,9 +216,9 @@ class Kernel:
             self.module._plain[self.name] = (variant, info)
         bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
         if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
-            variant = self.module._variant(self.name, consts, aligned=True)
+            variant = self.module.variant(self.name, consts, aligned=True)
             info = variant.kernel(self.name)
-        return variant.library(), info, bound
+        return PreparedLaunch(variant.library(), info, bound)
 
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None, timeout: float | None = None,
                  **kwargs: Any) -> None:
@@ -190,7 +228,7 @@ class Kernel:
             from tessera.runtime.host.launch import check_timeout
 
             limit = check_timeout(timeout)
-        lib, info, bound = self._prepare(args, kwargs, grid)
+        lib, info, bound = self.prepare(args, kwargs, grid=grid)
         if self.module.backend == "cuda":
             if limit is not None:
                 raise LaunchError(f"{self.name}(): timeout= is supported on the CPU backend only (a running GPU "
@@ -202,7 +240,7 @@ class Kernel:
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
         Launches repeatedly: mut arguments are updated each time."""
-        lib, info, bound = self._prepare(args, kwargs, grid)
+        lib, info, bound = self.prepare(args, kwargs, grid=grid)
         # The GPU's first launches are warm-up; on the CPU backend every launch is timed.
         return float(lib.benchmark(info, bound, repeat=repeat, warmup=3 if self.module.backend == "cuda" else 0))
 
@@ -270,12 +308,17 @@ def load(path: str | os.PathLike, backend: str = "auto", *, arch: str | None = N
         raise TesseraError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
     except ValueError:  # a NUL in the path
         raise TesseraError(f"cannot read {os.fspath(path)!r}: not a valid path") from None
-    return Module(data, os.fspath(path), backend, arch, debug, check_bounds, restrict)
+    return Module(data, os.fspath(path), backend, check_arch(arch), _options(debug, check_bounds, restrict))
 
 
 def compile(source: str, backend: str = "auto", *, arch: str | None = None, debug: bool = False,  # noqa: A001
             check_bounds: bool = False, restrict: bool = True, path: str = "<string>") -> Module:
     """Compile .tsr source text (see `load`)."""
     # A lone surrogate is kept, to be reported where it is as text that is not valid UTF-8.
-    return Module(check_text("source", source).encode("utf-8", "surrogatepass"), path, backend, arch, debug,
-                  check_bounds, restrict)
+    options = _options(debug, check_bounds, restrict)
+    return Module(check_text("source", source).encode("utf-8", "surrogatepass"), path, backend, check_arch(arch),
+                  options)
+
+
+def _options(debug: Any, check_bounds: Any, restrict: Any) -> CompileOptions:
+    return CompileOptions.checked(debug=debug, check_bounds=check_bounds, restrict=restrict)

@@ -1,44 +1,83 @@
-"""A compiled variant of a module (source, options, const values, alignment): its kernels'
-metadata and CUDA C, cached on disk as JSON next to the compiled library, which is built on the
-first launch that needs it (tessera/api.py's modules and kernels hold them)."""
+"""A compiled variant of a module: what it is made from (`VariantSpec`: source, backend, compile
+options, one kernel's const values), its kernels' metadata and CUDA C, cached on disk as JSON
+next to the compiled library, which is built on the first launch that needs it.
+
+A variant needs the source's front end only when it is not in the cache: it is given a function
+that parses the source once (tessera/api.py's `Module.front_end`), never the module itself.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tessera.base.errors import CompileError, LaunchError, TesseraError
+from tessera.base.errors import CompileError, LaunchError
+from tessera.base.irnode import ir_node
 from tessera.base.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
+from tessera.base.options import CompileOptions
 from tessera.base.tune_space import TuneSpace
 
 if TYPE_CHECKING:
-    from tessera.api import Module
+    from tessera.transpile.driver import FrontEnd
 
 FORMAT = "1"
+Value = int | float | bool | str  # a const parameter's value, or a type parameter's binding
+
+
+@ir_node
+class VariantSpec:
+    """One variant: the source (as read), the backend, the compile options (with the alignment
+    variant and the CPU mode of this one) and, for a kernel with const or type parameters, that
+    kernel and its values (`kernel` None: every kernel with its defaults)."""
+
+    source: bytes
+    backend: str
+    options: CompileOptions
+    kernel: str | None = None
+    consts: tuple[tuple[str, Value], ...] = ()
+
+    def replace_options(self, **changes: Any) -> VariantSpec:
+        return dataclasses.replace(self, options=self.options.replace(**changes))
+
+    def key(self) -> str:
+        """The metadata cache's key: every field, and the compiler's fingerprint (which covers the
+        compiler and the CPU backend's runtime sources)."""
+        from tessera.runtime.cache.disk import cache_key
+        from tessera.runtime.cache.fingerprint import fingerprint
+
+        return cache_key("front", FORMAT, fingerprint(), self.backend, self.source, self.options.key(),
+                         self.kernel or "", json.dumps([list(c) for c in self.consts]))
+
+
+FrontEndOf = Callable[[], "FrontEnd"]
 
 
 class Variant:
-    """The compiled form of one set of const values (and alignment): kernel metadata, plus the
-    library, built on the first launch that needs it (a launch that picks the aligned variant
-    never builds the generic one)."""
+    """The compiled form of one spec: kernel metadata, plus the library, built on the first launch
+    that needs it (a launch that picks the aligned variant never builds the generic one)."""
 
-    def __init__(self, kernels: tuple[KernelInfo, ...], names: tuple[str, ...], consts: dict[str, tuple[str, ...]],
-                 library_key: str, cuda: str | None, backend: str = "cpu", artifact: Any = None,
-                 rebuild: Any = None, types: dict[str, dict[str, list]] | None = None,
-                 spaces: dict[str, Any] | None = None) -> None:
-        self.backend = backend
+    def __init__(self, spec: VariantSpec, front: FrontEndOf, kernels: tuple[KernelInfo, ...], names: tuple[str, ...],
+                 consts: dict[str, tuple[str, ...]], types: dict[str, dict[str, list]],
+                 spaces: dict[str, TuneSpace], library_key: str = "", cuda: str | None = None,
+                 artifact: Any = None) -> None:
+        self.spec = spec
         self.kernels = kernels
         self.names = names
         self.consts = consts
-        self.types = types or {}
-        self.spaces = spaces or {}  # kernel -> TuneSpace
+        self.types = types
+        self.spaces = spaces  # kernel -> its @autotune search space
         self.library_key = library_key
-        self._cuda = cuda
+        self._front = front
+        self._cuda = cuda          # the CUDA C, when this process compiled it
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
-        self._rebuild = rebuild    # () -> (CUDA C, arch, cache, metadata key, front end): to build the library
-        self._lib: Any = None  # CpuLibrary or CudaLibrary, once loaded
-        self._fibers: Any = None  # () -> (CUDA C, kernels) of this variant in fiber mode (CPU backend)
+        self._lib: Any = None      # CpuLibrary or CudaLibrary, once loaded
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -68,98 +107,96 @@ class Variant:
 
     def _build(self) -> None:
         """Compile the library (NVRTC or the host compiler) and record it in the metadata cache."""
-        if self._rebuild is None:
-            raise TesseraError("internal error: a kernel library cannot be built; retry")
-        cuda, arch, cache, key, front = self._rebuild()
-        assert cuda, "a variant with kernels has CUDA C"
+        if self._cuda is None:  # metadata from the cache: transpile again to build
+            self._cuda = compile_spec(self.spec, self._front)._cuda
+        assert self._cuda, "a variant with kernels has CUDA C"
         if self.backend == "cuda":
             from tessera.runtime.cuda.driver import compile_for_device
 
-            self.library_key, self._artifact = compile_for_device(cuda, arch)
+            self.library_key, self._artifact = compile_for_device(self._cuda, self.spec.options.arch)
         else:
             from tessera.runtime.host.library import build_or_fall_back
 
+            fibers = self._fiber_mode if self.spec.options.cpu_regions else None
             try:
-                self.library_key, self._artifact, self.kernels = build_or_fall_back(cuda, self.kernels, self._fibers)
+                self.library_key, self._artifact, self.kernels = build_or_fall_back(self._cuda, self.kernels, fibers)
             except CompileError as e:
-                if e.source is not None or not e.diagnostics or front is None:
+                if e.source is not None or not e.diagnostics:
                     raise
-                raise CompileError(e.diagnostics, front.source) from None  # located at .tsr lines
-        cache.put_bytes(key, self._meta())
+                raise CompileError(e.diagnostics, self._front().source) from None  # located at .tsr lines
+        from tessera.runtime.cache.disk import DiskCache
+
+        DiskCache(self.backend).put_bytes(self.spec.key(), self._meta())
+
+    def _fiber_mode(self) -> tuple[str, tuple[KernelInfo, ...]]:
+        """The CUDA C and kernels of this variant with every kernel in fiber mode (the CPU
+        backend's fallback where the host compiler rejects region mode's C)."""
+        fiber = compile_spec(self.spec.replace_options(cpu_regions=False), self._front)
+        return fiber._cuda or "", fiber.kernels
 
     def _meta(self) -> bytes:
         return json.dumps({"kernels": kernels_to_json(self.kernels), "names": list(self.names),
                            "consts": self.consts, "types": self.types, "library": self.library_key,
                            "tune": {k: s.to_json() for k, s in self.spaces.items()}}, sort_keys=True).encode()
 
-    @staticmethod
-    def get(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool = False) -> Variant:
-        from tessera.runtime.cache.disk import DiskCache, cache_key
-        from tessera.runtime.cache.fingerprint import fingerprint
 
-        # The fingerprint covers the compiler and the CPU backend's runtime sources (runtime/host).
-        key = cache_key("front", FORMAT, fingerprint(), mod.backend, mod._source, mod.arch, str(mod.debug),
-                        str(mod.check_bounds), str(mod.restrict), kernel or "", json.dumps(sorted(consts.items())),
-                        "aligned" if aligned else "generic", str(cpu_regions(mod.backend)))
-        cache = DiskCache(mod.backend)
-        raw = cache.get_bytes(key)
-        variant: Variant | None = None
-        if raw is not None:
-            try:
-                meta = json.loads(raw)
-                artifact = None
-                if meta["library"]:
-                    artifact = (cache.get_file(meta["library"], ".so") if mod.backend == "cpu"
-                                else _cuda_image(meta["library"]))
-                variant = Variant(kernels_from_json(meta["kernels"]), tuple(meta["names"]),
-                                   {k: tuple(v) for k, v in meta["consts"].items()},
-                                   meta["library"] if artifact is not None else "", None, mod.backend, artifact,
-                                   types=dict(meta.get("types", {})),
-                                   spaces={k: TuneSpace.from_json(v) for k, v in meta.get("tune", {}).items()})
-            except (ValueError, KeyError, TypeError):
-                variant = None
-        if variant is None:
-            variant = Variant._compile(mod, kernel, consts, aligned)
-            if variant.kernels:
-                cache.put_bytes(key, variant._meta())
+def get_variant(spec: VariantSpec, front: FrontEndOf) -> Variant:
+    """The variant of `spec`: from the metadata cache (nothing parsed or transpiled), else compiled
+    (and its metadata cached)."""
+    from tessera.runtime.cache.disk import DiskCache
 
-        def rebuild() -> tuple[str, str, Any, str, Any]:
-            if variant._cuda is None:  # metadata from the cache: transpile again to build
-                variant._cuda = Variant._compile(mod, kernel, consts, aligned)._cuda
-            return variant._cuda or "", mod.arch, cache, key, mod._front
+    key = spec.key()
+    cache = DiskCache(spec.backend)
+    raw = cache.get_bytes(key)
+    if raw is not None:
+        try:
+            meta = json.loads(raw)
+            artifact = None
+            if meta["library"]:
+                artifact = (cache.get_file(meta["library"], ".so") if spec.backend == "cpu"
+                            else _cuda_image(meta["library"]))
+            return Variant(spec, front, kernels_from_json(meta["kernels"]), tuple(meta["names"]),
+                           {k: tuple(v) for k, v in meta["consts"].items()}, dict(meta.get("types", {})),
+                           {k: TuneSpace.from_json(v) for k, v in meta.get("tune", {}).items()},
+                           meta["library"] if artifact is not None else "", None, artifact)
+        except (ValueError, KeyError, TypeError):
+            pass
+    variant = compile_spec(spec, front)
+    if variant.kernels:
+        cache.put_bytes(key, variant._meta())
+    return variant
 
-        variant._rebuild = rebuild
-        if cpu_regions(mod.backend):
-            def fibers() -> tuple[str, tuple[KernelInfo, ...]]:
-                fiber = Variant._compile(mod, kernel, consts, aligned, regions=False)
-                return fiber._cuda or "", fiber.kernels
-            variant._fibers = fibers
-        return variant
 
-    @staticmethod
-    def _compile(mod: Module, kernel: str | None, consts: dict[str, Any], aligned: bool,
-                 regions: bool | None = None) -> Variant:
-        if mod.backend == "cpu":  # the engine object builds while the compiler loads and transpiles (empty cache)
-            from tessera.runtime.host.build import prefetch_engine
+def compile_spec(spec: VariantSpec, front_of: FrontEndOf) -> Variant:
+    """Transpile one variant (the library is built later, by its first launch)."""
+    if spec.backend == "cpu":  # the engine object builds while the compiler loads and transpiles (empty cache)
+        from tessera.runtime.host.build import prefetch_engine
 
-            prefetch_engine()
-        from tessera.transpile.driver import compile_variant
+        prefetch_engine()
+    from tessera.transpile.driver import compile_variant
 
-        front = mod._front_end()
-        names = front.kernel_names
-        const_names = front.const_params()
-        types = front.type_params()
-        if kernel is not None:
-            type_names = {t for t, _ in types.get(kernel, {}).get("params", ())}
-            unknown = set(consts) - set(const_names.get(kernel, ())) - type_names
-            if unknown:
-                raise LaunchError(f"{kernel}() has no const parameter {sorted(unknown)[0]!r}")
-        result = compile_variant(front, arch=mod.arch, debug=mod.debug, check_bounds=mod.check_bounds,
-                                 variants={kernel: consts} if kernel else None, skip_unbound=True,
-                                 restrict=mod.restrict, alignment="aligned" if aligned else "generic",
-                                 cpu_regions=cpu_regions(mod.backend) if regions is None else regions)
-        spaces = {k: TuneSpace.from_json(v) for k, v in front.tune_spaces().items()}
-        return Variant(result.kernels, names, const_names, "", result.cuda, mod.backend, types=types, spaces=spaces)
+    front = front_of()
+    const_names = front.const_params()
+    types = front.type_params()
+    consts: dict[str, Any] = dict(spec.consts)
+    if spec.kernel is not None:
+        type_names = {t for t, _ in types.get(spec.kernel, {}).get("params", ())}
+        unknown = set(consts) - set(const_names.get(spec.kernel, ())) - type_names
+        if unknown:
+            raise LaunchError(f"{spec.kernel}() has no const parameter {sorted(unknown)[0]!r}")
+    result = compile_variant(front, spec.options, variants={spec.kernel: consts} if spec.kernel else None,
+                             skip_unbound=True)
+    spaces = {k: TuneSpace.from_json(v) for k, v in front.tune_spaces().items()}
+    return Variant(spec, front_of, result.kernels, front.kernel_names, const_names, types, spaces, cuda=result.cuda)
+
+
+def variant_spec(source: bytes, backend: str, options: CompileOptions, kernel: str | None,
+                 consts: Mapping[str, Value], aligned: bool) -> VariantSpec:
+    """The spec of a launch's variant: the module's options with the alignment variant asked for
+    and the CPU backend's mode."""
+    return VariantSpec(source, backend, options.replace(alignment="aligned" if aligned else "generic",
+                                                        cpu_regions=cpu_regions(backend)),
+                       kernel, tuple(sorted(consts.items())))
 
 
 def cpu_regions(backend: str) -> bool:
@@ -174,4 +211,4 @@ def _cuda_image(key: str) -> bytes | None:
     return load_image(key)
 
 
-__all__ = ["FORMAT", "Variant", "cpu_regions"]
+__all__ = ["FORMAT", "Variant", "VariantSpec", "compile_spec", "cpu_regions", "get_variant", "variant_spec"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -18,10 +17,10 @@ from tessera.base.errors import CompileError, Diagnostic, DiagnosticSink, Intern
 from tessera.base.irnode import ir_node
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.limits import read_source
+from tessera.base.options import DEFAULT_OPTIONS, CompileOptions
 from tessera.frontend import nodes as N
 from tessera.frontend.parser import decode_source, parse, too_deep
 from tessera.transpile.consts import Value
-from tessera.transpile.emit.stmts import Options
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.pipeline import FRONT_END, PassContext, run_passes
 from tessera.transpile.render import render_module
@@ -121,21 +120,22 @@ def front_end(src: SourceFile, defines: Mapping[str, Value] | None = None, *,
     def work() -> FrontEnd:
         module = parse(src)
         defs = dict(defines or {})
-        ctx = PassContext(DiagnosticSink(src), "sm_90", defs, {})
+        ctx = PassContext(DiagnosticSink(src), DEFAULT_OPTIONS, defs, {})
         if stop_after != "parse":
             module = run_passes(module, ctx, FRONT_END[-1], start_after="parse", raise_errors=False)
         return FrontEnd(src, module, defs, tuple(ctx.sink.items), ctx.sink.suppressed)
     return _guarded(src, work)
 
 
-def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
-                    variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
-                    line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
-                    skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                    verify: Any = None, alignment: str = "both", cpu_regions: bool = False) -> CompileResult:
-    """Specialize, check, lower and emit one variant. Raises CompileError with every diagnostic.
-    `alignment`: which alignment variants of kernels with copies to emit (cstmt.Options);
-    `cpu_regions`: the code is for the CPU backend, with region mode where a kernel allows it."""
+def compile_variant(front: FrontEnd, options: CompileOptions = DEFAULT_OPTIONS, *,
+                    variants: Mapping[str, Mapping[str, Value]] | None = None, stop_after: str | None = None,
+                    skip_unbound: bool = False, only_kernel: str | None = None,
+                    verify: Callable[[str, Any], None] | None = None) -> CompileResult:
+    """Specialize, check, lower and emit one variant: `variants` gives kernels' const parameter
+    values (and type bindings); `skip_unbound` leaves out the kernels whose const parameters have no
+    value; `only_kernel` emits one kernel (and what it uses); `stop_after` ends after that pass
+    (the result's module is the IR there, its C empty); `verify(pass, module)` runs after each pass.
+    Raises CompileError with every diagnostic."""
     src = front.source
 
     def work() -> CompileResult:
@@ -143,7 +143,7 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
         for d in front.diagnostics:
             sink.add(d)
         sink.suppressed += front.suppressed
-        ctx = PassContext(sink, arch, front.defines, variants or {}, skip_unbound)
+        ctx = PassContext(sink, options, front.defines, variants or {}, skip_unbound)
         if stop_after in FRONT_END:
             sink.raise_if_errors()
             return CompileResult(src, front.module, "", ())
@@ -151,26 +151,21 @@ def compile_variant(front: FrontEnd, *, arch: str = "sm_90",
         if stop_after is not None:
             return CompileResult(src, module, "", ())
         assert isinstance(module, L.Module)
-        opts = Options(arch=arch, debug=debug, line_info=line_info, check_bounds=check_bounds,
-                       source_name=os.path.basename(src.path), restrict=restrict, alignment=alignment, cpu_regions=cpu_regions)
         emitted = module
         if only_kernel is not None:
             emitted = L.Module(module.path, module.consts, module.tables, tuple(
                 f for f in module.functions if f.kind != "kernel" or only_kernel in (f.name, f.base_name)))
-        text, infos = render_module(emitted, opts)
+        text, infos = render_module(emitted, options)
         return CompileResult(src, module, text, infos)
 
     return _guarded(src, work)
 
 
-def compile_source(src: SourceFile, *, arch: str = "sm_90", defines: Mapping[str, Value] | None = None,
-                   variants: Mapping[str, Mapping[str, Value]] | None = None, debug: bool = False,
-                   line_info: bool = False, check_bounds: bool = False, stop_after: str | None = None,
-                   skip_unbound: bool = False, only_kernel: str | None = None, restrict: bool = True,
-                   verify: Any = None, alignment: str = "both", cpu_regions: bool = False) -> CompileResult:
+def compile_source(src: SourceFile, options: CompileOptions = DEFAULT_OPTIONS, *,
+                   defines: Mapping[str, Value] | None = None, variants: Mapping[str, Mapping[str, Value]] | None = None,
+                   stop_after: str | None = None, skip_unbound: bool = False, only_kernel: str | None = None,
+                   verify: Callable[[str, Any], None] | None = None) -> CompileResult:
     """Compile one source (front end and one variant). Raises CompileError with every diagnostic."""
     front = front_end(src, defines, stop_after=stop_after)
-    return compile_variant(front, arch=arch, variants=variants, debug=debug, line_info=line_info,
-                           check_bounds=check_bounds, stop_after=stop_after, skip_unbound=skip_unbound,
-                           only_kernel=only_kernel, restrict=restrict, verify=verify, alignment=alignment,
-                           cpu_regions=cpu_regions)
+    return compile_variant(front, options, variants=variants, stop_after=stop_after, skip_unbound=skip_unbound,
+                           only_kernel=only_kernel, verify=verify)

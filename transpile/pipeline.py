@@ -18,6 +18,7 @@ from typing import Any
 
 from tessera.base.errors import Diagnostic, DiagnosticSink
 from tessera.base.irnode import ir_node
+from tessera.base.options import CompileOptions
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.cooperation import check_cooperation
 from tessera.transpile.checks.module_check import typecheck
@@ -35,7 +36,7 @@ from tessera.transpile.passes.specialize import specialize
 @ir_node
 class PassContext:
     sink: DiagnosticSink
-    arch: str
+    options: CompileOptions
     defines: Mapping[str, Value]
     variants: Mapping[str, Mapping[str, Value]]
     skip_unbound: bool = False  # leave out kernels whose const parameters have no value yet
@@ -57,8 +58,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("lower", lambda m, ctx: lower(m)),
     Pass("fold-constants", lambda m, ctx: fold_constants(m)),
     Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink)),
-    Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.arch)),
-    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.arch)),
+    Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.options.arch)),
+    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.options.arch)),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 FRONT_END = ("parse", "resolve-constants")

@@ -6,17 +6,19 @@ and the file starts with the device header sections the module uses (header_part
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Sequence
 
 from tessera.base.dtypes import I32, SCALARS, c_literal
 from tessera.base.kernel_info import KernelInfo, ParamInfo
+from tessera.base.options import CompileOptions
 from tessera.base.version import VERSION
 from tessera.transpile.cpu.regions import fiber_reason, print_regions
 from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.emit.header_parts import SECTIONS, sections
 from tessera.transpile.emit.maps import element_loop, has_vector_variant, map_tensors
-from tessera.transpile.emit.stmts import Options, dims_suffix, finite, print_body
+from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
@@ -142,7 +144,8 @@ def _unique(name: str, names: dict[str, str]) -> str:
     return cname
 
 
-def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInfo, ...]]:
+def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[KernelInfo, ...]]:
+    source_name = os.path.basename(module.path)
     names = module_names(module)
     declared = {c.name: c.dtype for c in module.consts if finite(c)}
     tables = {t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, I32) for d in t.shape), t.loc)
@@ -158,7 +161,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
         ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
         regions = opts.cpu_regions and fn.kind == "kernel" and fiber_reason(fn, opts) is None
-        body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts)
+        body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts, source_name)
         cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
         if fn.kind == "device":
             params = ", ".join([_device_param(fn, p, opts.check_bounds) for p in fn.params]
@@ -192,7 +195,7 @@ def render_module(module: L.Module, opts: Options) -> tuple[str, tuple[KernelInf
                           "line": fn.loc.line, "summary": summary, "body": body})
     header = sections(module, opts)
     text = module_renderer()(
-        version=VERSION, source_name=_safe_comment(opts.source_name), arch=opts.arch,
+        version=VERSION, source_name=_safe_comment(source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
         sections=", ".join(header), device_header=device_header(header),
         constants=constants, tables=table_rows, functions=functions)

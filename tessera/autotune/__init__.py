@@ -195,9 +195,9 @@ def _launch(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given
 
         where = f"cuda: {device().name}"
     repeat = _settings["repeat"]
-    return Launch(k.name, mod.arch, source_hash(mod._source), fingerprint(),
+    return Launch(k.name, mod.arch, source_hash(mod.source), fingerprint(),
                   tuple(sorted((s, shapes[s]) for s in space.key)), tuple(sorted(dtypes.items())), configs, shapes,
-                  mod._front_end, other, groups_function(k.name, grid), recheck_variant(mod, k.name, mod.arch),
+                  mod.front_end, other, groups_function(k.name, grid), recheck_variant(mod, k.name, mod.arch),
                   (lambda cfg: measure(k, cfg, args, kwargs, grid, repeat)) if measuring else None, where,
                   _settings["top_k"], _settings["generalize"])
 
@@ -228,7 +228,7 @@ def explain(kernel: Any, **shapes: int) -> str:
     from tessera.runtime.cache.fingerprint import fingerprint
 
     mod: Any = getattr(kernel, "module", None)
-    space = mod._spaces.get(kernel.name) if mod is not None else None
+    space = getattr(kernel, "tune_space", None) if mod is not None else None
     if mod is None or space is None:
         raise TesseraError(f"explain() takes a kernel with @autotune, not {kernel!r}"[:200])
     missing = [s for s in space.key if s not in shapes]
@@ -236,7 +236,7 @@ def explain(kernel: Any, **shapes: int) -> str:
         raise TesseraError(f"explain({kernel.name}): give the key value{'s' * (len(missing) > 1)} "
                            f"{', '.join(missing)} as keywords ({', '.join(f'{s}=...' for s in space.key)})")
     key = tuple(sorted((s, int(shapes[s])) for s in space.key))
-    src, fp = source_hash(mod._source), fingerprint()
+    src, fp = source_hash(mod.source), fingerprint()
     mine = [r for r in _store.records(mod.arch).values() if (r.source, r.kernel, r.fingerprint) == (src, kernel.name, fp)]
     head = f"{kernel.name} on {mod.arch}, key {', '.join(f'{n}={v}' for n, v in key)}:"
     total = math.prod(len(v) for _, v in space.axes)

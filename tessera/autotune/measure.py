@@ -56,7 +56,7 @@ def measure(kernel: Any, consts: dict[str, Any], args: tuple, kwargs: dict[str, 
     copies of its mut arguments; `math.inf` when it fails."""
     cuda = kernel.module.backend == "cuda"
     try:
-        lib, info, bound = kernel._prepare(args, {**kwargs, **consts}, grid, tuned=False)
+        lib, info, bound = kernel.prepare(args, {**kwargs, **consts}, grid=grid, tuned=False)
         _copies(info, bound, cuda)
         # One warm-up launch: on the CPU, the first touch of the arrays and the library's arenas.
         return float(lib.benchmark(info, bound, repeat=repeat, warmup=1))

@@ -23,6 +23,7 @@ from typing import Any
 from tessera.autotune.arch import arch_spec
 from tessera.autotune.model import Estimate, Resources, estimate, prune_reason
 from tessera.base.errors import CompileError, TesseraError
+from tessera.base.options import CompileOptions
 from tessera.base.tune_space import TuneSpace
 from tessera.transpile.consts import Value
 from tessera.transpile.lir import nodes as L
@@ -81,8 +82,8 @@ def judge(front: Any, arch: str, kernel: str, config: Config, other: Mapping[str
     consts = {**other, **dict(config)}
     count("candidate_compiles")
     try:
-        result = compile_variant(front, arch=arch, variants={kernel: consts}, only_kernel=kernel,
-                                 alignment="generic")
+        result = compile_variant(front, CompileOptions(arch=arch, alignment="generic"), variants={kernel: consts},
+                                 only_kernel=kernel)
     except CompileError as e:
         rule, reason = _compile_rule(e)
         return Judged(config, None, None, rule, reason)

@@ -164,7 +164,7 @@ def recheck_variant(module: Any, kernel: str, arch: str) -> Callable[[Record], s
     def check(r: Record) -> str | None:
         res = resources_of(r)
         try:
-            info = module._variant(kernel, dict(r.config)).kernel(kernel)
+            info = module.variant(kernel, dict(r.config)).kernel(kernel)
         except (CompileError, LaunchError) as e:
             return f"it does not compile ({str(e).strip().splitlines()[0][:200]})"
         if res is None:

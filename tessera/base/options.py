@@ -1,17 +1,64 @@
-"""The compile options shared by the command line and the Python API, and their validation.
+"""The compile options: one frozen object that is both a compile's input and its cache key.
 
-Options reach the C text (the architecture is named in the header comment) and the cache keys,
-so the API checks each one as strictly as `tesserac` does, raising a TesseraError that names it.
+`CompileOptions` holds everything besides the source, the `-D` values and the const parameter
+values that shapes the C a compile emits: the target architecture, the debugging aids, the
+aliasing promise, which alignment variants to emit and whether the C is the CPU backend's (region
+mode). The command line and the Python API build it through `checked`, which refuses a bad value
+with a TesseraError that names the option, as strictly from Python as from `tesserac`; the
+compiler reads it (transpile/driver.py, the passes through their context, the printers); the
+variant cache keys it with `key()`. Adding an option is adding a field here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tessera.base.errors import TesseraError
+from tessera.base.irnode import ir_node
 
 # The architectures a user may ask for (`--arch`, `arch=`); one table for both.
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
+# Which alignment variants of the kernels that have them to emit: the one for any alignment, the
+# one for 16-byte-aligned arrays, or both (tesserac's default; a launch compiles the one it needs).
+ALIGNMENTS = ("generic", "aligned", "both")
+
+
+@ir_node
+class CompileOptions:
+    arch: str = "sm_90"
+    debug: bool = False         # tassert checks compiled in
+    line_info: bool = False     # #line directives naming the .tsr file
+    check_bounds: bool = False  # every access checked, signed overflow reported (CPU backend)
+    restrict: bool = True       # tensor parameters are __restrict__ (a launch refuses overlapping arrays)
+    alignment: str = "both"     # one of ALIGNMENTS
+    cpu_regions: bool = False   # the CPU backend's C: kernels that allow it in region mode (transpile/cpu)
+
+    @staticmethod
+    def checked(**given: Any) -> CompileOptions:
+        """Options from keyword values, each checked: a TesseraError names the first bad one."""
+        fields = {f.name: f for f in dataclasses.fields(CompileOptions)}
+        for name, value in given.items():
+            if name not in fields:
+                raise TesseraError(f"unknown compile option {name!r}")
+            if name == "arch":
+                check_arch(value)
+            elif name == "alignment":
+                if value not in ALIGNMENTS:
+                    raise TesseraError(f"alignment= must be one of {', '.join(ALIGNMENTS)}, not {_shown(value)}")
+            else:
+                check_flag(name, value)
+        return CompileOptions(**given)
+
+    def replace(self, **changes: Any) -> CompileOptions:
+        return dataclasses.replace(self, **changes)
+
+    def key(self) -> str:
+        """The options as text for cache keys: every field, in declaration order."""
+        return ";".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+
+
+DEFAULT_OPTIONS = CompileOptions()
 
 
 def check_arch(arch: Any) -> str | None:

@@ -14,7 +14,7 @@ from tessera.base.dtypes import SCALARS
 from tessera.base.errors import CompileError, InternalCompilerError, TesseraError
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.limits import MAX_NAME_CHARS
-from tessera.base.options import ARCHS
+from tessera.base.options import ARCHS, CompileOptions
 from tessera.base.version import VERSION
 from tessera.cli.output import is_input, write_output
 from tessera.transpile.consts import NAME_RE, parse_define_value
@@ -108,11 +108,11 @@ def run(argv: list[str]) -> int:
         return EXIT_ERROR
     try:
         if args.dump_after:
-            result = compile_source(src, arch=args.arch, defines=defines, stop_after=args.dump_after)
+            result = compile_source(src, CompileOptions(arch=args.arch), defines=defines, stop_after=args.dump_after)
             write_output(out, dump_any(result.module))
             return 0
-        result = compile_source(src, arch=args.arch, defines=defines, debug=args.debug, line_info=args.line_info,
-                                only_kernel=args.kernel)
+        options = CompileOptions(arch=args.arch, debug=args.debug, line_info=args.line_info)
+        result = compile_source(src, options, defines=defines, only_kernel=args.kernel)
         kernels = result.kernels
         if args.kernel is not None and not kernels:
             names = ", ".join(k.name for k in result.module.kernels) or "none"
@@ -180,7 +180,6 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
 def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
     """How the CPU backend would run kernel `k` (transpile/cpu/regions.py), for --info."""
     from tessera.transpile.cpu.regions import fiber_reason
-    from tessera.transpile.emit.stmts import Options
     from tessera.transpile.lir import nodes as L
     from tessera.variant import cpu_regions
 
@@ -189,7 +188,7 @@ def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
         return "-"
     if not cpu_regions("cpu"):
         return "fiber mode (TESSERA_CPU_REGIONS=0)"
-    why = fiber_reason(fn, Options(debug=debug))
+    why = fiber_reason(fn, CompileOptions(debug=debug))
     return "region mode (loops over tiles between barriers)" if why is None else f"fiber mode: {why}"
 
 

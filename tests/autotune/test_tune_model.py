@@ -12,6 +12,7 @@ import pytest
 from tessera.autotune.arch import arch_spec
 from tessera.autotune.cost_count import count_work, global_footprint
 from tessera.autotune.model import LAUNCH_US, Resources, estimate
+from tessera.base.options import CompileOptions
 from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.lir import nodes as L
 from tests.conftest import ROOT
@@ -19,8 +20,8 @@ from tests.conftest import ROOT
 
 def _kernel(sample: str, consts: dict[str, int] | None = None) -> L.Function:
     name = Path(sample).stem
-    result = compile_source(load_source(str(ROOT / "samples" / sample)), arch="sm_80",
-                            variants={name: consts} if consts else None, alignment="generic")
+    result = compile_source(load_source(str(ROOT / "samples" / sample)), options=CompileOptions(arch="sm_80", alignment="generic"),
+                            variants={name: consts} if consts else None)
     assert isinstance(result.module, L.Module)
     return result.module.kernels[0]
 

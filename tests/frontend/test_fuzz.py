@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import CompileError
+from tessera.base.options import CompileOptions
 from tessera.frontend.parser import KEYWORDS, decode_source
 from tessera.transpile.checks.expr import BUILTIN_NAMES
 from tessera.transpile.driver import compile_source
@@ -42,7 +43,7 @@ def check(data: bytes, arch: str = "sm_90") -> None:
     """The property: success, or a CompileError whose every diagnostic is located in the file."""
     try:
         src = decode_source(data, "fuzz.tsr")
-        compile_source(src, arch=arch)
+        compile_source(src, options=CompileOptions(arch=arch))
     except CompileError as e:
         assert DIAG.match(e.text), e.text
         assert e.diagnostics, e.text

@@ -11,6 +11,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import LaunchError, SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.transpile.driver import compile_source, load_source
@@ -132,7 +133,7 @@ def _kernel_sass(cuda: str, arch: str, c_name: str) -> str:
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_pipelined_sgemm_uses_128_bit_ldgsts_when_shapes_divide(arch: str) -> None:
-    result = compile_source(load_source(str(SGEMM)), arch=arch)
+    result = compile_source(load_source(str(SGEMM)), options=CompileOptions(arch=arch))
     aligned = next(k.c_name for k in result.kernels if k.aligned)
     sass = _kernel_sass(result.cuda, arch, aligned)
     assert "LDGSTS.E.BYPASS.128" in sass
@@ -144,7 +145,7 @@ def test_pipelined_sgemm_uses_128_bit_ldgsts_when_shapes_divide(arch: str) -> No
 @pytest.mark.parametrize("consts", [dict(), dict(BM=64, BN=64, BK=16, stages=4), dict(BM=32, BN=64, BK=4, stages=2),
                                     dict(BM=128, BN=128, BK=16, stages=2), dict(stages=1)])
 def test_no_spills_in_any_sgemm_variant(arch: str, consts) -> None:
-    result = compile_source(load_source(str(SGEMM)), arch=arch, variants={"sgemm": consts})
+    result = compile_source(load_source(str(SGEMM)), options=CompileOptions(arch=arch), variants={"sgemm": consts})
     nv = compile_cuda(result.cuda, name="sgemm.cu", arch=arch)
     assert nv.warnings == ()
     for k in result.kernels:
@@ -153,7 +154,7 @@ def test_no_spills_in_any_sgemm_variant(arch: str, consts) -> None:
 
 
 def test_below_sm80_async_copies_are_synchronous() -> None:
-    result = compile_source(load_source(str(SGEMM)), arch="sm_75")
+    result = compile_source(load_source(str(SGEMM)), options=CompileOptions(arch="sm_75"))
     assert "tsr_copy_async<" not in result.cuda and "tsr_cp_async_commit();" not in result.cuda
     assert "the copies are synchronous on sm_75" in result.cuda
     nv = compile_cuda(result.cuda, name="sgemm.cu", arch="sm_75")

@@ -16,6 +16,7 @@ import pytest
 import tessera
 from samples.runner import bf16_values
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
 from tessera.transpile.driver import compile_source
@@ -308,7 +309,7 @@ def test_inf_folds_without_errors() -> None:
 
 @functools.cache
 def _nvrtc(arch: str, source: str):
-    result = compile_source(SourceFile("bits.tsr", source), arch=arch)
+    result = compile_source(SourceFile("bits.tsr", source), options=CompileOptions(arch=arch))
     return result, compile_cuda(result.cuda, name="bits.cu", arch=arch)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import LaunchError, SourceFile, TesseraError
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
 
@@ -308,19 +309,19 @@ def k(out: mut f32[n]):
 
 
 def test_emitted_c_passes_pointers_and_strides() -> None:
-    result = compile_source(SourceFile("d.tsr", SHARED), arch="sm_90")
+    result = compile_source(SourceFile("d.tsr", SHARED), options=CompileOptions(arch="sm_90"))
     cuda = result.cuda
     assert "row_sum(float* s, int tsr_stride0_s, int row, int t, int rows)" in cuda
     assert "row_sum(&r[0][0], 256, 1, t, 2)" in cuda
     assert "scan256(&s[0], t)" in cuda
-    result = compile_source(SourceFile("t.tsr", TENSORS), arch="sm_90")
+    result = compile_source(SourceFile("t.tsr", TENSORS), options=CompileOptions(arch="sm_90"))
     assert "row_dot(const float* a, int tsr_stride0_a, int row, const float* w, int r, int c)" in result.cuda
     assert "row_dot(a, c, i, w, r, c)" in result.cuda
     assert "cmul(float ar, float ai, float br, float bi, float* tsr_result0, float* tsr_result1)" in result.cuda
 
 
 def _nvrtc(arch: str, source: str):
-    result = compile_source(SourceFile("dev.tsr", source), arch=arch)
+    result = compile_source(SourceFile("dev.tsr", source), options=CompileOptions(arch=arch))
     return result, compile_cuda(result.cuda, name="dev.cu", arch=arch)
 
 

@@ -11,6 +11,7 @@ import pytest
 import tessera
 from tessera.base.errors import CompileError, LaunchError, SourceFile
 from tessera.base.kernel_info import kernels_from_json, kernels_to_json
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
 
@@ -95,7 +96,7 @@ def test_the_emitted_code_places_them_after_the_constant_arrays() -> None:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_nvrtc_compiles_them_without_warnings(arch: str) -> None:
-    nv = compile_cuda(compile_source(SourceFile("s.tsr", SOURCE), arch=arch).cuda, name="s.cu", arch=arch)
+    nv = compile_cuda(compile_source(SourceFile("s.tsr", SOURCE), options=CompileOptions(arch=arch)).cuda, name="s.cu", arch=arch)
     assert nv.warnings == ()
     res = nv.kernel("stage")
     assert res.spill_stores == 0 and res.shared_bytes == 0  # all of it dynamic

@@ -19,6 +19,7 @@ import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.api import Module
 from tessera.base.errors import LaunchError, SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
 from tessera.runtime.host.library import CpuLibrary
@@ -562,7 +563,7 @@ def test_bad_grids_are_launch_errors(ew) -> None:
 
 @functools.cache
 def _elementwise(arch: str = "sm_90"):
-    return compile_source(load_source(str(ELEMENTWISE)), arch=arch)
+    return compile_source(load_source(str(ELEMENTWISE)), options=CompileOptions(arch=arch))
 
 
 def _kernel_text(cuda: str, c_name: str) -> str:
@@ -597,7 +598,7 @@ def test_the_generic_variant_alone_when_asked() -> None:
 
     front = front_end(load_source(str(ELEMENTWISE)))
     for alignment, names in (("generic", list(SAMPLE_KERNELS)), ("aligned", [k + "_a16" for k in SAMPLE_KERNELS])):
-        result = compile_variant(front, arch="sm_90", alignment=alignment)
+        result = compile_variant(front, options=CompileOptions(arch="sm_90", alignment=alignment))
         assert [k.c_name for k in result.kernels] == names
 
 
@@ -621,7 +622,7 @@ def test_cli_info_lists_both_variants(tmp_path, capsys) -> None:
 
 @functools.cache
 def _nvrtc(arch: str, source: str | None = None):
-    result = compile_source(SourceFile("lang.tsr", source), arch=arch) if source else _elementwise(arch)
+    result = compile_source(SourceFile("lang.tsr", source), options=CompileOptions(arch=arch)) if source else _elementwise(arch)
     return result, compile_cuda(result.cuda, name="map.cu", arch=arch)
 
 

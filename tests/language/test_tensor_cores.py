@@ -15,6 +15,7 @@ import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.cli.compile import run
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
@@ -366,7 +367,7 @@ def _sass(cuda: str, arch: str, c_name: str) -> str:
 @pytest.mark.parametrize("sample,mma", [("tc_gemm_f16", "HMMA.16816.F32 "), ("tc_gemm_bf16_bias_relu", "HMMA.16816.F32.BF16"),
                                         ("tc_gemm_i8", "IMMA.16832.S8.S8")])
 def test_samples_use_tensor_cores_fed_by_ldmatrix(sample: str, mma: str, arch: str) -> None:
-    result = compile_source(load_source(str(SAMPLES[sample])), arch=arch)
+    result = compile_source(load_source(str(SAMPLES[sample])), options=CompileOptions(arch=arch))
     for k in result.kernels:
         sass = _sass(result.cuda, arch, k.c_name)
         assert mma in sass and "LDSM.16.M88.4" in sass, k.c_name
@@ -375,7 +376,7 @@ def test_samples_use_tensor_cores_fed_by_ldmatrix(sample: str, mma: str, arch: s
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tf32_uses_hmma_and_every_kind_has_no_spills(arch: str) -> None:
-    result = compile_source(SourceFile("kinds.tsr", KINDS), arch=arch)
+    result = compile_source(SourceFile("kinds.tsr", KINDS), options=CompileOptions(arch=arch))
     names = {k.name: k.c_name for k in result.kernels if not k.aligned}
     assert "HMMA.1688.F32.TF32" in _sass(result.cuda, arch, names["mm_tf32"])
     assert "LDSM.16.MT88.4" in _sass(result.cuda, arch, names["mm_f16"])  # B[K, N] through ldmatrix.trans

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import tessera
+import tessera.variant
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.cli.compile import run
 from tessera.transpile.driver import compile_source
 
@@ -139,8 +141,8 @@ def test_a_scalar_alone_does_not_bind(mod) -> None:
 def test_each_binding_compiles_once(mod, monkeypatch) -> None:
     m = mod(SCALE)
     calls = []
-    real = tessera.api._Variant._compile
-    monkeypatch.setattr(tessera.api._Variant, "_compile", staticmethod(lambda *a: calls.append(a[1:]) or real(*a)))
+    real = tessera.variant.compile_spec
+    monkeypatch.setattr(tessera.variant, "compile_spec", lambda spec, front: calls.append(spec) or real(spec, front))
     x = np.ones(10, np.float32)
     m.scale(x, np.zeros_like(x), 2.0, grid=1)
     m.scale(x, np.zeros_like(x), 2.0, grid=1)
@@ -206,7 +208,7 @@ def test_nvrtc_compiles_every_binding_without_warnings(source: str, arch: str) -
     nvrtc = pytest.importorskip("tessera.runtime.cuda.nvrtc")
     bindings = [{"T": t} for t in ("f16", "bf16", "f32", "f64", "i32", "u8")] if source is SCALE else [{}]
     for defines in bindings:
-        result = compile_source(SourceFile("g.tsr", source), arch=arch, defines=defines)
+        result = compile_source(SourceFile("g.tsr", source), options=CompileOptions(arch=arch), defines=defines)
         nv = nvrtc.compile_cuda(result.cuda, name="g.cu", arch=arch)
         assert nv.warnings == (), (defines, nv.warnings)
         for k in result.kernels:

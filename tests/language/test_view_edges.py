@@ -13,6 +13,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.lir import nodes as L
@@ -154,7 +155,7 @@ def test_the_lower_edge_is_tested_only_where_a_start_may_be_negative() -> None:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_halo_copies_compile_without_warnings(arch: str) -> None:
-    nv = compile_cuda(compile_source(SourceFile("halo.tsr", HALO), arch=arch).cuda, name="halo.cu", arch=arch)
+    nv = compile_cuda(compile_source(SourceFile("halo.tsr", HALO), options=CompileOptions(arch=arch)).cuda, name="halo.cu", arch=arch)
     assert nv.warnings == ()
 
 

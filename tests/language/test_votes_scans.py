@@ -13,6 +13,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
 from tessera.transpile.driver import compile_source
@@ -292,7 +293,7 @@ def votes(x: f32[n], p: i32[n], a: mut bool[n], b: mut u32[n], c: mut f32[n], h:
 
 @functools.cache
 def _nvrtc(arch: str):
-    result = compile_source(SourceFile("votes.tsr", GPU), arch=arch)
+    result = compile_source(SourceFile("votes.tsr", GPU), options=CompileOptions(arch=arch))
     return result, compile_cuda(result.cuda, name="votes.cu", arch=arch)
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import tessera
 from tessera.base.errors import CompileError, SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host.build import find_cxx, kernel_command, stub_headers
 from tessera.transpile.driver import compile_source
@@ -106,7 +107,7 @@ def test_accepted_fuzz_programs_compile_with_nvrtc_and_the_host(header: str, bod
         "    a = 0.0\n    i = tile_linear_id()\n    sm = tshared.alloc(f32[64])\n    r = tregs(f32[2, 2], 0.0)\n" + \
         "".join(f"    {ln}\n" for ln in body)
     try:
-        cuda = compile_source(SourceFile("fuzz.tsr", text), arch="sm_80").cuda
+        cuda = compile_source(SourceFile("fuzz.tsr", text), options=CompileOptions(arch="sm_80")).cuda
     except CompileError:
         assume(False)
         return

@@ -7,15 +7,16 @@ from __future__ import annotations
 import pytest
 
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
 from tests.conftest import ROOT
 
 
 def emit(body: str, params: str = "x: f32[n], out: mut f32[n]", header: str = "@kernel tile[(128,)]",
-         prelude: str = "", arch: str = "sm_90", **kw) -> str:
+         prelude: str = "", arch: str = "sm_90", debug: bool = False, line_info: bool = False, **kw) -> str:
     text = f"{prelude}\n{header}\ndef k({params}):\n" + "".join("    " + ln + "\n" for ln in body.splitlines())
-    result = compile_source(SourceFile("t.tsr", text), arch=arch, **kw)
+    result = compile_source(SourceFile("t.tsr", text), CompileOptions(arch=arch, debug=debug, line_info=line_info), **kw)
     nv = compile_cuda(result.cuda, arch=arch)
     assert nv.warnings == (), nv.warnings
     return result.cuda[result.cuda.index("extern \"C\" __global__"):]
@@ -25,7 +26,7 @@ def emit(body: str, params: str = "x: f32[n], out: mut f32[n]", header: str = "@
 def test_feature_program_compiles_cleanly(arch: str) -> None:
     src = SourceFile("features.tsr", (ROOT / "tests" / "programs" / "features.tsr").read_text())
     for debug in (False, True):
-        result = compile_source(src, arch=arch, debug=debug)
+        result = compile_source(src, options=CompileOptions(arch=arch, debug=debug))
         nv = compile_cuda(result.cuda, arch=arch)
         assert nv.warnings == ()
         assert nv.kernel("features").spill_stores == 0

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tessera.base.errors import CompileError
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.emit.header_parts import SECTIONS
@@ -71,9 +72,9 @@ def test_deterministic_across_processes(seed: str, tmp_path) -> None:
 def test_nvrtc_compiles_without_warnings_or_spills(path, arch: str) -> None:
     if "tfrag(" in path.read_text() and arch_number(arch) < 80:  # tensor cores: a compile error below sm_80
         with pytest.raises(CompileError, match="need sm_80 or newer"):
-            compile_source(load_source(str(path)), arch=arch)
+            compile_source(load_source(str(path)), options=CompileOptions(arch=arch))
         return
-    result = compile_source(load_source(str(path)), arch=arch)
+    result = compile_source(load_source(str(path)), options=CompileOptions(arch=arch))
     nv = compile_cuda(result.cuda, name=path.stem + ".cu", arch=arch)
     assert nv.warnings == (), nv.warnings
     for k in result.kernels:
@@ -104,7 +105,7 @@ def test_nvcc_compiles_every_sample_without_warnings(arch: str, tmp_path) -> Non
     paths = [*SAMPLES, ROOT / "tests" / "programs" / "features.tsr"]
     for path in paths:
         cu = tmp_path / (path.stem + ".cu")
-        cu.write_text(compile_source(load_source(str(path)), arch=arch).cuda)
+        cu.write_text(compile_source(load_source(str(path)), options=CompileOptions(arch=arch)).cuda)
         p = subprocess.run([NVCC, "-c", f"-arch={arch}", "-o", str(tmp_path / "k.o"), str(cu)],
                            capture_output=True, text=True)
         assert p.returncode == 0 and "warning" not in (p.stdout + p.stderr).lower(), (path.name, p.stderr)

@@ -14,7 +14,7 @@ z, y, x (x innermost, as a warp's lanes); `threadIdx` names the tile loop's own 
 not the fiber's. In a kernel without a barrier, a `return` ends the tile's iteration.
 
 The output goes only into the CPU build's kernel unit (emit.render_module with
-`Options.cpu_regions`); the CUDA C for the GPU never changes. A kernel the printer cannot handle
+`CompileOptions.cpu_regions`); the CUDA C for the GPU never changes. A kernel the printer cannot handle
 for certain (an allow-list of statements) keeps fiber mode: `fiber_reason` says why.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 
+from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.region_plan import (
     RegionPlan,
     assigned,
@@ -36,7 +37,7 @@ from tessera.transpile.cpu.region_plan import (
 )
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
-from tessera.transpile.emit.stmts import BodyPrinter, Options
+from tessera.transpile.emit.stmts import BodyPrinter
 from tessera.transpile.emit.terms import var_name
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.visit import bodies, stmt_walk
@@ -77,7 +78,7 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
     return None
 
 
-def fiber_reason(fn: L.Function, opts: Options) -> str | None:
+def fiber_reason(fn: L.Function, opts: CompileOptions) -> str | None:
     """Why kernel `fn` keeps fiber mode on the CPU backend, or None when it runs in region mode."""
     if fn.kind != "kernel":
         return "not a kernel"
@@ -97,8 +98,8 @@ def fiber_reason(fn: L.Function, opts: Options) -> str | None:
 
 
 class RegionPrinter(BodyPrinter):
-    def __init__(self, fn: L.Function, pr: CPrinter, opts: Options) -> None:
-        super().__init__(fn, pr, opts)
+    def __init__(self, fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> None:
+        super().__init__(fn, pr, opts, source_name)
         self.tiles = fn.tile_count
         self.plan: RegionPlan = plan_regions(fn)
         self.counter = 0
@@ -276,8 +277,8 @@ class RegionPrinter(BodyPrinter):
         self.emit("}")
 
 
-def print_regions(fn: L.Function, pr: CPrinter, opts: Options) -> str:
-    rp = RegionPrinter(fn, pr, opts)
+def print_regions(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> str:
+    rp = RegionPrinter(fn, pr, opts, source_name)
     rp.print_kernel()
     return "\n".join(rp.lines)
 

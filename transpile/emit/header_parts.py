@@ -37,8 +37,8 @@ from collections.abc import Iterable
 
 from tessera.base.dtypes import ScalarType
 from tessera.base.irnode import ir_node
+from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
-from tessera.transpile.emit.stmts import Options
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.visit import all_exprs, statements
 
@@ -76,7 +76,7 @@ _CAS_ATOMICS = frozenset({"atomic_max", "atomic_min", "atomic_cas"})
 _CHECKED_OPS = frozenset({"+", "-", "*"})
 
 
-def sections(module: L.Module, opts: Options) -> tuple[str, ...]:
+def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
     """The names of the sections `module` includes when emitted with `opts`, in emission order."""
     used = {"core"} | _halves({c.dtype for c in module.consts} | {t.elem for t in module.tables})
     for fn in module.functions:

@@ -12,7 +12,7 @@ import re
 
 from tessera.base.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.base.errors import Loc
-from tessera.base.irnode import ir_node
+from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.emit import frags as cfrag
 from tessera.transpile.emit.exprs import CPrinter
@@ -27,21 +27,6 @@ from tessera.transpile.names import c_ident
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")
 _CHECKED_OPS = ("+", "-", "*")  # signed overflow is reported with check_bounds
-
-
-@ir_node
-class Options:
-    arch: str = "sm_90"
-    debug: bool = False
-    line_info: bool = False
-    check_bounds: bool = False
-    source_name: str = "input.tsr"
-    restrict: bool = True
-    # Kernels whose copies depend on alignment (copy_plan): emit the "generic" variant, the
-    # "aligned" one, or "both" (tesserac's default; the runtime compiles the one a launch needs).
-    alignment: str = "both"
-    # The CPU build's kernel unit: kernels that allow it print in region mode (cpu/regions.py).
-    cpu_regions: bool = False
 
 
 def line_file_name(name: str) -> str:
@@ -65,10 +50,11 @@ def _shape(b: L.Buffer) -> tuple[int, ...]:
 
 
 class BodyPrinter:
-    def __init__(self, fn: L.Function, pr: CPrinter, opts: Options) -> None:
+    def __init__(self, fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> None:
         self.fn = fn
         self.pr = pr
         self.opts = opts
+        self.source_name = source_name  # the .tsr file's name, for #line and failed tasserts
         self.lines: list[str] = []
         self.depth = 1
         self._divisors: Divisors | None = None
@@ -76,7 +62,7 @@ class BodyPrinter:
 
     def emit(self, text: str, loc: Loc | None = None) -> None:
         if loc is not None and self.opts.line_info:
-            self.lines.append(f"#line {loc.line} {c_string(line_file_name(self.opts.source_name))}")
+            self.lines.append(f"#line {loc.line} {c_string(line_file_name(self.source_name))}")
         suffix = f"  // line {loc.line}" if loc is not None else ""
         self.lines.append(INDENT * self.depth + text + suffix)
 
@@ -276,7 +262,7 @@ class BodyPrinter:
             self.emit("// tassert compiled out (debug off)", s.loc)
             return
         cond = self.pr.wrap(s.cond, 15)
-        self.emit(f"if (!{cond}) tsr_assert_fail({c_string(self.fn.name)}, {c_string(self.opts.source_name)}, "
+        self.emit(f"if (!{cond}) tsr_assert_fail({c_string(self.fn.name)}, {c_string(self.source_name)}, "
                   f"{s.loc.line}, {c_string(s.message)});", s.loc)
 
     def s_Eval(self, s: L.Eval) -> None:
@@ -395,12 +381,12 @@ class BodyPrinter:
         return ptr, [st for st, _, _ in kept], lim, [lo for _, _, lo in kept]
 
 
-def print_body(fn: L.Function, pr: CPrinter, opts: Options) -> str:
-    bp = BodyPrinter(fn, pr, opts)
+def print_body(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> str:
+    bp = BodyPrinter(fn, pr, opts, source_name)
     bp.prologue()
     for s in fn.body:
         bp.stmt(s)
     return "\n".join(bp.lines)
 
 
-__all__ = ["BodyPrinter", "Options", "dims_suffix", "finite", "print_body"]
+__all__ = ["BodyPrinter", "dims_suffix", "finite", "print_body"]

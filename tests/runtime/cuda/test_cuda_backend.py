@@ -16,6 +16,7 @@ import pytest
 
 import tessera
 from samples.runner import CASES, check_kernel
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda import driver as cuda_backend
 from tessera.runtime.launch_args import Bound
 from tessera.transpile.driver import compile_source, load_source
@@ -46,7 +47,7 @@ def _dummy_bound(info) -> Bound:
 def test_argument_packing_matches_the_ptx_parameter_list(path) -> None:
     from tessera.runtime.cuda.nvrtc import compile_cuda
 
-    result = compile_source(load_source(str(path)), arch="sm_80")
+    result = compile_source(load_source(str(path)), options=CompileOptions(arch="sm_80"))
     ptx = compile_cuda(result.cuda, arch="sm_80", cubin=False).ptx
     for info in result.kernels:
         pointers = {p.name: 0x1000 for p in info.params if p.kind == "tensor"}
@@ -57,7 +58,7 @@ def test_argument_packing_matches_the_ptx_parameter_list(path) -> None:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_sample_has_a_cached_device_image(arch, monkeypatch) -> None:
     for path in SAMPLES:
-        cuda = compile_source(load_source(str(path)), arch=arch).cuda
+        cuda = compile_source(load_source(str(path)), options=CompileOptions(arch=arch)).cuda
         key, image = cuda_backend.compile_for_device(cuda, arch)
         assert image[:4] == b"\x7fELF"
         assert cuda_backend.load_image(key) == image
@@ -67,7 +68,7 @@ def test_every_sample_has_a_cached_device_image(arch, monkeypatch) -> None:
 
     monkeypatch.setattr("tessera.runtime.cuda.nvrtc.compile_cuda", no_nvrtc)
     for path in SAMPLES:
-        cuda = compile_source(load_source(str(path)), arch=arch).cuda
+        cuda = compile_source(load_source(str(path)), options=CompileOptions(arch=arch)).cuda
         assert cuda_backend.compile_for_device(cuda, arch)[1][:4] == b"\x7fELF"
 
 
@@ -82,10 +83,11 @@ def test_newer_architecture_than_nvrtc_falls_back_to_ptx() -> None:
 
 def test_eight_processes_compile_the_same_kernels_with_a_cold_cache(tmp_path) -> None:
     code = ("import sys\n"
+            "from tessera.base.options import CompileOptions\n"
             "from tessera.transpile.driver import compile_source, load_source\n"
             "from tessera.runtime.cuda.driver import compile_for_device\n"
             "for p in sys.argv[1:]:\n"
-            "    key, image = compile_for_device(compile_source(load_source(p), arch='sm_80').cuda, 'sm_80')\n"
+            "    key, image = compile_for_device(compile_source(load_source(p), CompileOptions(arch='sm_80')).cuda, 'sm_80')\n"
             "    assert image[:4] == b'\\x7fELF'\n")
     env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "shared"), PYTHONWARNINGS="error")
     procs = [subprocess.Popen([sys.executable, "-c", code, *map(str, SAMPLES)], env=env, cwd=ROOT,
@@ -98,7 +100,7 @@ def test_eight_processes_compile_the_same_kernels_with_a_cold_cache(tmp_path) ->
     cache = DiskCache("cuda")
     assert cache.info()["entries"] == len(SAMPLES)
     for path in SAMPLES:
-        cuda = compile_source(load_source(str(path)), arch="sm_80").cuda
+        cuda = compile_source(load_source(str(path)), options=CompileOptions(arch="sm_80")).cuda
         key, _ = cuda_backend.compile_for_device(cuda, "sm_80")
         assert cache.get_bytes(key) is not None
 
@@ -234,7 +236,7 @@ def test_a_module_is_loaded_once_per_process(monkeypatch) -> None:
 
     monkeypatch.setattr(cuda_backend, "CudaLibrary", FakeLibrary)
     monkeypatch.setattr(cuda_backend, "_LOADED", {})
-    cuda = compile_source(load_source(str(ROOT / "samples" / "sum_reduce.tsr")), arch="sm_80").cuda
+    cuda = compile_source(load_source(str(ROOT / "samples" / "sum_reduce.tsr")), options=CompileOptions(arch="sm_80")).cuda
     key, image = cuda_backend.compile_for_device(cuda, "sm_80")
     first = cuda_backend.loaded_library(key, ())
     assert cuda_backend.loaded_library(key, ()) is first and loads == [image]
@@ -248,6 +250,6 @@ def test_a_warm_cuda_variant_hands_over_the_image_without_its_cache_tag(monkeypa
     monkeypatch.setattr(cuda_backend, "loaded_library", lambda key, kernels, image=None: seen.append(image) or seen)
     text = (ROOT / "samples" / "sum_reduce.tsr").read_text()
     for _ in range(2):  # cold, then warm from the cache
-        mod = api.Module(text.encode(), "s.tsr", "cuda", "sm_80", False, False)
-        mod._variant(None, {}).library()
+        mod = api.Module(text.encode(), "s.tsr", "cuda", "sm_80", CompileOptions())
+        mod.variant(None, {}).library()
     assert len(seen) == 2 and all(img[:4] == b"\x7fELF" for img in seen)

@@ -12,6 +12,7 @@ import pytest
 
 import tessera
 from samples.runner import CASES, check_kernel
+from tessera.base.options import CompileOptions
 from tests.conftest import ROOT, sample_of
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -534,7 +535,7 @@ def test_check_bounds_builds_compile_with_nvrtc() -> None:
 
     src = "@kernel tile[(32,)]\ndef k(a: i64, y: mut i64[n]):\n    y[tile_linear_id()] = -(a * 3 + y[0] - 1)\n"
     for arch in ("sm_80", "sm_90"):
-        cuda = compile_source(SourceFile("k.tsr", src), arch=arch, check_bounds=True).cuda
+        cuda = compile_source(SourceFile("k.tsr", src), options=CompileOptions(arch=arch, check_bounds=True)).cuda
         assert "tsr_checked_mul(" in cuda and "tsr_checked_neg(" in cuda
         assert compile_cuda(cuda, name="k.cu", arch=arch).warnings == ()
 
@@ -588,7 +589,7 @@ def test_a_launch_uses_the_array_now_in_the_bound_arguments() -> None:
     k = tessera.compile("@kernel tile[(32,)]\ndef k(y: mut f32[n]):\n    y[tile_linear_id()] = 2.0\n",
                         backend="cpu").k
     y = np.zeros(32, np.float32)
-    lib, info, bound = k._prepare((y,), {}, 1)
+    lib, info, bound = k.prepare((y,), {}, grid=1)
     copy = np.zeros(32, np.float32)
     bound.arrays["y"] = copy
     lib.launch(info, bound)

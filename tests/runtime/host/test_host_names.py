@@ -117,7 +117,7 @@ def test_only_the_launch_entry_points_and_the_engine_calls_are_exported(tmp_path
     mod = tessera.compile(ITEMS, backend="cpu")
     from tessera.runtime.host.library import cached_library
 
-    variant = mod._variant(None, {})
+    variant = mod.variant(None, {})
     variant.library()  # built on first use
     path = cached_library(variant.library_key)
     assert path is not None

@@ -18,6 +18,7 @@ import pytest
 import tessera
 from tessera.base.errors import CompileError, LaunchError, SourceFile
 from tessera.base.kernel_info import kernels_from_json, kernels_to_json
+from tessera.base.options import CompileOptions
 from tessera.runtime.host.build import build_shared_library
 from tessera.transpile.driver import compile_source
 from tests.conftest import ROOT
@@ -205,7 +206,7 @@ def test_overlapping_arrays_are_refused_naming_both_parameters(mod) -> None:
 def test_restrict_false_allows_aliasing_and_survives_a_warm_cache() -> None:
     text = "@kernel tile[(64,)]\ndef inc(x: f32[n], y: mut f32[n]):\n    t = global_linear_id()\n" \
            "    if t < n:\n        y[t] = x[t] + 1.0\n"
-    result = compile_source(SourceFile("inc.tsr", text), restrict=False)
+    result = compile_source(SourceFile("inc.tsr", text), options=CompileOptions(restrict=False))
     assert "__restrict__" not in result.cuda and result.kernels[0].restrict is False
     assert kernels_from_json(kernels_to_json(result.kernels)) == result.kernels
     assert "__restrict__" in compile_source(SourceFile("inc.tsr", text)).cuda

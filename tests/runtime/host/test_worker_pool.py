@@ -46,7 +46,7 @@ def test_launches_reuse_the_pool_and_trim_ends_it():
         before = len(os.listdir("/proc/self/task"))
         counts = set()
         for v in range(40):
-            lib, info, bound = k._prepare((out, v), {{}}, 16)
+            lib, info, bound = k.prepare((out, v), {{}}, grid=16)
             lib.launch(info, bound, num_threads=4)
             assert (out == v + np.arange(out.size)).all()
             counts.add(len(os.listdir("/proc/self/task")))

@@ -9,6 +9,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import CompileError, SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
 
@@ -66,5 +67,5 @@ def test_a_local_changed_later_is_not_the_tile_index() -> None:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_warp_uniform_guards_compile_without_warnings(arch: str) -> None:
-    result = compile_source(SourceFile("k.tsr", _kernel("t < 64")), arch=arch)
+    result = compile_source(SourceFile("k.tsr", _kernel("t < 64")), options=CompileOptions(arch=arch))
     assert compile_cuda(result.cuda, name="k.cu", arch=arch).warnings == ()

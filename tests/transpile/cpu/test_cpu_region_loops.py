@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.base.options import CompileOptions
 from tessera.transpile.driver import SourceFile, compile_source
 from tests.conftest import ROOT
 
@@ -35,7 +36,7 @@ MATMUL16: str = _bench_kernels().TSR_MATMUL
 
 
 def cpu_c(src: str) -> str:
-    return compile_source(SourceFile(path="k.tsr", text=src), cpu_regions=True).cuda
+    return compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
 
 
 def interchanged(src: str, var: str) -> bool:
@@ -214,13 +215,13 @@ def test_early_return_without_barriers_runs_in_region_mode(n: int, monkeypatch: 
 
 
 def test_early_return_with_a_barrier_keeps_fibers() -> None:
+    from tessera.base.options import CompileOptions
     from tessera.transpile.cpu.regions import fiber_reason
-    from tessera.transpile.emit.stmts import Options
 
     src = EARLY.replace("    y[i] = s", "    tbarrier()\n    y[i] = s")
     assert not tessera.compile(src, backend="cpu")["early"].info().regions
     fn = next(f for f in compile_source(SourceFile(path="k.tsr", text=src)).module.functions if f.name == "early")
-    assert fiber_reason(fn, Options()) == "a return in a kernel with a barrier"
+    assert fiber_reason(fn, CompileOptions()) == "a return in a kernel with a barrier"
 
 
 ROWS = """

@@ -9,6 +9,7 @@ import pytest
 
 import tessera
 from samples.runner import CASES
+from tessera.base.options import CompileOptions
 from tests.conftest import sample_of
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -107,7 +108,7 @@ def stride(x: f32[n], partial: mut f32[grid_groups], hits: mut i32[1]):
 def _stride_cuda(src: str) -> str:
     from tessera.transpile.driver import SourceFile, compile_source
 
-    return compile_source(SourceFile(path="s.tsr", text=src), cpu_regions=True).cuda
+    return compile_source(SourceFile(path="s.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
 
 
 @pytest.mark.parametrize("n", [0, 5, 100_003])

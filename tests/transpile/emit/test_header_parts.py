@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import build as host_build
 from tessera.transpile.driver import compile_source, load_source
@@ -28,7 +29,7 @@ def sections_of(cuda: str) -> list[str]:
 
 def emitted(body: str, params: str = "y: mut f32[n]", **options: bool) -> str:
     text = "@kernel tile[(64,)]\ndef k(" + params + "):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
-    return compile_source(SourceFile("t.tsr", text), **options).cuda
+    return compile_source(SourceFile("t.tsr", text), CompileOptions(**options)).cuda
 
 
 def test_the_table_is_ordered_and_names_existing_files() -> None:
@@ -108,7 +109,7 @@ PROGRAMS = [*SAMPLES, ROOT / "tests" / "programs" / "features.tsr"]
 @pytest.mark.parametrize("path", PROGRAMS, ids=[p.stem for p in PROGRAMS])
 def test_every_program_compiles_with_the_sections_of_every_option(path, options: dict) -> None:
     """To PTX: the sections are C front-end matters (test_samples runs ptxas on every sample)."""
-    result = compile_source(load_source(str(path)), **options)
+    result = compile_source(load_source(str(path)), CompileOptions(**options))
     for arch in ("sm_75", "sm_90"):
         nv = compile_cuda(result.cuda, name=path.stem + ".cu", arch=arch, cubin=False)
         assert nv.warnings == (), nv.warnings
@@ -116,6 +117,5 @@ def test_every_program_compiles_with_the_sections_of_every_option(path, options:
 
 def test_the_feature_program_uses_every_section_but_copy_map_and_mma() -> None:
     """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/test_tensor_cores.py.)"""
-    cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), debug=True,
-                          check_bounds=True).cuda
+    cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
     assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma")]
