@@ -108,7 +108,8 @@ def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tu
 
 
 def module_names(module: L.Module) -> dict[str, str]:
-    """C names of the module's constants, tables and functions (names.global_names)."""
-    return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables),
-                        tuple((f.name, (*((c.name, c.value) for c in f.consts), *f.type_values))
-                              for f in module.functions))
+    """C names of the module's constants, tables and functions (global_names); a kernel's alignment
+    variants are one function here (the aligned one's C name adds a suffix: transpile/render.py)."""
+    functions = dict.fromkeys((f.name, (*((c.name, c.value) for c in f.consts), *f.type_values))
+                              for f in module.functions)
+    return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables), tuple(functions))

@@ -4,7 +4,8 @@ lowered IR (lir) from `lower` on. `PASS_NAMES` are the names of `tesserac --dump
 
     parse -> resolve-constants | specialize -> kernel-headers -> typecheck -> check-cooperation
           -> lower -> fold-constants -> pipeline-copies -> plan-fragments -> plan-shared
-          -> (emit: cprinter, cstmt)
+          -> plan-alignment -> plan-copies -> plan-maps -> plan-cpu-regions
+          -> (render: the printers of emit/ and cpu/ print what the plans say)
 
 The passes before the bar depend only on the source and the `-D` values (`FRONT_END`): a source is
 parsed and resolved once and specialized per set of const parameter values (tessera.transpile.driver).
@@ -23,11 +24,13 @@ from tessera.frontend import nodes as N
 from tessera.transpile.checks.cooperation import check_cooperation
 from tessera.transpile.checks.module_check import typecheck
 from tessera.transpile.consts import Value
+from tessera.transpile.cpu.region_plan import plan_cpu_regions
 from tessera.transpile.lir.fold import fold_constants
 from tessera.transpile.lir.shared_layout import plan_shared
 from tessera.transpile.passes.kernel_header import evaluate_headers
 from tessera.transpile.passes.lower import lower
 from tessera.transpile.passes.pipeline_copies import pipeline_copies
+from tessera.transpile.passes.plan_accesses import plan_alignment, plan_copies, plan_maps
 from tessera.transpile.passes.plan_fragments import plan_fragments
 from tessera.transpile.passes.resolve_constants import resolve_constants
 from tessera.transpile.passes.specialize import specialize
@@ -60,6 +63,10 @@ PASSES: tuple[Pass, ...] = (
     Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink)),
     Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.options.arch)),
     Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.options.arch)),
+    Pass("plan-alignment", lambda m, ctx: plan_alignment(m, ctx.options.alignment)),
+    Pass("plan-copies", lambda m, ctx: plan_copies(m)),
+    Pass("plan-maps", lambda m, ctx: plan_maps(m)),
+    Pass("plan-cpu-regions", lambda m, ctx: plan_cpu_regions(m, ctx.options)),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 FRONT_END = ("parse", "resolve-constants")

@@ -1,27 +1,28 @@
-"""Rendering a lowered module through the Jinja template (templates/module.cu.j2), and the kernel
-metadata the runtime needs to launch what was emitted (parameter order, shapes, shared memory).
-The template only lays the file out; C text comes from cprinter (expressions) and cstmt (bodies),
-and the file starts with the device header sections the module uses (header_parts)."""
+"""Rendering a planned lowered module through the Jinja template (templates/module.cu.j2), and the
+kernel metadata the runtime needs to launch what was emitted (parameter order, shapes, shared
+memory, alignment variants, the CPU mode). Every function of the module is printed as the passes
+left it (the alignment variants and the CPU backend's region mode are functions and plans by
+now); the template only lays the file out; C text comes from emit/exprs.py (expressions),
+emit/stmts.py and cpu/regions.py (bodies), and the file starts with the device header sections the
+module uses (emit/header_parts.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Sequence
 
-from tessera.base.dtypes import I32, SCALARS, c_literal
+from tessera.base.dtypes import SCALARS, c_literal
 from tessera.base.kernel_info import KernelInfo, ParamInfo
 from tessera.base.options import CompileOptions
 from tessera.base.version import VERSION
-from tessera.transpile.cpu.regions import fiber_reason, print_regions
+from tessera.transpile.cpu.regions import print_regions
 from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.emit.header_parts import SECTIONS, sections
-from tessera.transpile.emit.maps import element_loop, has_vector_variant, map_tensors
 from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.copy_plan import Divisors, aligned_symbols, copied_tensors, copy_plan
+from tessera.transpile.lir.maps import element_loop
 from tessera.transpile.lir.shared_layout import shared_layout
 from tessera.transpile.lir.visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident, module_names
@@ -84,45 +85,6 @@ def _recursive(fn: L.Function) -> bool:
         isinstance(s, L.Invoke) and s.func == fn.name for s in statements(fn.body))
 
 
-def has_alignment_variants(fn: L.Function) -> bool:
-    """Whether an aligned variant of kernel `fn` copies in wider chunks or with fewer tests, or
-    moves a map kernel's elements with vector accesses."""
-    if fn.kind != "kernel" or fn.aligned:
-        return False
-    if has_vector_variant(fn):
-        return True
-    if not copied_tensors(fn):
-        return False
-    aligned = dataclasses.replace(fn, aligned=True)
-    generic_div, aligned_div = Divisors(fn), Divisors(aligned)
-    buffers = {b.name: b for b in fn.buffers}
-    copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
-    return any(copy_plan(s, buffers, generic_div) != copy_plan(s, buffers, aligned_div) for s in copies)
-
-
-def alignment_assumptions(fn: L.Function) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What the aligned variant of kernel `fn` assumes: the tensors that start on a 16-byte
-    boundary and the shape symbols that are multiples of 16."""
-    loop = element_loop(fn)
-    if loop is not None:
-        read, written = map_tensors(loop)
-        return tuple(dict.fromkeys(read + written)), ()
-    return copied_tensors(fn), aligned_symbols(fn)
-
-
-def _alignment_variants(module: L.Module, alignment: str) -> list[tuple[L.Function, bool]]:
-    """The functions to emit, kernels with alignment variants as `alignment` asks, each with
-    whether it is one of a pair of alignment variants."""
-    out: list[tuple[L.Function, bool]] = []
-    for fn in module.functions:
-        variants = has_alignment_variants(fn)
-        if not variants or alignment in ("generic", "both"):
-            out.append((fn, variants))
-        if variants and alignment in ("aligned", "both"):
-            out.append((dataclasses.replace(fn, aligned=True), True))
-    return out
-
-
 def _sized_arrays(fn: L.Function, names: tuple[str, ...]) -> tuple[tuple[str, int, tuple[int | str, ...], int], ...]:
     """The launch-sized shared arrays as KernelInfo describes them."""
     out = []
@@ -148,8 +110,7 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
     source_name = os.path.basename(module.path)
     names = module_names(module)
     declared = {c.name: c.dtype for c in module.consts if finite(c)}
-    tables = {t.name: L.Buffer(t.name, "const", t.elem, tuple(L.Const(d, I32) for d in t.shape), t.loc)
-              for t in module.tables}
+    tables = {t.name: t.as_buffer() for t in module.tables}
     constants = [{"ctype": c.dtype.c_compute, "name": names[c.name], "value": c_literal(c.value, c.dtype),
                   "line": c.loc.line, "finite": finite(c)} for c in module.consts]
     table_rows = [{"ctype": t.elem.c_compute, "name": names[t.name], "dims": dims_suffix(t.shape),
@@ -157,10 +118,10 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
                   for t in module.tables]
     functions = []
     infos: list[KernelInfo] = []
-    for fn, variants in _alignment_variants(module, opts.alignment):
+    for fn in module.functions:
         ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
-        regions = opts.cpu_regions and fn.kind == "kernel" and fiber_reason(fn, opts) is None
+        regions = fn.regions is not None
         body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts, source_name)
         cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
         if fn.kind == "device":
@@ -173,9 +134,9 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
         pinfo = param_infos(fn)
         layout = shared_layout(fn)
         dyn = layout.total_bytes if layout.dynamic else 0
-        tensors, symbols = alignment_assumptions(fn) if variants else ((), ())
+        tensors, symbols = (fn.alignment.tensors, fn.alignment.symbols) if fn.alignment else ((), ())
         loop = element_loop(fn)
-        map_info = (loop.width, map_tensors(loop)[1][0]) if loop is not None else (0, "")
+        map_info = (loop.width, loop.written[0]) if loop is not None else (0, "")
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
                                 fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
                                 _sized_arrays(fn, layout.sized), regions))

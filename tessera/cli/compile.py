@@ -179,7 +179,7 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
 
 def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
     """How the CPU backend would run kernel `k` (transpile/cpu/regions.py), for --info."""
-    from tessera.transpile.cpu.regions import fiber_reason
+    from tessera.transpile.cpu.region_plan import fiber_reason
     from tessera.transpile.lir import nodes as L
     from tessera.variant import cpu_regions
 

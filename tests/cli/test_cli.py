@@ -98,7 +98,11 @@ PASS_SHOWS = {"parse": "function matmul(A, B, C, BM, BN):", "resolve-constants":
               "lower": "buffer regs acc: f32[4, 4]",
               "fold-constants": "store C[{r:i32}, {c:i32}] = load acc[{i:i32}, {j:i32}]:f32",
               "pipeline-copies": "buffer shared As: f32[64, 16] pad=4",
-              "plan-fragments": "buffer shared As: f32[64, 16] pad=4", "plan-shared": "shared As @ 0 (5120 bytes)"}
+              "plan-fragments": "buffer shared As: f32[64, 16] pad=4", "plan-shared": "shared As @ 0 (5120 bytes)",
+              "plan-alignment": "variant aligned: A, B 16-byte aligned, K % 16 == 0, N % 16 == 0",
+              "plan-copies": "<- A[{r0:i32}+:64, {k0:i32}+:16] [chunks of 16 bytes, alignment tested]",
+              # tesserac compiles for the GPU: the CPU backend's region plan is not made.
+              "plan-maps": "[chunks of 16 bytes, alignment tested]", "plan-cpu-regions": "variant generic"}
 
 
 @pytest.mark.parametrize("name", PASS_NAMES)

@@ -12,6 +12,7 @@ import pytest
 
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import CompileError, SourceFile
+from tessera.base.options import CompileOptions
 from tessera.frontend import nodes as N
 from tessera.transpile.consts import module_env
 from tessera.transpile.driver import compile_source, front_end
@@ -20,7 +21,8 @@ from tessera.transpile.lir.dump import dump_lir
 from tessera.transpile.lir.fold import fold_constants
 from tessera.transpile.lir.hoist import hoist_function, hoisted
 from tessera.transpile.lir.shared_layout import shared_layout
-from tessera.transpile.lir.verify import VerifyError, verify, verify_lir
+from tessera.transpile.lir.verify import AST_PASSES, LIR_PASSES, VerifyError, verify, verify_lir
+from tessera.transpile.lir.verify_plans import PLANNING_PASSES
 from tessera.transpile.lir.visit import stmt_walk
 from tessera.transpile.passes.lower import lower, lower_function
 from tessera.transpile.pipeline import PASS_NAMES
@@ -374,3 +376,122 @@ def test_plan_fragments_pads_operands_without_pad_and_keeps_the_others() -> None
     expected = dataclasses.replace(before.functions[0], buffers=tuple(
         dataclasses.replace(b, pad=8) if b.name == "As" else b for b in before.functions[0].buffers))
     assert structure(module.functions[0]) == structure(expected)  # nothing else changes
+
+
+# ---- the planning passes: what the printers print is decided before them ----------------------------
+
+COPIES = kernel("""
+s = tshared.alloc(f32[64])
+r0 = group_id(0) * 64
+tcopy(s, x[r0 - 1:r0 - 1 + 64])
+tbarrier()
+y[r0 + tile_id(0)] = s[tile_id(0)]
+""")
+
+
+def _with(text: str, last: str, **options: object) -> L.Module:
+    module = compile_source(SourceFile("t.tsr", text), CompileOptions(**options), stop_after=last,  # type: ignore[arg-type]
+                            verify=verify).module
+    assert isinstance(module, L.Module)
+    return module
+
+
+def test_the_verifier_knows_the_passes_in_pipeline_order() -> None:
+    assert AST_PASSES + LIR_PASSES == PASS_NAMES
+    assert PASS_NAMES[-len(PLANNING_PASSES):] == PLANNING_PASSES
+
+
+def test_plan_alignment_makes_the_variants_the_compile_asks_for() -> None:
+    text = kernel("""
+s = tshared.alloc(f32[16, 64])
+tcopy(s, A[0:16, 0:64])
+tbarrier()
+y[0] = s[0, tile_id(0)]
+""", "A: f32[M, K], y: mut f32[n]")
+    before = after(text, "plan-shared")
+    both = _with(text, "plan-alignment")
+    generic, aligned = both.functions
+    assumed = L.Alignment(("A",), ("K",))
+    assert (generic.aligned, generic.alignment, aligned.aligned, aligned.alignment) == (False, assumed, True, assumed)
+    assert structure(generic) == structure(dataclasses.replace(before.functions[0], alignment=assumed))
+    assert [f.aligned for f in _with(text, "plan-alignment", alignment="generic").functions] == [False]
+    assert [f.aligned for f in _with(text, "plan-alignment", alignment="aligned").functions] == [True]
+    dump = dump_lir(both)
+    assert dump.count("variant generic (the aligned one assumes A 16-byte aligned, K % 16 == 0)\n") == 1
+    assert dump.count("variant aligned: A 16-byte aligned, K % 16 == 0\n") == 1
+    # A kernel whose copies no alignment changes has one variant, as before the pass.
+    one = kernel("s = tshared.alloc(f32[64])\ntcopy(s, x[0:64])\ntbarrier()\ny[0] = s[0]")
+    assert after(one, "plan-alignment") == after(one, "plan-shared")
+
+
+def test_plan_copies_plans_each_copy_and_proves_the_starts() -> None:
+    before = after(COPIES, "plan-alignment")
+    module = after(COPIES, "plan-copies")
+    (copy,) = [s for s in module.functions[0].body if isinstance(s, L.Copy)]
+    assert copy.plan == L.CopyPlan(16, True)  # a halo start: 16-byte chunks where the run-time test allows
+    assert (copy.dst.nonneg, copy.src.nonneg) == ((True,), (False,))
+    (old,) = [s for s in before.functions[0].body if isinstance(s, L.Copy)]
+    assert (old.plan, old.dst.nonneg, old.src.nonneg) == (None, (), ())
+    assert "[chunks of 16 bytes, alignment tested; lower edge tested: x dimension 0]  # line 5\n" in dump_lir(module)
+
+
+def test_plan_maps_records_what_the_element_loop_moves() -> None:
+    text = ("@kernel tile[(256,)] vectorize(8)\ndef k(X: f16[n], Y: f16[n], Z: mut f16[n]):\n"
+            "    Z[:] = X + Y * X\n")
+    loops = [s for f in after(text, "plan-maps").functions for s in f.body if isinstance(s, L.ElementLoop)]
+    assert [(s.read, s.written, s.pair) for s in loops] == [(("X", "Y"), ("Z",), "f16")] * 2
+    assert "8 per tile [reads X, Y; writes Z; f16 pairs]:" in dump_lir(after(text, "plan-maps"))
+    mixed = text.replace("Z[:] = X + Y * X", "Z[:] = X + f16(f32(Y) * 2.0)")
+    assert {s.pair for f in after(mixed, "plan-maps").functions for s in f.body if isinstance(s, L.ElementLoop)} \
+        == {None}
+
+
+def test_plan_cpu_regions_only_for_the_cpu_backend() -> None:
+    path = ROOT / "samples" / "matmul.tsr"
+    text = path.read_text()
+    gpu = _with(text, "plan-cpu-regions")
+    assert gpu == _with(text, "plan-maps") and all(f.regions is None for f in gpu.functions)
+    cpu = _with(text, "plan-cpu-regions", cpu_regions=True)
+    fn = cpu.functions[0]
+    assert fn.regions == L.RegionPlan((("acc", "float[4][4]"),), ("tx", "ty", "r0", "c0"))
+    (k0,) = [s for s in fn.body if isinstance(s, L.For)][:1]
+    assert k0.var.name == "k0" and k0.cpu == "split"
+    dump = dump_lir(cpu)
+    assert "    cpu region mode; per tile: acc (float[4][4]); recomputed: tx, ty, r0, c0\n" in dump
+    assert "range(0:i32, K:i32, BK=16:i32) [CPU: once per group]:" in dump
+    # A kernel that region mode cannot run keeps fiber mode: no plan, no marks.
+    coop = _with(kernel("s = group_sum(x[tile_id(0)])\ny[0] = s"), "plan-cpu-regions", cpu_regions=True)
+    assert coop.functions[0].regions is None
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("options", [{"cpu_regions": True}, {"alignment": "aligned"}, {"alignment": "generic"}],
+                         ids=["cpu", "aligned", "generic"])
+def test_the_plans_verify_for_every_program_and_option(path, options: dict) -> None:
+    compile_source(SourceFile(path.name, path.read_text()), CompileOptions(**options), verify=verify)
+
+
+def test_the_verifier_finds_stale_and_missing_plans() -> None:
+    module = after(COPIES, "plan-copies")
+    fn = module.functions[0]
+
+    def with_copy(change) -> L.Module:
+        body = tuple(change(s) if isinstance(s, L.Copy) else s for s in fn.body)
+        return dataclasses.replace(module, functions=(dataclasses.replace(fn, body=body),))
+
+    verify("plan-copies", module)
+    with pytest.raises(VerifyError, match="planned as"):
+        verify("plan-copies", with_copy(lambda s: dataclasses.replace(s, plan=L.CopyPlan(16, False))))
+    with pytest.raises(VerifyError, match="planned as None"):
+        verify("plan-copies", with_copy(lambda s: dataclasses.replace(s, plan=None)))
+    with pytest.raises(VerifyError, match="starts are not planned"):
+        verify("plan-copies", with_copy(lambda s: dataclasses.replace(s, src=dataclasses.replace(s.src, nonneg=(True,)))))
+    verify("pipeline-copies", after(COPIES, "pipeline-copies"))  # before its pass, a copy has no plan
+    cpu = _with((ROOT / "samples" / "matmul.tsr").read_text(), "plan-cpu-regions", cpu_regions=True)
+    f = cpu.functions[0]
+    wrong = dataclasses.replace(f, regions=dataclasses.replace(f.regions, recomputed=("acc",)))
+    with pytest.raises(VerifyError, match="recomputed names"):
+        verify("plan-cpu-regions", dataclasses.replace(cpu, functions=(wrong,)))
+    unmarked = dataclasses.replace(f, regions=None)
+    with pytest.raises(VerifyError, match="not in region mode"):
+        verify("plan-cpu-regions", dataclasses.replace(cpu, functions=(unmarked,)))

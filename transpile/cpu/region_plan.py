@@ -1,5 +1,6 @@
-"""What region mode (transpile/cpu/regions.py) decides about a kernel before printing it: which
-loops split its regions, which locals are computed again in each region, which need a copy per tile.
+"""The plan-cpu-regions pass: what region mode (transpile/cpu/regions.py) prints a kernel as,
+decided before printing: whether it runs in region mode at all (`fiber_reason`), which loops split
+its regions, which locals are computed again in each region, which need a copy per tile.
 
 - **Boundary loops** run once for the group, with the loops over the tiles inside their body: a
   loop with a barrier (the cooperation rule makes its header uniform), and a *uniform loop*: a
@@ -26,96 +27,78 @@ region, and nothing is split or interleaved.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TypeGuard
+import dataclasses
 
+from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS, Vary
+from tessera.transpile.cpu.structure import (
+    Regions,
+    assigned,
+    barrier_loop,
+    declared,
+    has_atomic,
+    has_barrier,
+    own_jumps,
+    refs,
+    returns,
+    stride_loop,
+    var_names,
+)
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.visit import bodies, children, statements, stmt_exprs, stmt_walk, walk
+from tessera.transpile.lir.visit import bodies, children, statements, stmt_walk, walk
+
+_ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
+            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop)
 
 
-def has_barrier(body: tuple[L.Stmt, ...]) -> bool:
-    return any(isinstance(s, L.Barrier) or any(has_barrier(b) for b in bodies(s)) for s in body)
-
-
-def barrier_loop(s: L.Stmt) -> TypeGuard[L.For | L.While]:
-    return isinstance(s, (L.For, L.While)) and has_barrier(s.body)
-
-
-def own_jumps(body: tuple[L.Stmt, ...]) -> bool:
-    """Whether a break or continue in `body` targets the loop whose body it is."""
-    return any(isinstance(s, (L.Break, L.Continue)) or (isinstance(s, L.If) and (own_jumps(s.then)
-                                                                                 or own_jumps(s.orelse)))
-               for s in body)
-
-
-def assigned(body: tuple[L.Stmt, ...]) -> set[str]:
-    out: set[str] = set()
-    for s in statements(body):
-        if isinstance(s, (L.Assign, L.Decl)):
-            out.add(s.var.name)
-        if isinstance(s, L.For):
-            out.add(s.var.name)
-    return out
-
-
-def returns(body: tuple[L.Stmt, ...]) -> bool:
-    return any(isinstance(s, L.Return) for s in statements(body))
-
-
-def var_names(exprs: tuple[L.Expr, ...]) -> set[str]:
-    return {x.name for e in exprs for x in walk(e) if isinstance(x, L.Var)}
-
-
-def declared(body: tuple[L.Stmt, ...], top: bool, out: list[tuple[str, bool]]) -> None:
-    """Every name declared in `body` (variables, register arrays, loop counters), with whether
-    it is declared at region level (outside loops with a barrier: before the uniform loops are known)."""
+def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
+    """Why `body` cannot run in region mode, or None. `top`: its statements are region level
+    (the kernel's body, or the body of a loop with a barrier at region level)."""
     for s in body:
-        if isinstance(s, L.Decl):
-            out.append((s.var.name, top))
-        elif isinstance(s, L.Alloc):
-            out.append((s.buf, top))
-        elif isinstance(s, L.For):
-            out.append((s.var.name, False))
-        for b in bodies(s):
-            declared(b, top and barrier_loop(s), out)
+        if not isinstance(s, _ALLOWED):
+            return f"a {type(s).__name__} statement"
+        if isinstance(s, L.Copy) and s.async_:
+            return "an asynchronous copy"
+        for e in stmt_walk(s):
+            if isinstance(e, (L.Collective, L.Call)):
+                return "a group or warp operation" if isinstance(e, L.Collective) else "a device-function call"
+        if isinstance(s, L.ElementLoop) and not top:
+            return "a map kernel's element loop below the top level"
+        if isinstance(s, L.Barrier) and not top:
+            return "a barrier inside a branch or a loop below the top level"
+        if barrier_loop(s):
+            assert isinstance(s, (L.For, L.While))
+            if not top:
+                return "a loop with a barrier inside a branch or another loop"
+            if own_jumps(s.body):
+                return "a break or continue in a loop with a barrier"
+            if isinstance(s, L.For) and ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body):
+                return "a loop with a barrier whose counter or bounds change in its body"
+            why = _check(s.body, True)
+        else:
+            why = next((w for b in bodies(s) if (w := _check(b, False)) is not None), None)
+        if why is not None:
+            return why
+    return None
 
 
-def refs(stmts: tuple[L.Stmt, ...] | list[L.Stmt]) -> set[str]:
-    """The names (variables and arrays) that statements use, nested ones included (an over-estimate)."""
-    out: set[str] = set()
-    for s in stmts:
-        for e in stmt_exprs(s):
-            for x in walk(e):
-                if isinstance(x, L.Var):
-                    out.add(x.name)
-                elif isinstance(x, L.Load):
-                    out.add(x.buf)
-        for name in ("buf", "dst", "src"):
-            v = getattr(s, name, None)
-            out.add(v if isinstance(v, str) else getattr(v, "buf", ""))
-        if isinstance(s, (L.Decl, L.Assign)):
-            out.add(s.var.name)
-        for b in bodies(s):
-            out |= refs(b)
-    return out
-
-
-def _atomic(body: tuple[L.Stmt, ...]) -> bool:
-    return any(isinstance(e, L.Atomic) for s in statements(body) for e in stmt_walk(s))
-
-
-def stride_loop(s: L.Stmt, tiles: int) -> bool:
-    """Whether `s` is a loop between barriers that the tiles run interleaved, one iteration of each
-    tile in turn (RegionPrinter.stride_for): a grid- or group-stride loop (a step that is not a
-    constant, or one of at least the tile count) with no break or continue of its own and no
-    atomic (whose order across tiles would change). Each tile's own iterations keep their order."""
-    if not isinstance(s, L.For) or s.unroll or s.stages is not None or has_barrier(s.body) or own_jumps(s.body):
-        return False
-    if isinstance(s.step, L.Const) and abs(int(s.step.value)) < tiles:
-        return False
-    return not _atomic(s.body)
+def fiber_reason(fn: L.Function, opts: CompileOptions) -> str | None:
+    """Why kernel `fn` keeps fiber mode on the CPU backend, or None when it runs in region mode."""
+    if fn.kind != "kernel":
+        return "not a kernel"
+    if opts.check_bounds or opts.debug:
+        return "built with check_bounds or debug"
+    why = _check(fn.body, True)
+    if why is not None:
+        return why
+    if returns(fn.body) and has_barrier(fn.body):
+        return "a return in a kernel with a barrier"
+    names: list[tuple[str, bool]] = []
+    declared(fn.body, True, names)
+    level = [n for n, top in names if top]
+    if any(sum(1 for m, _ in names if m == n) > 1 for n in level):
+        return "a variable declared twice, once between barriers"
+    return None
 
 
 def _uniform(e: L.Expr, uniform: set[str], local: set[str]) -> bool:
@@ -135,7 +118,7 @@ _FAR = 1 << 20  # a step between neighbouring tiles too large (or unknown) to be
 _STEP_X = {"tile_linear_id": 1, "global_linear_id": 1, "lane_id": 1}
 
 
-def _step(e: L.Expr, plan: RegionPlan, uniform: set[str], local: set[str]) -> int:
+def _step(e: L.Expr, plan: _Analysis, uniform: set[str], local: set[str]) -> int:
     """How far `e` moves from one tile to the next along x (the tile loop's inner axis): 0 (the
     same for neighbouring tiles), 1, a larger constant, or _FAR where it is not known."""
     def go(x: L.Expr) -> int:
@@ -178,7 +161,7 @@ def _step(e: L.Expr, plan: RegionPlan, uniform: set[str], local: set[str]) -> in
     return go(e)
 
 
-def _coalesced(body: tuple[L.Stmt, ...], plan: RegionPlan, uniform: set[str], local: set[str]) -> bool:
+def _coalesced(body: tuple[L.Stmt, ...], plan: _Analysis, uniform: set[str], local: set[str]) -> bool:
     """Whether every memory access in `body` touches, from one tile to the next along x, the same
     or the next element: only the last index may move, by at most one (what coalesced GPU code
     does). A loop whose tiles each walk their own row (`x[r, j]`, `r` per tile) stays inside the tile
@@ -204,77 +187,27 @@ def _pure(e: L.Expr, known: dict[str, L.Decl], local: set[str]) -> bool:
                    or isinstance(x, L.Var) and x.name in local and x.name not in known for x in walk(e))
 
 
-@dataclass
-class RegionPlan:
-    fn: L.Function
-    boundary: set[int] = field(default_factory=set)  # id() of the uniform loops that split regions
-    remat: dict[str, L.Decl] = field(default_factory=dict)  # recomputed locals, in program order
-    per_tile: dict[str, str] = field(default_factory=dict)  # name -> the C type of its per-tile element
-    reassigned: set[str] = field(default_factory=set)  # locals that an assignment statement changes
-    # The kernel returns early (and has no barrier: fiber_reason): its whole body is one region
-    # (no loop is split or interleaved), in which a return ends the tile's iteration.
-    returns: bool = False
-    regs: frozenset[str] = frozenset()  # the register arrays (per tile by nature)
+class _Analysis(Regions):
+    """The regions while they are planned: the uniform loops that split the body are known by
+    identity (`boundary`), the stride loops by `stride_loop`."""
 
-    def __post_init__(self) -> None:
-        self.regs = frozenset(b.name for b in self.fn.buffers if b.space == "regs")
+    def __init__(self, fn: L.Function) -> None:
+        super().__init__(fn, returns(fn.body), {}, {})
+        self.boundary: set[int] = set()  # id() of the uniform loops that split regions
+        self.reassigned: set[str] = set()  # locals that an assignment statement changes
 
     def splits(self, s: L.Stmt) -> bool:
-        """Whether `s` is a loop that runs once for the group with its body split into regions."""
         return barrier_loop(s) or id(s) in self.boundary
 
     def interleaved(self, s: L.Stmt) -> bool:
-        """Whether `s` is a stride loop that the tiles run interleaved (RegionPrinter.stride_for): one
-        that `stride_loop` accepts and that does not split (a uniform loop with a runtime step, or a
-        step of at least the tile count, is both, and runs as a boundary loop)."""
+        """A stride loop that `stride_loop` accepts and that does not split (a uniform loop with a
+        runtime step, or a step of at least the tile count, is both, and runs as a boundary loop)."""
         return not self.splits(s) and stride_loop(s, self.fn.tile_count)
 
-    def pieces(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt | list[L.Stmt]]:
-        """A region-level body as regions (lists of statements) and the statements between them
-        (barriers, boundary loops, stride loops, shared-array declarations)."""
-        if self.returns:  # one region, after the shared arrays (declared for the whole group)
-            shared = [s for s in body if isinstance(s, L.Alloc) and s.buf not in self.regs]
-            yield from shared
-            rest = [s for s in body if not (isinstance(s, L.Alloc) and s.buf not in self.regs)]
-            if rest:
-                yield rest
-            return
-        region: list[L.Stmt] = []
-        for s in body:
-            if (isinstance(s, (L.Barrier, L.ElementLoop)) or self.splits(s) or self.interleaved(s)
-                    or isinstance(s, L.Alloc) and s.buf not in self.regs):
-                if region:
-                    yield region
-                    region = []
-                yield s
-            else:
-                region.append(s)
-        if region:
-            yield region
 
-    def region_level(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt]:
-        for s in body:
-            yield s
-            if self.splits(s):
-                assert isinstance(s, (L.For, L.While))
-                yield from self.region_level(s.body)
-
-    def recomputed(self, names: set[str], here: list[L.Stmt]) -> list[L.Decl]:
-        """The declarations of the recomputed locals among `names` (and those they are computed
-        from) that statements `here` do not declare themselves, in program order."""
-        own = {s.var.name for s in here if isinstance(s, L.Decl)}
-        need: set[str] = set()
-        todo = [n for n in names if n in self.remat and n not in own]
-        while todo:
-            n = todo.pop()
-            if n not in need:
-                need.add(n)
-                todo.extend(m for m in var_names((self.remat[n].init,)) if m in self.remat)  # type: ignore[arg-type]
-        return [d for n, d in self.remat.items() if n in need]
-
-
-def plan_regions(fn: L.Function) -> RegionPlan:
-    plan = RegionPlan(fn)
+def analyse(fn: L.Function) -> _Analysis:
+    """The plan of kernel `fn` (which `fiber_reason` lets run in region mode)."""
+    plan = _Analysis(fn)
     names: list[tuple[str, bool]] = []
     declared(fn.body, True, names)
     count: dict[str, int] = {}
@@ -286,7 +219,6 @@ def plan_regions(fn: L.Function) -> RegionPlan:
         if (isinstance(s, L.Decl) and s.init is not None and count[s.var.name] == 1
                 and s.var.name not in plan.reassigned and _pure(s.init, plan.remat, local)):
             plan.remat[s.var.name] = s
-    plan.returns = returns(fn.body)
     if not plan.returns:
         _choose(plan, fn.body, _uniform_locals(fn, local), local, count)
     _per_tile(plan)
@@ -320,7 +252,7 @@ def _uniform_locals(fn: L.Function, local: set[str]) -> set[str]:
         uniform = keep
 
 
-def _choose(plan: RegionPlan, body: tuple[L.Stmt, ...], uniform: set[str], local: set[str],
+def _choose(plan: _Analysis, body: tuple[L.Stmt, ...], uniform: set[str], local: set[str],
             count: dict[str, int]) -> None:
     """Mark the uniform loops at region level of `body` as boundaries (see the module docstring).
     A declaration in a boundary loop's body of a uniform value that nothing assigns again (the
@@ -333,7 +265,7 @@ def _choose(plan: RegionPlan, body: tuple[L.Stmt, ...], uniform: set[str], local
         if barrier_loop(s):
             _choose(plan, s.body, uniform, local, count)
         elif (isinstance(s, L.For) and not s.unroll and s.stages is None and not own_jumps(s.body)
-              and not _atomic(s.body) and all(_uniform(e, uniform, local) for e in (s.start, s.stop, s.step))
+              and not has_atomic(s.body) and all(_uniform(e, uniform, local) for e in (s.start, s.stop, s.step))
               and not ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body)
               and all(count.get(n, 0) == 1 for n in _declared_here(s.body))
               and _coalesced(s.body, plan, uniform | {s.var.name}, local)):
@@ -345,7 +277,7 @@ def _declared_here(body: tuple[L.Stmt, ...]) -> set[str]:
     return {s.var.name if isinstance(s, L.Decl) else s.buf for s in statements(body) if isinstance(s, (L.Decl, L.Alloc))}
 
 
-def _per_tile(plan: RegionPlan) -> None:
+def _per_tile(plan: _Analysis) -> None:
     """Find the region-level names used in more than one region (or in a boundary loop's header)."""
     fn = plan.fn
     uses: dict[str, int] = {}
@@ -374,6 +306,50 @@ def _per_tile(plan: RegionPlan) -> None:
                 dims = "".join(f"[{int(d.value)}]" for d in b.shape if isinstance(d, L.Const))
                 plan.per_tile[s.buf] = b.elem.c_compute + dims
 
+def plan_cpu_regions(module: L.Module, options: CompileOptions) -> L.Module:
+    """The plan-cpu-regions pass (only for the CPU backend's C, `CompileOptions.cpu_regions`).
 
-__all__ = ["RegionPlan", "plan_regions", "has_barrier", "returns", "barrier_loop", "own_jumps", "assigned", "var_names",
-           "declared", "refs", "stride_loop"]
+    Before:
+        kernel k tile(16, 16)(...):
+            decl tx:i32 = tile_id(0:i32):i32
+            for k0:i32 in range(0:i32, K:i32, 16:i32):
+    After:
+        kernel k tile(16, 16)(...):
+            cpu region mode; per tile: acc (float[4][4]); recomputed: tx
+            decl tx:i32 = tile_id(0:i32):i32
+            for k0:i32 in range(0:i32, K:i32, 16:i32) [CPU: once per group]:
+    """
+    if not options.cpu_regions:
+        return module
+    functions = []
+    for fn in module.functions:
+        if fn.kind != "kernel" or fiber_reason(fn, options) is not None:
+            functions.append(fn)
+            continue
+        plan = analyse(fn)
+        marks: dict[int, str] = {}
+        if not plan.returns:  # one region: no loop splits it or runs interleaved
+            for s in plan.region_level(fn.body):
+                if plan.splits(s) or plan.interleaved(s):
+                    marks[id(s)] = "split" if plan.splits(s) else "interleaved"
+        functions.append(dataclasses.replace(
+            fn, body=_marked(fn.body, marks),
+            regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns)))
+    return dataclasses.replace(module, functions=tuple(functions))
+
+
+def _marked(body: tuple[L.Stmt, ...], marks: dict[int, str]) -> tuple[L.Stmt, ...]:
+    """`body` with the loops whose id() `marks` holds marked (looked up before anything is rebuilt)."""
+    out: list[L.Stmt] = []
+    for s in body:
+        if isinstance(s, (L.For, L.While)):
+            s = dataclasses.replace(s, body=_marked(s.body, marks), cpu=marks.get(id(s), ""))
+        elif isinstance(s, L.ElementLoop):
+            s = dataclasses.replace(s, body=_marked(s.body, marks))
+        elif isinstance(s, L.If):
+            s = dataclasses.replace(s, then=_marked(s.then, marks), orelse=_marked(s.orelse, marks))
+        out.append(s)
+    return tuple(out)
+
+
+__all__ = ["analyse", "fiber_reason", "plan_cpu_regions"]

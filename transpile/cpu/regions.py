@@ -5,17 +5,17 @@ The cooperation rule makes every barrier reached by the whole group under unifor
 so the code between two barriers (a region) can run for tile 0, then tile 1, ... with no fiber
 switch. Locals that live across a barrier become per-tile arrays (`static thread_local`: a
 group runs on one worker thread at a time), bound as C++ references inside each tile loop so
-that the statement printer (cstmt.BodyPrinter) prints the statements unchanged. A loop that
+that the statement printer (emit/stmts.BodyPrinter) prints the statements unchanged. A loop that
 contains a barrier runs once for the group: its header is evaluated with tile 0's values (the
 cooperation rule makes it uniform) and its body is split into regions; so does a uniform loop
 without a barrier, and a map kernel's element loop runs with the tile loop inside it (which loops
-split, which locals are per tile and which are recomputed: cpu_region_plan). The tile loops nest
+split, which locals are per tile and which are recomputed: the plan-cpu-regions pass of
+region_plan.py, which marks them on the lowered IR). The tile loops nest
 z, y, x (x innermost, as a warp's lanes); `threadIdx` names the tile loop's own index (`tsr_tid`),
 not the fiber's. In a kernel without a barrier, a `return` ends the tile's iteration.
 
-The output goes only into the CPU build's kernel unit (emit.render_module with
-`CompileOptions.cpu_regions`); the CUDA C for the GPU never changes. A kernel the printer cannot handle
-for certain (an allow-list of statements) keeps fiber mode: `fiber_reason` says why.
+The output goes only into the CPU build's kernel unit (transpile/render.py, for a kernel the pass
+planned: `CompileOptions.cpu_regions`); the CUDA C for the GPU never changes.
 """
 
 from __future__ import annotations
@@ -23,85 +23,20 @@ from __future__ import annotations
 import functools
 
 from tessera.base.options import CompileOptions
-from tessera.transpile.cpu.region_plan import (
-    RegionPlan,
-    assigned,
-    barrier_loop,
-    declared,
-    has_barrier,
-    own_jumps,
-    plan_regions,
-    refs,
-    returns,
-    var_names,
-)
+from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_names
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
 from tessera.transpile.emit.terms import var_name
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.visit import bodies, stmt_walk
 from tessera.transpile.names import c_ident
-
-_ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
-            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop)
-
-
-def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
-    """Why `body` cannot run in region mode, or None. `top`: its statements are region level
-    (the kernel's body, or the body of a loop with a barrier at region level)."""
-    for s in body:
-        if not isinstance(s, _ALLOWED):
-            return f"a {type(s).__name__} statement"
-        if isinstance(s, L.Copy) and s.async_:
-            return "an asynchronous copy"
-        for e in stmt_walk(s):
-            if isinstance(e, (L.Collective, L.Call)):
-                return "a group or warp operation" if isinstance(e, L.Collective) else "a device-function call"
-        if isinstance(s, L.ElementLoop) and not top:
-            return "a map kernel's element loop below the top level"
-        if isinstance(s, L.Barrier) and not top:
-            return "a barrier inside a branch or a loop below the top level"
-        if barrier_loop(s):
-            assert isinstance(s, (L.For, L.While))
-            if not top:
-                return "a loop with a barrier inside a branch or another loop"
-            if own_jumps(s.body):
-                return "a break or continue in a loop with a barrier"
-            if isinstance(s, L.For) and ({s.var.name} | var_names((s.start, s.stop, s.step))) & assigned(s.body):
-                return "a loop with a barrier whose counter or bounds change in its body"
-            why = _check(s.body, True)
-        else:
-            why = next((w for b in bodies(s) if (w := _check(b, False)) is not None), None)
-        if why is not None:
-            return why
-    return None
-
-
-def fiber_reason(fn: L.Function, opts: CompileOptions) -> str | None:
-    """Why kernel `fn` keeps fiber mode on the CPU backend, or None when it runs in region mode."""
-    if fn.kind != "kernel":
-        return "not a kernel"
-    if opts.check_bounds or opts.debug:
-        return "built with check_bounds or debug"
-    why = _check(fn.body, True)
-    if why is not None:
-        return why
-    if returns(fn.body) and has_barrier(fn.body):
-        return "a return in a kernel with a barrier"
-    names: list[tuple[str, bool]] = []
-    declared(fn.body, True, names)
-    level = [n for n, top in names if top]
-    if any(sum(1 for m, _ in names if m == n) > 1 for n in level):
-        return "a variable declared twice, once between barriers"
-    return None
 
 
 class RegionPrinter(BodyPrinter):
     def __init__(self, fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> None:
         super().__init__(fn, pr, opts, source_name)
         self.tiles = fn.tile_count
-        self.plan: RegionPlan = plan_regions(fn)
+        self.plan: Regions = planned_regions(fn)
         self.counter = 0
         self._open = 0  # loops that _open_tiles opened
 
@@ -238,7 +173,7 @@ class RegionPrinter(BodyPrinter):
         self._bind(var_names(exprs), "0")
 
     def boundary_for(self, s: L.For) -> None:
-        """A loop with a barrier, or a uniform loop (cpu_region_plan): once for the group, its body's
+        """A loop with a barrier, or a uniform loop (region_plan.py): once for the group, its body's
         regions inside."""
         k = self.counter = self.counter + 1
         lo, hi, st = f"tsr_lo{k}", f"tsr_hi{k}", f"tsr_st{k}"
@@ -283,4 +218,4 @@ def print_regions(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_nam
     return "\n".join(rp.lines)
 
 
-__all__ = ["fiber_reason", "print_regions"]
+__all__ = ["print_regions"]

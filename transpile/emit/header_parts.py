@@ -87,7 +87,7 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("copy")
         if any(isinstance(s, L.Mma) for s in stmts):
             used.add("mma")
-        if opts.alignment != "generic" and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
+        if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):
             used.add("assert")

@@ -26,39 +26,10 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import F32, c_literal
 from tessera.transpile.emit.terms import var_name
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.visit import statements, stmt_walk
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:
     from tessera.transpile.emit.stmts import BodyPrinter
-
-
-def map_tensors(loop: L.ElementLoop) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The tensors whose elements the body reads before writing them (loaded first), and those it
-    writes, each in order of first use."""
-    read: list[str] = []
-    written: list[str] = []
-    for s in statements(loop.body):
-        for e in stmt_walk(s):
-            if isinstance(e, L.Load) and not e.index and e.buf not in read and e.buf not in written:
-                read.append(e.buf)
-        if isinstance(s, L.Store) and not s.index:
-            if s.op is not None and s.buf not in read and s.buf not in written:
-                read.append(s.buf)
-            if s.buf not in written:
-                written.append(s.buf)
-    return tuple(read), tuple(written)
-
-
-def element_loop(fn: L.Function) -> L.ElementLoop | None:
-    """The loop of a map kernel (None for other functions)."""
-    return next((s for s in fn.body if isinstance(s, L.ElementLoop)), None)
-
-
-def has_vector_variant(fn: L.Function) -> bool:
-    """Whether the aligned variant of `fn` moves elements in words wider than one element."""
-    loop = element_loop(fn)
-    return loop is not None and loop.width > 1
 
 
 def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
@@ -75,7 +46,8 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
     bp.depth += 1
     if tile_loop is not None:
         tile_loop[0]()
-    read, written = map_tensors(s)
+    read, written = s.read, s.written
+    assert written, "plan-maps plans every element loop"
     if bp.fn.aligned and width > 1:
         _vector_step(bp, s, read, written)
     elif width == 1:
@@ -105,7 +77,7 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], writt
     width = s.width
     tensors = tuple(dict.fromkeys(read + written))
     buffers = bp.pr.ctx.buffers
-    pair = _pair_type(bp.fn, s, tensors)
+    pair = s.pair
     lanes, ctype = (width // 2, _PAIRS[pair][0]) if pair else (width, "")
     bp.emit(f"const long long tsr_first = tsr_step + (long long){bp.pr.tid()} * {width};")
     bp.emit(f"if (tsr_first + {width} <= tsr_count) {{  // whole words")
@@ -140,34 +112,8 @@ _PAIRS = {"f16": ("__half2", "__float2half2_rn"), "bf16": ("__nv_bfloat162", "__
 _PAIR_OPS = {"+": "__hadd2_rn", "-": "__hsub2_rn", "*": "__hmul2_rn"}
 
 
-def _pair_type(fn: L.Function, s: L.ElementLoop, tensors: tuple[str, ...]) -> str | None:
-    """"f16" or "bf16" when the whole body computes in that type with + - * and negation only (on
-    its tensors' elements, locals, scalar parameters and constants), so that pair instructions give
-    exactly the per-operation rounding of the language; else None."""
-    elems = {b.elem.name for b in fn.buffers if b.name in tensors}
-    if len(elems) != 1 or s.width % 2:
-        return None
-    half = elems.pop()
-    if half not in _PAIRS:
-        return None
-    for st in statements(s.body):
-        if isinstance(st, L.Decl):
-            ok = st.var.dtype.name == half
-        elif isinstance(st, (L.Assign, L.Store)):
-            ok = st.op in (None, *_PAIR_OPS) and (st.op_type is None or st.op_type.name == half)
-        else:
-            ok = False
-        for e in stmt_walk(st):
-            ok = ok and e.dtype.name == half and (
-                isinstance(e, (L.Const, L.Var)) or (isinstance(e, L.Load) and not e.index)
-                or (isinstance(e, L.Binary) and e.op in _PAIR_OPS) or (isinstance(e, L.Unary) and e.op == "-"))
-        if not ok:
-            return None
-    return half
-
-
 class _PairPrinter:
-    """The body of a map kernel's vector step over pairs of f16/bf16 elements (`_pair_type`)."""
+    """The body of a map kernel's vector step over pairs of f16/bf16 elements (`ElementLoop.pair`)."""
 
     def __init__(self, bp: BodyPrinter, half: str) -> None:
         self.bp = bp

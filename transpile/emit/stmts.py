@@ -19,9 +19,7 @@ from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn, var_name
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.copy_plan import Divisors, copy_plan
 from tessera.transpile.lir.shared_layout import arch_number, shared_layout
-from tessera.transpile.lir.signs import NonNegative
 from tessera.transpile.names import c_ident
 
 INDENT = "    "
@@ -57,8 +55,6 @@ class BodyPrinter:
         self.source_name = source_name  # the .tsr file's name, for #line and failed tasserts
         self.lines: list[str] = []
         self.depth = 1
-        self._divisors: Divisors | None = None
-        self._nonnegative: NonNegative | None = None
 
     def emit(self, text: str, loc: Loc | None = None) -> None:
         if loc is not None and self.opts.line_info:
@@ -282,7 +278,8 @@ class BodyPrinter:
         ext = tuple(x for x in s.dst.extents if x is not None)
         d = (1,) * (3 - len(ext)) + ext
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
-        plan = copy_plan(s, self.pr.ctx.buffers, self.divisors())
+        plan = s.plan
+        assert plan is not None, "plan-copies plans every copy"
         dp, ds, dl, dlo = self.view_parts(s.dst)
         sp, ss, sl, slo = self.view_parts(s.src)
         name = "tsr_copy_async" if s.async_ and self.async_copies else "tsr_copy"
@@ -327,16 +324,6 @@ class BodyPrinter:
         elif not self.async_copies:
             self.emit(f"// the copies are synchronous on {self.opts.arch}: nothing to wait for", s.loc)
 
-    def divisors(self) -> Divisors:
-        if self._divisors is None:
-            self._divisors = Divisors(self.fn)
-        return self._divisors
-
-    def nonnegative(self) -> NonNegative:
-        if self._nonnegative is None:
-            self._nonnegative = NonNegative(self.fn)
-        return self._nonnegative
-
     def view_parts(self, v: L.View) -> tuple[str, str, str, str]:
         """Origin pointer, the strides (elements) of the three copied dimensions, how many
         elements of each exist from the origin, and how many of them lie before the tensor (a start
@@ -357,10 +344,11 @@ class BodyPrinter:
         starts: list[str] = []
         kept: list[tuple[str, str, str]] = []  # (stride, limit, elements before the tensor) of sliced dimensions
         guards: list[str] = []                 # indexed (dropped) dimensions must be in range
+        assert len(v.nonneg) == rank, "plan-copies proves the starts of every view"
         for k, (start_e, extent) in enumerate(zip(v.starts, v.extents)):
             start = self.pr.expr(start_e)
             starts.append(start)
-            below = "0" if self.nonnegative().holds(start_e) else f"(int)(-({start}))"
+            below = "0" if v.nonneg[k] else f"(int)(-({start}))"
             if extent is not None:
                 kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})", below))
             elif v.checked:

@@ -1,5 +1,5 @@
-"""How each `tcopy` / `tcopy_async` moves its data (an analysis for the C printer): the chunk width
-and whether alignment must be tested at run time.
+"""How each `tcopy` / `tcopy_async` moves its data (the analysis of the plan-copies pass): the chunk
+width and whether alignment must be tested at run time.
 
 A chunk of VB bytes (16, 8, 4 or the element size) can be moved whole when both views' origins are
 VB-aligned and every stride and innermost extent is a multiple of the chunk's elements (then a chunk
@@ -21,21 +21,17 @@ Example: `tcopy_async(As, A[r0:r0 + 64, k0:k0 + 16])` with `A: f32[M, K]`, `r0 =
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
 from tessera.base.irnode import ir_node
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.maps import element_loop, map_tensors
 from tessera.transpile.lir.visit import statements
 
 ALIGN = 16  # bytes: what the aligned variant assumes of global base pointers, and of shape symbols
 _BIG = 1 << 30  # divides zero
-
-
-@ir_node
-class CopyPlan:
-    vb: int       # bytes per chunk
-    check: bool   # test the alignment at run time (else proven)
 
 
 class Divisors:
@@ -137,11 +133,11 @@ def _side(b: L.Buffer, v: L.View, div: Divisors) -> _Side:
     return _Side(b.space == "shared", base, origin or _BIG, outer or _BIG, limit)
 
 
-def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> CopyPlan:
+def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.CopyPlan:
     views = (s.dst, s.src)
     size = buffers[s.dst.buf].elem.size
     if any(v.extents[-1] is None for v in views):  # a column: its elements are not contiguous
-        return CopyPlan(size, False)
+        return L.CopyPlan(size, False)
     row = next(x for x in reversed(s.dst.extents) if x is not None) * size
     sides = [_side(buffers[v.buf], v, div) for v in views]
     for vb in (16, 8, 4):
@@ -149,8 +145,31 @@ def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> Copy
         # Constant strides of shared memory (padding) rule a width out for good.
         if vb <= size or row % vb or any(side.shared and side.outer % e for side in sides):
             continue
-        return CopyPlan(vb, not all(side.whole_chunks(vb, e) for side in sides))
-    return CopyPlan(size, False)
+        return L.CopyPlan(vb, not all(side.whole_chunks(vb, e) for side in sides))
+    return L.CopyPlan(size, False)
 
 
-__all__ = ["ALIGN", "CopyPlan", "Divisors", "aligned_symbols", "copied_tensors", "copy_plan"]
+def alignment_of(fn: L.Function) -> L.Alignment | None:
+    """What an aligned variant of kernel `fn` would assume, when it would differ from the generic
+    one: it copies in wider chunks or with fewer tests, or moves a map kernel's elements with
+    vector accesses. None: the kernel has one variant."""
+    if fn.kind != "kernel" or fn.aligned:
+        return None
+    loop = element_loop(fn)
+    if loop is not None:
+        if loop.width <= 1:
+            return None
+        read, written = map_tensors(loop)
+        return L.Alignment(tuple(dict.fromkeys(read + written)), ())
+    if not copied_tensors(fn):
+        return None
+    aligned = dataclasses.replace(fn, aligned=True)
+    generic_div, aligned_div = Divisors(fn), Divisors(aligned)
+    buffers = {b.name: b for b in fn.buffers}
+    copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
+    if all(copy_plan(s, buffers, generic_div) == copy_plan(s, buffers, aligned_div) for s in copies):
+        return None
+    return L.Alignment(copied_tensors(fn), aligned_symbols(fn))
+
+
+__all__ = ["ALIGN", "Divisors", "aligned_symbols", "alignment_of", "copied_tensors", "copy_plan"]

@@ -60,6 +60,33 @@ def _view(v: L.View) -> str:
     return f"{v.buf}[{', '.join(dims)}]"
 
 
+def _edges(*views: L.View) -> str:
+    """Where planned views test their lower edge (the starts not proven non-negative)."""
+    tested = [f"{v.buf} dimension {k}" for v in views for k, ok in enumerate(v.nonneg) if not ok]
+    return f"lower edge tested: {', '.join(tested)}" if tested else ""
+
+
+def _planned(*notes: str) -> str:
+    notes = tuple(n for n in notes if n)
+    return f" [{'; '.join(notes)}]" if notes else ""
+
+
+_CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interleaved"}
+
+
+def _copy_plan(s: L.Copy) -> str:
+    if s.plan is None:
+        return ""
+    return f"chunks of {s.plan.vb} bytes" + (", alignment tested" if s.plan.check else "")
+
+
+def _map_plan(s: L.ElementLoop) -> str:
+    if not s.written:
+        return ""
+    reads = f"reads {', '.join(s.read)}; " if s.read else ""
+    return f"{reads}writes {', '.join(s.written)}" + (f"; {s.pair} pairs" if s.pair else "")
+
+
 def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
     pad = _INDENT * depth
     for s in body:
@@ -84,16 +111,16 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
                 out.append(f"{pad}else:")
                 _stmts(s.orelse, depth + 1, out)
         elif isinstance(s, L.While):
-            out.append(f"{pad}while {expr(s.cond)}:{ln}")
+            out.append(f"{pad}while {expr(s.cond)}{_planned(_CPU_LOOPS.get(s.cpu, ''))}:{ln}")
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.For):
             trips = f" trips={n}" if (n := trip_count(s)) is not None else ""
             stages = f" stages={s.stages}" if s.stages is not None else ""
             out.append(f"{pad}for {expr(s.var)} in {'unrolled ' if s.unroll else ''}range({expr(s.start)}, "
-                       f"{expr(s.stop)}, {expr(s.step)}){trips}{stages}:{ln}")
+                       f"{expr(s.stop)}, {expr(s.step)}){trips}{stages}{_planned(_CPU_LOOPS.get(s.cpu, ''))}:{ln}")
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.ElementLoop):
-            out.append(f"{pad}for each of the {expr(s.count)} elements, {s.width} per tile:{ln}")
+            out.append(f"{pad}for each of the {expr(s.count)} elements, {s.width} per tile{_planned(_map_plan(s))}:{ln}")
             _stmts(s.body, depth + 1, out)
         elif isinstance(s, L.Return):
             values = [expr(v) for v in s.values] if s.values else [expr(s.value)] if s.value is not None else []
@@ -101,14 +128,15 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
         elif isinstance(s, L.Fence):
             out.append(f"{pad}fence {s.scope}{ln}")
         elif isinstance(s, L.Copy):
-            out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{ln}")
+            plan = _planned(_copy_plan(s), _edges(s.dst, s.src))
+            out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{plan}{ln}")
         elif isinstance(s, L.Mma):
             b = f"transpose({_view(s.b)})" if s.trans_b else _view(s.b)
-            out.append(f"{pad}mma {s.acc} += {_view(s.a)} @ {b}{ln}")
+            out.append(f"{pad}mma {s.acc} += {_view(s.a)} @ {b}{_planned(_edges(s.a, s.b))}{ln}")
         elif isinstance(s, L.FragLoad):
-            out.append(f"{pad}fragment {s.acc} <- {_view(s.src)}{ln}")
+            out.append(f"{pad}fragment {s.acc} <- {_view(s.src)}{_planned(_edges(s.src))}{ln}")
         elif isinstance(s, L.FragStore):
-            out.append(f"{pad}fragment {_view(s.dst)} <- {s.acc}{ln}")
+            out.append(f"{pad}fragment {_view(s.dst)} <- {s.acc}{_planned(_edges(s.dst))}{ln}")
         elif isinstance(s, L.FragAssign):
             op = f" {s.op}=[{s.op_type}]" if s.op else " ="
             out.append(f"{pad}fragment {s.acc}[:]{op} {expr(s.value)}{ln}")
@@ -135,6 +163,22 @@ def _buffer(b: L.Buffer) -> str:
     return f"{b.space} {b.name}: {b.elem}[{dims}]{extra}"
 
 
+def _alignment(f: L.Function) -> str:
+    a = f.alignment
+    if a is None:
+        return ""
+    assumed = ", ".join(a.tensors) + " 16-byte aligned" + "".join(f", {s} % 16 == 0" for s in a.symbols)
+    return f"variant aligned: {assumed}" if f.aligned else f"variant generic (the aligned one assumes {assumed})"
+
+
+def _regions(plan: L.RegionPlan | None) -> str:
+    if plan is None:
+        return ""
+    per_tile = f"; per tile: {', '.join(f'{n} ({c})' for n, c in plan.per_tile)}" if plan.per_tile else ""
+    recomputed = f"; recomputed: {', '.join(plan.recomputed)}" if plan.recomputed else ""
+    return "cpu region mode" + (", one region (returns early)" if plan.returns else "") + per_tile + recomputed
+
+
 def dump_lir(m: L.Module) -> str:
     names = module_names(m)
     out = [f"module {m.path}"]
@@ -150,6 +194,7 @@ def dump_lir(m: L.Module) -> str:
             head += f" shared({f.shared_budget})"
         rets = f" -> ({', '.join(map(str, f.rets))})" if f.rets else ""
         out.append(f"{head}({params}){' -> ' + str(f.ret) if f.ret else rets}:")
+        out += [f"{_INDENT}{line}" for line in (_alignment(f), _regions(f.regions)) if line]
         for c in f.consts:
             out.append(f"{_INDENT}const {c.name}: {c.dtype} = {c.value!r}")
         for b in f.buffers:

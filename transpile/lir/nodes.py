@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from tessera.base.dtypes import BOOL, ScalarType
+from tessera.base.dtypes import BOOL, I32, ScalarType
 from tessera.base.errors import Loc
 from tessera.base.irnode import ir_node
 from tessera.transpile.consts import convert
@@ -204,6 +204,9 @@ class View:
     starts: tuple[Expr, ...]
     extents: tuple[int | None, ...]
     checked: bool = True
+    # Per dimension, whether the start is proven non-negative, so that the printed access needs no
+    # test against the buffer's lower edge (the plan-copies pass; empty before it).
+    nonneg: tuple[bool, ...] = ()
 
 
 # ---- statements ---------------------------------------------------------------------------------
@@ -266,11 +269,19 @@ class If:
     orelse: tuple[Stmt, ...]
 
 
+# How region mode runs a loop of a kernel in the CPU backend's C (the plan-cpu-regions pass): once for
+# the group with its body split into regions ("split": a loop with a barrier, or a uniform loop),
+# or as each tile's own loop, the tiles' iterations interleaved ("interleaved": a stride loop);
+# "" where the loop is inside a region, or the kernel is not in region mode.
+CPU_LOOP_MODES = ("", "split", "interleaved")
+
+
 @ir_node
 class While:
     loc: Loc
     cond: Expr
     body: tuple[Stmt, ...]
+    cpu: str = ""  # one of CPU_LOOP_MODES
 
 
 @ir_node
@@ -286,6 +297,7 @@ class For:
     body: tuple[Stmt, ...]
     unroll: bool = False
     stages: int | None = None  # a tpipeline loop, until the pipeline-copies pass expands it
+    cpu: str = ""  # one of CPU_LOOP_MODES
 
 
 @ir_node
@@ -300,6 +312,13 @@ class ElementLoop:
     count: Expr  # i64: the product of the tensors' dimensions
     width: int
     body: tuple[Stmt, ...]
+    # The plan-maps pass: the tensors whose elements the body reads before writing them (loaded
+    # first) and those it writes, each in order of first use; and "f16"/"bf16" where the whole body
+    # computes in that type with + - * and negation only, so that the aligned variant may compute
+    # two elements at a time with pair instructions (None otherwise).
+    read: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+    pair: str | None = None
 
 
 @ir_node
@@ -333,6 +352,15 @@ class Fence:
 
 
 @ir_node
+class CopyPlan:
+    """How a copy moves its data (lir/copy_plan.py): in chunks of `vb` bytes (16, 8, 4 or the
+    element size), testing each chunk's alignment at run time where it is not proven (`check`)."""
+
+    vb: int
+    check: bool
+
+
+@ir_node
 class Copy:
     """The whole group copies `src` to `dst` (views of the same extents); `async_`: with cp.async
     (global to shared), landing when an `AsyncWait` covers the group of copies it belongs to."""
@@ -341,6 +369,7 @@ class Copy:
     dst: View
     src: View
     async_: bool = False
+    plan: CopyPlan | None = None  # how the copy moves its data (the plan-copies pass)
 
 
 @ir_node
@@ -485,6 +514,11 @@ class Function:
     type_values: tuple[tuple[str, str], ...] = ()
     base_name: str = ""
     rets: tuple[ScalarType, ...] = ()     # device functions returning several values (`ret` is None)
+    # Kernels with a generic and an aligned variant (the plan-alignment pass): what the aligned one
+    # assumes, which a launch checks to pick it (both variants carry it); None: one variant only.
+    alignment: Alignment | None = None
+    # Kernels the CPU backend runs in region mode (the plan-cpu-regions pass); None: fiber mode.
+    regions: RegionPlan | None = None
 
     @property
     def tile_count(self) -> int:
@@ -495,12 +529,38 @@ class Function:
 
 
 @ir_node
+class Alignment:
+    """What a kernel's aligned variant assumes: `tensors` start on a 16-byte boundary and the shape
+    symbols `symbols` are multiples of 16."""
+
+    tensors: tuple[str, ...]
+    symbols: tuple[str, ...]
+
+
+@ir_node
+class RegionPlan:
+    """How region mode prints a kernel for the CPU backend (transpile/cpu/region_plan.py): the
+    locals and register arrays kept in an array with an element per tile (name, C type of the
+    element), the top-level locals computed again in each region that uses them (in program
+    order), and whether the kernel returns early (then its body is one region). Which loops run
+    once for the group is marked on the loops (`For.cpu`, `While.cpu`)."""
+
+    per_tile: tuple[tuple[str, str], ...]
+    recomputed: tuple[str, ...]
+    returns: bool = False
+
+
+@ir_node
 class Table:
     name: str
     elem: ScalarType
     shape: tuple[int, ...]
     values: tuple[Value, ...]
     loc: Loc
+
+    def as_buffer(self) -> Buffer:
+        """The table as the constant buffer that loads and copies read."""
+        return Buffer(self.name, "const", self.elem, tuple(Const(d, I32) for d in self.shape), self.loc)
 
 
 @ir_node

@@ -1,4 +1,4 @@
-"""Which integer values of a function are provably non-negative (an analysis for the C printer).
+"""Which integer values of a function are provably non-negative (an analysis of the plan-copies pass).
 
 A copy's view may start before its tensor (`x[r0 - 1:r0 + 63]`, a stencil's halo): those elements
 read as zero and are not written, which costs the copy a lower-edge test per dimension. The test

@@ -1,4 +1,5 @@
-"""The IR verifier, run after every pass in the tests (`compile_source(..., verify=verify)`).
+"""The IR verifier, run after every pass in the tests (`compile_source(..., verify=verify)`); the
+plans of the planning passes are checked by lir/verify_plans.py.
 
 Syntax tree: frozen nodes with a location everywhere; from `typecheck` on, every expression typed
 and every name resolved. Lowered IR: frozen nodes, every statement located, operand types as the
@@ -18,10 +19,13 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
 
 _TYPED_FROM = "typecheck"
-_AST_PASSES = ("parse", "resolve-constants", "specialize", "kernel-headers", "typecheck", "check-cooperation")
+# The passes of each level in pipeline order (transpile/pipeline.py; a test keeps them in step).
+AST_PASSES = ("parse", "resolve-constants", "specialize", "kernel-headers", "typecheck", "check-cooperation")
+LIR_PASSES = ("lower", "fold-constants", "pipeline-copies", "plan-fragments", "plan-shared", *PLANNING_PASSES)
 
 
 class VerifyError(AssertionError):
@@ -260,11 +264,13 @@ def verify_lir(module: L.Module) -> None:
 def verify(pass_name: str, module: Any) -> None:
     """The verifier for the IR after `pass_name` (the hook of `compile_source(..., verify=...)`)."""
     try:
-        if pass_name in _AST_PASSES:
-            verify_ast(module, typed=_AST_PASSES.index(pass_name) >= _AST_PASSES.index(_TYPED_FROM))
+        if pass_name in AST_PASSES:
+            verify_ast(module, typed=AST_PASSES.index(pass_name) >= AST_PASSES.index(_TYPED_FROM))
         else:
             verify_lir(module)
-    except VerifyError as e:
+            ran = LIR_PASSES[:LIR_PASSES.index(pass_name) + 1]
+            verify_plans(module, tuple(p for p in PLANNING_PASSES if p in ran))
+    except (VerifyError, PlanError) as e:
         raise VerifyError(f"after {pass_name}: {e}") from None
 
 

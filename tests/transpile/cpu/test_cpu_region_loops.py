@@ -216,7 +216,7 @@ def test_early_return_without_barriers_runs_in_region_mode(n: int, monkeypatch: 
 
 def test_early_return_with_a_barrier_keeps_fibers() -> None:
     from tessera.base.options import CompileOptions
-    from tessera.transpile.cpu.regions import fiber_reason
+    from tessera.transpile.cpu.region_plan import fiber_reason
 
     src = EARLY.replace("    y[i] = s", "    tbarrier()\n    y[i] = s")
     assert not tessera.compile(src, backend="cpu")["early"].info().regions

@@ -1,0 +1,132 @@
+"""The verifier's checks of the plans the planning passes leave on the lowered IR (run from
+lir/verify.py after every pass in the tests): each plan is there once its pass has run, says
+what the analysis it came from says of the IR as it is now (so that no later change leaves a
+stale plan behind), and is of the form the printers rely on.
+
+- plan-alignment: `Function.alignment` on the kernels with alignment variants only, equal to
+  `alignment_of` of the generic variant, naming global tensors and shape symbols; an aligned
+  variant always has it.
+- plan-copies: every copy's `plan` is `copy_plan` of the copy; every view a statement moves has
+  `nonneg`, one flag per dimension, as lir/signs.py proves.
+- plan-maps: every element loop's `read`, `written` and `pair` as lir/maps.py finds them.
+- plan-cpu-regions: a region plan only on kernels; its per-tile names are declared in the kernel,
+  its recomputed names are top-level declarations with a value, neither twice; loop marks only in
+  a planned kernel that does not return early, only on loops at region level (the kernel's body
+  and the bodies of loops marked "split"), "interleaved" only on `for` loops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan
+from tessera.transpile.lir.maps import map_tensors, pair_type
+from tessera.transpile.lir.signs import NonNegative
+from tessera.transpile.lir.visit import statements
+
+# The planning passes, in pipeline order (transpile/pipeline.py; a test keeps them in step).
+PLANNING_PASSES = ("plan-alignment", "plan-copies", "plan-maps", "plan-cpu-regions")
+
+
+class PlanError(AssertionError):
+    pass
+
+
+def verify_plans(module: L.Module, done: tuple[str, ...]) -> None:
+    """Check the plans of the planning passes in `done` (those that have run)."""
+    tables = {t.name: t.as_buffer() for t in module.tables}
+    for fn in module.functions:
+        if "plan-alignment" in done:
+            _alignment(fn)
+        if "plan-copies" in done:
+            _copies(fn, {**tables, **{b.name: b for b in fn.buffers}})
+        if "plan-maps" in done:
+            _maps(fn)
+        if "plan-cpu-regions" in done:
+            _regions(fn)
+
+
+def _fail(fn: L.Function, what: str, node: object) -> None:
+    raise PlanError(f"{fn.name}: {what}: {node}")
+
+
+def _alignment(fn: L.Function) -> None:
+    generic = dataclasses.replace(fn, aligned=False, alignment=None)
+    if fn.alignment != alignment_of(generic):
+        _fail(fn, "alignment variants other than the kernel's copies and map call for", fn.alignment)
+    if fn.aligned and fn.alignment is None:
+        _fail(fn, "an aligned variant that assumes nothing", fn.name)
+    if fn.alignment is not None:
+        tensors = {b.name for b in fn.buffers if b.space == "global"}
+        symbols = {p.name for p in fn.params if p.kind == "shape"}
+        if not set(fn.alignment.tensors) <= tensors or not set(fn.alignment.symbols) <= symbols:
+            _fail(fn, "alignment assumed of something that is not a tensor or a shape symbol", fn.alignment)
+
+
+def _views(s: L.Stmt) -> tuple[L.View, ...]:
+    if isinstance(s, L.Copy):
+        return (s.dst, s.src)
+    if isinstance(s, L.Mma):
+        return (s.a, s.b)
+    if isinstance(s, L.FragLoad):
+        return (s.src,)
+    if isinstance(s, L.FragStore):
+        return (s.dst,)
+    return ()
+
+
+def _copies(fn: L.Function, buffers: dict[str, L.Buffer]) -> None:
+    divisors, proven = Divisors(fn), NonNegative(fn)
+    for s in statements(fn.body):
+        if isinstance(s, L.Copy) and s.plan != copy_plan(s, buffers, divisors):
+            _fail(fn, f"a copy planned as {s.plan}, not as its views call for", s)
+        for v in _views(s):
+            if v.nonneg != tuple(proven.holds(x) for x in v.starts):
+                _fail(fn, "a view whose starts are not planned as proven", v)
+
+
+def _maps(fn: L.Function) -> None:
+    for s in statements(fn.body):
+        if isinstance(s, L.ElementLoop):
+            read, written = map_tensors(s)
+            if (s.read, s.written, s.pair) != (read, written, pair_type(fn, s)):
+                _fail(fn, "an element loop planned other than its body calls for", (s.read, s.written, s.pair))
+
+
+def _regions(fn: L.Function) -> None:
+    plan = fn.regions
+    marked = [s for s in statements(fn.body) if isinstance(s, (L.For, L.While)) and s.cpu]
+    if plan is None:
+        if marked:
+            _fail(fn, "a loop marked for region mode in a kernel that is not in region mode", marked[0])
+        return
+    if fn.kind != "kernel":
+        _fail(fn, "a region plan on a device function", fn.name)
+    if any(s.cpu not in L.CPU_LOOP_MODES or (s.cpu == "interleaved" and not isinstance(s, L.For)) for s in marked):
+        _fail(fn, "a loop marked with a mode it cannot have", marked)
+    level = _region_level(fn.body)
+    if any(id(s) not in level for s in marked) or (plan.returns and marked):
+        _fail(fn, "a loop marked below region level, or in a kernel that is one region", marked)
+    declared = {s.var.name for s in statements(fn.body) if isinstance(s, L.Decl)} | \
+        {b.name for b in fn.buffers if b.space == "regs"}
+    top = {s.var.name for s in fn.body if isinstance(s, L.Decl) and s.init is not None}
+    per_tile = [n for n, _ in plan.per_tile]
+    if not set(per_tile) <= declared or len(set(per_tile)) != len(per_tile):
+        _fail(fn, "per-tile copies of names the kernel does not declare, or twice", plan.per_tile)
+    if not set(plan.recomputed) <= top or len(set(plan.recomputed)) != len(plan.recomputed) \
+            or set(plan.recomputed) & set(per_tile):
+        _fail(fn, "recomputed names that are not top-level declarations with a value, or also per tile", plan)
+
+
+def _region_level(body: tuple[L.Stmt, ...]) -> set[int]:
+    """id() of the statements at region level: `body`'s, and those of the split loops in it."""
+    out: set[int] = set()
+    for s in body:
+        out.add(id(s))
+        if isinstance(s, (L.For, L.While)) and s.cpu == "split":
+            out |= _region_level(s.body)
+    return out
+
+
+__all__ = ["PLANNING_PASSES", "PlanError", "verify_plans"]
