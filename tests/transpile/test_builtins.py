@@ -36,7 +36,7 @@ IMPLEMENTED = Counter(rule for part in CHECKER.rule_parts for rule in part.rules
 
 @pytest.mark.parametrize("b", TABLE, ids=lambda b: b.name)
 def test_every_entry_has_its_rules(b) -> None:
-    assert IMPLEMENTED[b.rule] == 1, f"{b.name}: {IMPLEMENTED[b.rule]} implementations of its typing rule {b.rule!r}"
+    assert IMPLEMENTED[b.rule] == 1, f"{b.name}: its typing rule {b.rule!r} has {IMPLEMENTED[b.rule]} implementations"
     assert callable(CHECKER.rules[b.rule]), b
     if b.node in ("intrinsic", "collective"):
         assert callable(getattr(CPrinter, "c_" + b.printer, None)), b
@@ -58,7 +58,7 @@ class _Part:
 
 
 def test_the_rule_table_refuses_a_rule_implemented_twice_missing_or_unused() -> None:
-    table = (Builtin("a", "one", "intrinsic"), Builtin("b", "two", "intrinsic"), Builtin("c", "two", "intrinsic"))
+    table = tuple(Builtin(name, rule, "intrinsic") for name, rule in (("a", "one"), ("b", "two"), ("c", "two")))
     assert set(rule_table([_Part("one"), _Part("two")], table)) == {"one", "two"}
     with pytest.raises(ValueError, match="'two' is implemented twice"):
         rule_table([_Part("one", "two"), _Part("two")], table)

@@ -54,7 +54,8 @@ class Assignments:
                 return s
             assert isinstance(target, N.Index), target  # a typed store target other than a name
             bare = self.fc.bare_alloc
-            if isinstance(target.base.ty, N.ArrayType) and target.base.ty.space == "shared" and bare is not None \
+            bt = target.base.ty
+            if isinstance(bt, N.ArrayType) and bt.space == "shared" and bare is not None \
                     and base_name(target.base) == bare.name and not bare.extra.get("typed"):
                 self.fc.arrays.type_bare_alloc(vt)
                 target = self.fc.expr(s.target)

@@ -39,12 +39,13 @@ class BuiltinCalls:
         self.exprs = fc.exprs
 
     def rules(self) -> dict[str, Rule]:
-        return {"index": self.rule_index, "index_axis": self.rule_index_axis, "math1": self.rule_math1,
-                "abs": self.rule_abs, "minmax": self.rule_minmax, "pow": self.rule_pow, "fma": self.rule_fma,
+        return {"index": self.rule_index, "index_axis": self.rule_index_axis,
+                "math1": self.rule_math1, "abs": self.rule_abs, "minmax": self.rule_minmax, "pow": self.rule_pow,
+                "fma": self.rule_fma,
                 "bits": self.rule_bits, "mulhi": self.rule_mulhi, "bitcast": self.rule_bitcast,
-                "tprint": self.rule_tprint, "tassert": self.rule_tassert, "tbarrier": self.rule_tbarrier,
-                "tfence": self.rule_tfence, "warp_reduce": self.rule_warp_reduce, "warp_vote": self.rule_warp_vote,
-                "shuffle": self.rule_shuffle, "group_reduce": self.rule_group_reduce}
+                "tprint": self.rule_tprint, "tassert": self.rule_tassert,
+                "tbarrier": self.rule_tbarrier, "tfence": self.rule_tfence, "warp_reduce": self.rule_warp_reduce,
+                "warp_vote": self.rule_warp_vote, "shuffle": self.rule_shuffle, "group_reduce": self.rule_group_reduce}
 
     def call(self, e: N.Call) -> N.Expr:
         """A call: of a device function, a cast or a builtin (through the rule table)."""

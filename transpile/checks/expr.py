@@ -1,10 +1,11 @@
 """Type checking of expressions (spec section 6): literals, names, operators, indexing and
 attributes, and the implicit conversions between scalars (weak literals retyped, casts recorded).
 
-`Expressions` is the type checker's part for them (typecheck.FunctionChecker, whose `expr`
-dispatches a node to its rule here, after the map kernel's and the fragments' hooks for names and
-indexing). A rule returns a copy of the node with `ty` filled in, or with `ty=None` after reporting
-an error (callers stay quiet on `None` to avoid cascades). Calls are checked by calls.BuiltinCalls.
+`Expressions` is the type checker's part for them: the core (typecheck.FunctionChecker) dispatches
+a node to its rule here, for names and indexing together with the fragments' and the map kernel's
+hooks (FunctionChecker.x_Name, x_Index). A rule returns a copy of the node with `ty` filled in, or
+with `ty=None` after reporting an error (callers stay quiet on `None` to avoid cascades). Calls are
+checked by calls.BuiltinCalls.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ class Fragments:
         self.sink = fc.sink
         self.scope = fc.scope
         self.exprs = fc.exprs
-        self.frag_shape: tuple[int | str, ...] | None = None  # inside an elementwise statement: its fragments' shape
+        # Inside an elementwise statement (frag_value): the shape of its fragments.
+        self.frag_shape: tuple[int | str, ...] | None = None
 
     def rules(self) -> dict[str, Rule]:
         return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore}
