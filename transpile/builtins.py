@@ -3,7 +3,8 @@ cooperation class, how its result depends on the tile, the IR node it lowers to 
 spelling.
 
 Each part of the compiler reads the table and nothing else:
-- the type checker calls `CallChecker.rule_<rule>` (tessera.transpile.checks.calls);
+- the type checker calls the one implementation of its typing rule `rule` (the rule table of
+  tessera.transpile.checks.rules, made from the checker's parts);
 - the cooperation check (check_cooperation) uses `coop` and `result`;
 - lowering (lower) builds the IR node named by `node`;
 - the C printer (cprinter) prints `Intrinsic`/`Collective` nodes through `c_<printer>` or, for
@@ -38,7 +39,7 @@ class Vary(IntEnum):
 @ir_node
 class Builtin:
     name: str
-    rule: str                 # the typing rule: CallChecker.rule_<rule>
+    rule: str                 # the typing rule (checks/rules.py: rule_table)
     node: str                 # the IR node: intrinsic | collective | atomic | barrier | fence | print | assert | copy
                               # | commit | wait | mma | frag_load | frag_store
     coop: Coop = Coop.NONE    # who must call it together

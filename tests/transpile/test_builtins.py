@@ -1,14 +1,19 @@
 """The builtin table (transpile/builtins.py) is the one place that defines a builtin: every entry's
-typing rule and printing rule exist, every C function it names exists for both backends, and every
+typing rule has exactly one implementation among the type checker's parts (and every implemented rule
+is used), its printing rule exists, every C function it names exists for both backends, and every
 builtin the language has is in it."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
-from tessera.transpile.builtins import BUILTINS, RESERVED, TABLE, Coop, Vary
+from tessera.base.errors import DiagnosticSink, Loc, SourceFile
+from tessera.frontend import nodes as N
+from tessera.transpile.builtins import BUILTINS, RESERVED, TABLE, Builtin, Coop, Vary
+from tessera.transpile.checks.rules import Rule, rule_table
 from tessera.transpile.checks.typecheck import FunctionChecker
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.header_parts import SECTIONS
@@ -22,12 +27,45 @@ LIBC = {f + s for f in ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tan
                         "pow", "fma", "fmin", "fmax") for s in ("", "f")} | {"printf"}
 
 
+# A type checker (of an empty device function): its parts that implement typing rules, and how many
+# of them implement each rule.
+CHECKER = FunctionChecker(DiagnosticSink(SourceFile("<test>", "")), {},
+                          N.FuncDef(Loc(1, 1), "f", (), None, None, (), (), kind="device"))
+IMPLEMENTED = Counter(rule for part in CHECKER.rule_parts for rule in part.rules())
+
+
 @pytest.mark.parametrize("b", TABLE, ids=lambda b: b.name)
 def test_every_entry_has_its_rules(b) -> None:
-    assert callable(getattr(FunctionChecker, "rule_" + b.rule, None)), b
+    assert IMPLEMENTED[b.rule] == 1, f"{b.name}: its typing rule {b.rule!r} has {IMPLEMENTED[b.rule]} implementations"
+    assert callable(CHECKER.rules[b.rule]), b
     if b.node in ("intrinsic", "collective"):
         assert callable(getattr(CPrinter, "c_" + b.printer, None)), b
     assert b.doc, b
+
+
+def test_every_typing_rule_is_used() -> None:
+    assert set(IMPLEMENTED) - {b.rule for b in TABLE} == set()
+
+
+class _Part:
+    """A planted part that implements the typing rules `names`."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def rules(self) -> dict[str, Rule]:
+        return {name: (lambda e, name: e) for name in self.names}
+
+
+def test_the_rule_table_refuses_a_rule_implemented_twice_missing_or_unused() -> None:
+    table = tuple(Builtin(name, rule, "intrinsic") for name, rule in (("a", "one"), ("b", "two"), ("c", "two")))
+    assert set(rule_table([_Part("one"), _Part("two")], table)) == {"one", "two"}
+    with pytest.raises(ValueError, match="'two' is implemented twice"):
+        rule_table([_Part("one", "two"), _Part("two")], table)
+    with pytest.raises(ValueError, match="no part implements the typing rule 'two'"):
+        rule_table([_Part("one")], table)
+    with pytest.raises(ValueError, match="no builtin uses the typing rule 'three'"):
+        rule_table([_Part("one", "two", "three")], table)
 
 
 @pytest.mark.parametrize("b", [b for b in TABLE if b.cuda], ids=lambda b: b.name)

@@ -1,30 +1,35 @@
-"""Array declarations in a function body: `x = tshared.alloc` (the whole shared budget,
-element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
-`x = tregs(f32[4, 4], 0.0)` (and `x = tfrag(...)`, check_frags), checked into typed `Assign` nodes with an `ArrayType`."""
+"""Array declarations in a function body (spec sections 7 and 12): `x = tshared.alloc` (the whole
+shared budget, element type from the first store), `x = tshared.alloc(f32[64, 32], pad=1)` and
+`x = tregs(f32[4, 4], 0.0)` (and `x = tfrag(...)`, declared by frags.Fragments), checked into typed
+`Assign` nodes with an `ArrayType`. `ArrayDecls` is a part of the type checker
+(typecheck.FunctionChecker): assignments.Assignments asks it first about an assignment to a name."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import F32, I32, SCALARS, ScalarType
-from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.expr import Sym
-from tessera.transpile.checks.frags import FragChecker, is_tfrag
+from tessera.transpile.checks.frags import is_tfrag
+from tessera.transpile.checks.scope import Sym
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 
-class ArrayDeclChecker(FragChecker):
-    # The state of the function being checked (typecheck.FunctionChecker).
-    fn: N.FuncDef
-    block: tuple[int, ...]
-    locals: dict[str, Sym]
-    bare_alloc: Sym | None
-    bare_elem: ScalarType | None
-    check_new_name: Callable[[str, Loc], bool]
+class ArrayDecls:
+    """The type checker's part for array declarations; it keeps the bare allocation on the core
+    (`FunctionChecker.bare_alloc`), whose element type the first store decides."""
+
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+        self.exprs = fc.exprs
 
     def type_bare_alloc(self, elem: ScalarType) -> None:
-        sym = self.bare_alloc
+        sym = self.fc.bare_alloc
         assert sym is not None  # called for a store to the bare allocation
         budget = sym.extra["budget"]
         sym.ty = N.ArrayType(elem, (budget // elem.size,), "shared")
@@ -33,7 +38,7 @@ class ArrayDeclChecker(FragChecker):
     def launch_sized(self, d: N.Expr) -> str | None:
         """A dimension of tshared.alloc that is an integer scalar parameter: the array's size is
         set at launch (spec section 7, launch-sized shared memory)."""
-        sym = self.lookup(d.id) if isinstance(d, N.Name) else None
+        sym = self.scope.lookup(d.id) if isinstance(d, N.Name) else None
         if sym is None or sym.ref != "param" or not isinstance(sym.ty, ScalarType) or not sym.ty.is_int:
             return None
         return sym.name
@@ -45,38 +50,38 @@ class ArrayDeclChecker(FragChecker):
         is_shaped = (isinstance(v, N.Call) and isinstance(v.func, N.Attr) and isinstance(v.func.base, N.Name)
                      and v.func.base.id == "tshared" and v.func.name == "alloc")
         is_regs = isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tregs" \
-            and self.lookup("tregs") is None
-        is_frag = is_tfrag(v) and self.lookup("tfrag") is None
+            and self.scope.lookup("tregs") is None
+        is_frag = is_tfrag(v) and self.scope.lookup("tfrag") is None
         if not (is_bare or is_shaped or is_regs or is_frag):
             return None
         assert isinstance(s.target, N.Name), s.target  # s_Assign's assignments to a name
         name = s.target.id
-        if not self.check_new_name(name, s.target.loc) or self.lookup(name) is not None:
-            if self.lookup(name) is not None:
+        if not self.scope.check_new_name(name, s.target.loc) or self.scope.lookup(name) is not None:
+            if self.scope.lookup(name) is not None:
                 self.sink.error(s.target.loc, f"'{name}' is already defined")
             return s
         if s.annotation:
             self.sink.error(s.loc, "an array declaration takes no type annotation")
         if is_frag:
-            return self.frag_decl(s, name)
+            return self.fc.frags.frag_decl(s, name)
         if is_bare or is_shaped:
-            if not self.in_kernel:
+            if not self.fc.in_kernel:
                 self.sink.error(v.loc, "shared memory can only be allocated in a kernel")
                 return s
-            if self.block != (0, 1):
+            if self.fc.block != (0, 1):
                 self.sink.error(v.loc, "shared memory can only be allocated at the top level of a kernel body")
                 return s
         if is_bare:
-            budget = self.fn.config.shared_budget if self.fn.config else None
+            budget = self.fc.fn.config.shared_budget if self.fc.fn.config else None
             if budget is None:
                 self.sink.error(v.loc, "a bare tshared.alloc takes the whole shared(...) budget; "
                                 "add shared(SIZE) to the @kernel line")
                 return s
-            elem = self.bare_elem or F32
+            elem = self.fc.bare_elem or F32
             sym = Sym(name, "shared", N.ArrayType(elem, (budget // elem.size,), "shared"), s.loc,
-                      block=self.block, extra={"budget": budget, "bare": True, "typed": self.bare_elem is not None})
-            self.bare_alloc = sym
-            self.locals[name] = sym
+                      block=self.fc.block, extra={"budget": budget, "bare": True, "typed": self.fc.bare_elem is not None})
+            self.fc.bare_alloc = sym
+            self.fc.locals[name] = sym
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), (), sym.ty)
             return N.replace(s, target=N.replace(s.target, ty=sym.ty, ref="shared"),
                                        value=call, declares=True)
@@ -99,35 +104,35 @@ class ArrayDeclChecker(FragChecker):
         shape: list[int | str] = []
         for d in spec.indices:
             sized = self.launch_sized(d) if is_shaped else None
-            n = sized if sized is not None else self.const_int(d, f"a dimension of {kind}()", 1)
+            n = sized if sized is not None else self.scope.const_int(d, f"a dimension of {kind}()", 1)
             if n is None:
                 return s
             shape.append(n)
         pad = 0
         for k in v.kwargs:
-            p = self.const_int(k.value, "pad", 0)
+            p = self.scope.const_int(k.value, "pad", 0)
             if p is None:
                 return s
             pad = p
         if is_shaped:
             ty = N.ArrayType(elem, tuple(shape), "shared", pad)
-            sym = Sym(name, "shared", ty, s.loc, block=self.block)
-            self.locals[name] = sym
+            sym = Sym(name, "shared", ty, s.loc, block=self.fc.block)
+            self.fc.locals[name] = sym
             # pad= stays on the typed call: without it the compiler may choose a padding (plan-fragments)
             given = tuple(N.Keyword(k.loc, "pad", N.IntLit(k.loc, pad, I32)) for k in v.kwargs)
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), given, ty)
             return N.replace(s, target=N.replace(s.target, ty=ty, ref="shared"),
                                        value=call, declares=True)
-        init = self.scalar_expr(v.args[1], "initial value of tregs()")
+        init = self.exprs.scalar_expr(v.args[1], "initial value of tregs()")
         if init.ty is None:
             return s
-        init = self.assignable(init, elem, v.args[1].loc, "a register array element")
+        init = self.exprs.assignable(init, elem, v.args[1].loc, "a register array element")
         total = math.prod(int(d) for d in shape)
         if total > 4096:
             self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
             return s
         ty = N.ArrayType(elem, tuple(shape), "regs")
-        self.locals[name] = Sym(name, "regs", ty, s.loc, block=self.block)
+        self.fc.locals[name] = Sym(name, "regs", ty, s.loc, block=self.fc.block)
         call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,), (), ty)
         return N.replace(s, target=N.replace(s.target, ty=ty, ref="regs"),
                                    value=call, declares=True)

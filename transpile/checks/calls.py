@@ -1,45 +1,67 @@
-"""Type checking of calls: builtins of spec sections 5 and 7, casts and device functions.
+"""Type checking of calls (spec sections 5 and 7): what a call calls (a device function, a cast
+or a builtin, anything else reported with its location), casts, and the typing rules of the index,
+math, bit, debugging and cooperation builtins.
 
-The builtin table (builtins.py) names each builtin's typing rule, a `rule_<name>` method here;
-anything the table does not list is reported with its location. Checked calls keep the builtin's name in `func`
-with `ref="builtin"` (`"cast"` for casts, `"func"` for device functions).
+`BuiltinCalls` is a part of the type checker (typecheck.FunctionChecker): it sends a builtin's call
+to the rule the builtin table (builtins.py) names for it, through the checker's rule table
+(rules.rule_table), and provides the rules above (`rules()`); device functions go to
+device_calls.DeviceCalls. Checked calls keep the builtin's name in `func` with `ref="builtin"`
+(`"cast"` for casts, `"func"` for device functions).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
-from tessera.transpile.checks.device_calls import DeviceCallChecker
 from tessera.transpile.checks.expr import scalar_type
+from tessera.transpile.checks.rules import Rule, check_arity, check_warps, scope_arg, typed_call
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 _FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
 # Matches wherever _FMT_SPEC takes a length modifier for the conversion ("%.ld" included).
 _FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d*|\*))?[hlLqjzt]+[a-zA-Z]?")
 
 
-class CallChecker(DeviceCallChecker):
-    tile: tuple[int, ...]
-    in_kernel: bool
-    uses: set[str]
+class BuiltinCalls:
+    """The type checker's part for calls: what a call calls, casts, and the typing rules of the index,
+    math, bit, debugging and cooperation builtins."""
 
-    def x_Call(self, e: N.Call) -> N.Expr:
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+        self.exprs = fc.exprs
+
+    def rules(self) -> dict[str, Rule]:
+        return {"index": self.rule_index, "index_axis": self.rule_index_axis,
+                "math1": self.rule_math1, "abs": self.rule_abs, "minmax": self.rule_minmax, "pow": self.rule_pow,
+                "fma": self.rule_fma,
+                "bits": self.rule_bits, "mulhi": self.rule_mulhi, "bitcast": self.rule_bitcast,
+                "tprint": self.rule_tprint, "tassert": self.rule_tassert,
+                "tbarrier": self.rule_tbarrier, "tfence": self.rule_tfence, "warp_reduce": self.rule_warp_reduce,
+                "warp_vote": self.rule_warp_vote, "shuffle": self.rule_shuffle, "group_reduce": self.rule_group_reduce}
+
+    def call(self, e: N.Call) -> N.Expr:
+        """A call: of a device function, a cast or a builtin (through the rule table)."""
         if not isinstance(e.func, N.Name):
             if isinstance(e.func, N.Attr) and isinstance(e.func.base, N.Name) and e.func.base.id == "tshared":
-                return self.x_Attr(e.func)
+                return self.exprs.x_Attr(e.func)
             self.sink.error(e.loc, "only builtins, casts and device functions can be called")
             return e
         name = e.func.id
-        sym = self.lookup(name)
+        sym = self.scope.lookup(name)
         if sym is not None and sym.ref == "func":
             if sym.extra["def"].kind == "kernel":
                 self.sink.error(e.loc, f"'{name}' is a kernel; a kernel is launched from the host, only @device "
                                 "functions can be called")
                 return e
-            return self.call_device(e, sym)
+            return self.fc.devices.call_device(e, sym)
         if sym is not None:
             self.sink.error(e.loc, f"'{name}' is not a function")
             return e
@@ -63,14 +85,13 @@ class CallChecker(DeviceCallChecker):
             elif name == "tshared":
                 self.sink.error(e.loc, "'tshared' is not a function; allocate with tshared.alloc(f32[...])")
             else:
-                self.undefined(e.func.loc, name)
+                self.scope.undefined(e.func.loc, name)
             return e
-        rule: Callable[[N.Call, str], N.Expr] = getattr(self, "rule_" + builtin.rule)
-        return rule(e, name)
+        return self.fc.rules[builtin.rule](e, name)
 
     # ---- helpers
     def _numeric(self, a: N.Expr, name: str) -> N.Expr:
-        t = self.scalar_expr(a, f"argument of {name}()")
+        t = self.exprs.scalar_expr(a, f"argument of {name}()")
         ty = scalar_type(t)
         if ty is not None and not ty.is_numeric:
             self.sink.error(a.loc, f"{name}() needs a numeric argument, not {ty}")
@@ -79,71 +100,71 @@ class CallChecker(DeviceCallChecker):
 
     # ---- index builtins
     def rule_index(self, e: N.Call, name: str) -> N.Expr:
-        self._arity(e, name, 0)
-        return self._typed(e, name, (), I32)
+        check_arity(self.sink, e, name, 0)
+        return typed_call(e, name, (), I32)
 
     def rule_index_axis(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
-        axis = self.const_int(e.args[0], f"the axis of {name}()", 0, 2)
+        axis = self.scope.const_int(e.args[0], f"the axis of {name}()", 0, 2)
         if axis is None:
             return e
-        return self._typed(e, name, (N.IntLit(e.args[0].loc, axis, I32),), I32)
+        return typed_call(e, name, (N.IntLit(e.args[0].loc, axis, I32),), I32)
 
     # ---- math and casts
     def rule_math1(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
         ty = scalar_type(a)
         if ty is None:
             return e
         if not ty.is_float:
-            a = self.coerce(a, F32)
-        return self._typed(e, name, (a,), a.ty)
+            a = self.exprs.coerce(a, F32)
+        return typed_call(e, name, (a,), a.ty)
 
     def rule_abs(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
-        return self._typed(e, name, (a,), a.ty) if a.ty else e
+        return typed_call(e, name, (a,), a.ty) if a.ty else e
 
     def _promote_all(self, e: N.Call, name: str, need_float: bool) -> tuple[list[N.Expr], ScalarType | None]:
         args = [self._numeric(a, name) for a in e.args]
         types = [t for t in map(scalar_type, args) if t is not None]
         if len(types) < len(args):
             return args, None
-        strong = [t for a, t in zip(args, types) if not self.is_weak(a)]
+        strong = [t for a, t in zip(args, types) if not self.exprs.is_weak(a)]
         ty = strong[0] if strong else types[0]
         for t in strong[1:]:
             ty = promote(ty, t)
         for a, t in zip(args, types):
             # A literal the others' type cannot hold (2.5 next to an i32) widens it, as with operators.
-            if (not strong and a is not args[0]) or (self.is_weak(a) and not literal_adopts(t, ty)):
+            if (not strong and a is not args[0]) or (self.exprs.is_weak(a) and not literal_adopts(t, ty)):
                 ty = promote(ty, t)
         if need_float and not ty.is_float:
             ty = F32
         if ty.kind == "bool":
             ty = I32
-        return [self.coerce(a, ty) for a in args], ty
+        return [self.exprs.coerce(a, ty) for a in args], ty
 
     def rule_minmax(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2, 16):
+        if not check_arity(self.sink, e, name, 2, 16):
             return e
         args, ty = self._promote_all(e, name, False)
-        return self._typed(e, name, args, ty) if ty else e
+        return typed_call(e, name, args, ty) if ty else e
 
     def rule_pow(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
         args, ty = self._promote_all(e, name, True)
-        return self._typed(e, name, args, ty) if ty else e
+        return typed_call(e, name, args, ty) if ty else e
 
     def rule_fma(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 3):
+        if not check_arity(self.sink, e, name, 3):
             return e
         args, ty = self._promote_all(e, name, True)
-        return self._typed(e, name, args, ty) if ty else e
+        return typed_call(e, name, args, ty) if ty else e
 
     # ---- integers and bits
     def _wide_int(self, a: N.Expr, ty: ScalarType, name: str, weak: bool = False) -> bool:
@@ -160,22 +181,22 @@ class CallChecker(DeviceCallChecker):
         return True
 
     def rule_bits(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
-        a = self.scalar_expr(e.args[0], f"argument of {name}()")
+        a = self.exprs.scalar_expr(e.args[0], f"argument of {name}()")
         ty = scalar_type(a)
         if ty is None or not self._wide_int(a, ty, name):
             return e
-        return self._typed(e, name, (a,), ty if name == "brev" else I32)
+        return typed_call(e, name, (a,), ty if name == "brev" else I32)
 
     def rule_mulhi(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
-        args = [self.scalar_expr(a, f"argument of {name}()") for a in e.args]
+        args = [self.exprs.scalar_expr(a, f"argument of {name}()") for a in e.args]
         types = [t for t in map(scalar_type, args) if t is not None]
         if len(types) < len(args):
             return e
-        weak = [self.is_weak(a) for a in args]
+        weak = [self.exprs.is_weak(a) for a in args]
         if not all(self._wide_int(a, t, name, True) for a, t in zip(args, types)):
             return e
         strong = [t for t, w in zip(types, weak) if not w]
@@ -188,14 +209,14 @@ class CallChecker(DeviceCallChecker):
         if ty.bits < 32:
             self._wide_int(e, ty, name)
             return e
-        return self._typed(e, name, tuple(self.coerce(a, ty) for a in args), ty)
+        return typed_call(e, name, tuple(self.exprs.coerce(a, ty) for a in args), ty)
 
     def rule_bitcast(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
         a = self._numeric(e.args[0], name)
         target = e.args[1]
-        if not isinstance(target, N.Name) or target.id not in SCALARS or self.lookup(target.id) is not None:
+        if not isinstance(target, N.Name) or target.id not in SCALARS or self.scope.lookup(target.id) is not None:
             self.sink.error(target.loc, "the second argument of bitcast() must be a scalar type name "
                             "(bitcast(x, u32))")
             return e
@@ -210,12 +231,12 @@ class CallChecker(DeviceCallChecker):
             self.sink.error(e.loc, f"bitcast() keeps the width: {src} is {src.bits} bits but {ty} is "
                             f"{ty.bits} bits; convert first ({ty}(x)) or pick a {src.bits}-bit type")
             return e
-        return self._typed(e, name, (a,), ty)
+        return typed_call(e, name, (a,), ty)
 
     def call_cast(self, e: N.Call, ty: ScalarType) -> N.Expr:
-        if not self._arity(e, ty.name, 1):
+        if not check_arity(self.sink, e, ty.name, 1):
             return e
-        a = self.scalar_expr(e.args[0], f"argument of {ty.name}()")
+        a = self.exprs.scalar_expr(e.args[0], f"argument of {ty.name}()")
         if a.ty is None:
             return e
         return N.Call(e.loc, N.Name(e.func.loc, ty.name, ref="cast"), (a,), (), ty)
@@ -226,7 +247,7 @@ class CallChecker(DeviceCallChecker):
             self.sink.error(e.loc, "tprint() needs a format string as its first argument")
             return e
         fmt = e.args[0]
-        args = [self.scalar_expr(a, "tprint argument") for a in e.args[1:]]
+        args = [self.exprs.scalar_expr(a, "tprint argument") for a in e.args[1:]]
         if e.kwargs:
             self.sink.error(e.kwargs[0].loc, "tprint() takes no keyword arguments")
         out: list[str] = []
@@ -280,68 +301,68 @@ class CallChecker(DeviceCallChecker):
         if k != len(args):
             self.sink.error(e.loc, f"tprint format has {k} conversions but {len(args)} arguments were given")
             return e
-        return self._typed(e, name, (N.StrLit(fmt.loc, "".join(out), N.STR), *args), N.VOID)
+        return typed_call(e, name, (N.StrLit(fmt.loc, "".join(out), N.STR), *args), N.VOID)
 
     def rule_tassert(self, e: N.Call, name: str) -> N.Expr:
         if len(e.args) not in (1, 2) or (len(e.args) == 2 and not isinstance(e.args[1], N.StrLit)):
             self.sink.error(e.loc, "tassert() takes a condition and an optional message string")
             return e
-        c = self.scalar_expr(e.args[0], "condition of tassert()")
+        c = self.exprs.scalar_expr(e.args[0], "condition of tassert()")
         msg = e.args[1] if len(e.args) == 2 else N.StrLit(e.loc, "assertion failed")
-        return self._typed(e, name, (c, N.replace(msg, ty=N.STR)), N.VOID)
+        return typed_call(e, name, (c, N.replace(msg, ty=N.STR)), N.VOID)
 
     # ---- memory, cooperation
     def rule_tbarrier(self, e: N.Call, name: str) -> N.Expr:
-        self._arity(e, name, 0)
-        return self._typed(e, name, (), N.VOID)
+        check_arity(self.sink, e, name, 0)
+        return typed_call(e, name, (), N.VOID)
 
     def rule_tfence(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 0, 1, ("scope",)):
+        if not check_arity(self.sink, e, name, 0, 1, ("scope",)):
             return e
-        scope = self._scope(e, name, 0)
+        scope = scope_arg(self.sink, e, name, 0)
         if scope is None:
             return e
-        return self._typed(e, name, (N.StrLit(e.loc, scope, N.STR),), N.VOID)
+        return typed_call(e, name, (N.StrLit(e.loc, scope, N.STR),), N.VOID)
 
     def rule_warp_reduce(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
         a = self._numeric(e.args[0], name)
-        self._warp_check(e, name)
-        return self._typed(e, name, (a,), a.ty) if a.ty else e
+        check_warps(self.fc, e, name)
+        return typed_call(e, name, (a,), a.ty) if a.ty else e
 
     def rule_warp_vote(self, e: N.Call, name: str) -> N.Expr:
         # The predicate is any scalar, true where it is non-zero (as an `if` condition).
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
-        p = self.scalar_expr(e.args[0], f"predicate of {name}()")
-        self._warp_check(e, name)
+        p = self.exprs.scalar_expr(e.args[0], f"predicate of {name}()")
+        check_warps(self.fc, e, name)
         if p.ty is None:
             return e
-        return self._typed(e, name, (p,), SCALARS["u32"] if name == "warp_ballot" else BOOL)
+        return typed_call(e, name, (p,), SCALARS["u32"] if name == "warp_ballot" else BOOL)
 
     def rule_shuffle(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
         what = {"shfl_down": "delta", "shfl_up": "delta", "shfl_xor": "mask"}.get(name, "lane")
-        a = self.scalar_expr(e.args[0], f"argument of {name}()")
-        lane = self.scalar_expr(e.args[1], f"{what} argument of {name}()")
+        a = self.exprs.scalar_expr(e.args[0], f"argument of {name}()")
+        lane = self.exprs.scalar_expr(e.args[1], f"{what} argument of {name}()")
         lane_ty = scalar_type(lane)
         if lane_ty is not None and not lane_ty.is_int:
             self.sink.error(lane.loc, f"the {what} argument of {name}() must be an integer, not {lane_ty}")
             return e
-        self._warp_check(e, name)
+        check_warps(self.fc, e, name)
         if a.ty is None or lane.ty is None:
             return e
-        return self._typed(e, name, (a, self.coerce(lane, I32)), a.ty)
+        return typed_call(e, name, (a, self.exprs.coerce(lane, I32)), a.ty)
 
     def rule_group_reduce(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 1):
+        if not check_arity(self.sink, e, name, 1):
             return e
-        if not self.in_kernel:
+        if not self.fc.in_kernel:
             self.sink.error(e.loc, f"{name}() is only allowed in a kernel body")
             return e
         a = self._numeric(e.args[0], name)
         if a.ty is None:
             return e
-        return self._typed(e, name, (a,), a.ty)
+        return typed_call(e, name, (a,), a.ty)

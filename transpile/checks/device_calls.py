@@ -1,31 +1,33 @@
 """Type checking of device function calls (spec section 6): scalar and array arguments (a tensor
 parameter or a shared array for `v: f32[n]`, the callee's shape symbols bound from the caller's
 extents), several results (a `TupleType` call, only in a tuple assignment or as a statement), and
-the instance of a generic device function that the arguments bind (transpile/checks/generics.py). The
-builtins are checked by `check_calls.CallChecker`, which derives from this class."""
+the instance of a generic device function that the arguments bind (transpile/checks/generics.py).
+`DeviceCalls` is a part of the type checker (typecheck.FunctionChecker); calls.BuiltinCalls sends it
+the calls of device functions."""
 
 from __future__ import annotations
 
-import math
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import I32, SCALARS, ScalarType
 from tessera.base.errors import Note
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.expr import Sym, scalar_type, type_name
-from tessera.transpile.checks.memory import MemoryChecker
+from tessera.transpile.checks.expr import scalar_type, type_name
+from tessera.transpile.checks.rules import check_warps
+from tessera.transpile.checks.scope import Sym
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 
-class DeviceCallChecker(MemoryChecker):
-    tile: tuple[int, ...]
-    in_kernel: bool
+class DeviceCalls:
+    """The type checker's part for calls of device functions."""
 
-    def _warp_check(self, e: N.Call, name: str) -> None:
-        if self.in_kernel and self.tile and math.prod(self.tile) % 32 != 0:
-            what = name if name.endswith(" and") else f"{name}()"
-            self.sink.error(e.loc, f"{what} needs whole warps: the group has {math.prod(self.tile)} tiles, "
-                            "not a multiple of 32")
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.exprs = fc.exprs
 
-    # ---- device functions
     def instantiate(self, e: N.Call, sym: Sym) -> Sym | None:
         """The instance of a generic device function that a call's arguments bind (transpile/checks/generics.py):
         each type parameter takes the type of the first argument whose parameter has it (a literal
@@ -37,7 +39,7 @@ class DeviceCallChecker(MemoryChecker):
             if p.type_name not in names:
                 continue
             if p.dims is not None:  # an array parameter `v: T[n]`: T is the array's element type
-                x = self.expr(a)
+                x = self.fc.expr(a)
                 if x.ty is None:
                     return None
                 if not isinstance(x.ty, (N.TensorType, N.ArrayType)):
@@ -46,11 +48,11 @@ class DeviceCallChecker(MemoryChecker):
                     return None
                 ty, weak = x.ty.elem, False
             else:
-                t = self.scalar_expr(a, f"argument '{p.name}' of {fn.name}()")
+                t = self.exprs.scalar_expr(a, f"argument '{p.name}' of {fn.name}()")
                 scalar = scalar_type(t)
                 if scalar is None:
                     return None
-                ty, weak = scalar, self.is_weak(t)
+                ty, weak = scalar, self.exprs.is_weak(t)
             prev = bound.get(p.type_name)
             if prev is None or (prev[2] and not weak):
                 bound[p.type_name] = (ty, p.name, weak)
@@ -86,7 +88,7 @@ class DeviceCallChecker(MemoryChecker):
                 or any(t not in SCALARS for t in fn.rets):
             # The signature has an unknown type, already reported at the definition.
             for a in e.args:
-                self.expr(a)
+                self.fc.expr(a)
             return e
         args: list[N.Expr] = []
         shapes: dict[str, N.Expr] = {}  # the callee's shape symbols: the extents they bind to
@@ -98,14 +100,14 @@ class DeviceCallChecker(MemoryChecker):
                 args.append(x if x is not None else a)
                 continue
             assert isinstance(p.ty, ScalarType)
-            t = self.expr(a)
+            t = self.fc.expr(a)
             if isinstance(t.ty, (N.TensorType, N.ArrayType)):
                 self.sink.error(a.loc, f"argument '{p.name}' of {fn.name}() is a scalar {p.ty}, not an array; "
                                 f"'{_base(t)}' is a {type_name(t.ty)} (index it to pass one element)")
                 ok = False
                 continue
             t = self._scalar_typed(t, f"argument '{p.name}' of {fn.name}()")
-            args.append(self.assignable(t, p.ty, a.loc, f"parameter '{p.name}'"))
+            args.append(self.exprs.assignable(t, p.ty, a.loc, f"parameter '{p.name}'"))
         if not ok:
             return e
         # The extents of the callee's shape symbols follow the arguments, in the order the symbols
@@ -116,7 +118,7 @@ class DeviceCallChecker(MemoryChecker):
                     if isinstance(d, N.Name) and d.ref == "shape" and d.id in shapes:
                         args.append(shapes.pop(d.id))
         if sym.extra["warp"]:
-            self._warp_check(e, f"{fn.name}() uses warp operations and")
+            check_warps(self.fc, e, f"{fn.name}() uses warp operations and")
         ret: N.Type = N.TupleType(tuple(SCALARS[t] for t in fn.rets)) if fn.rets else \
             SCALARS[fn.ret] if fn.ret else N.VOID
         return N.Call(e.loc, N.Name(e.func.loc, fn.name, ref="func"), tuple(args), (), ret)
@@ -124,7 +126,7 @@ class DeviceCallChecker(MemoryChecker):
     def _scalar_typed(self, t: N.Expr, what: str) -> N.Expr:
         """An already typed argument that must be a scalar."""
         if isinstance(t.ty, N.TupleType):
-            return self.scalar_expr(t, what)  # reported there
+            return self.exprs.scalar_expr(t, what)  # reported there
         if t.ty is not None and not isinstance(t.ty, ScalarType):
             self.sink.error(t.loc, f"{what} must be a scalar value, not {type_name(t.ty)}")
             return N.replace(t, ty=None)
@@ -137,7 +139,7 @@ class DeviceCallChecker(MemoryChecker):
         assert isinstance(pty, N.TensorType)
         what = f"argument '{p.name}' of {fn.name}()"
         want = f"{'mut ' if pty.mut else ''}{pty.elem}[{', '.join(_dim_text(d) for d in pty.dims)}]"
-        x = self.expr(a)
+        x = self.fc.expr(a)
         t = x.ty
         if t is None:
             return None

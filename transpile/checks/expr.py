@@ -1,42 +1,27 @@
-"""Type checking of expressions (spec section 6): operators, literals, names, indexing.
+"""Type checking of expressions (spec section 6): literals, names, operators, indexing and
+attributes, and the implicit conversions between scalars (weak literals retyped, casts recorded).
 
-`ExprChecker.expr` returns a copy of the node with `ty` filled in, or with
-`ty=None` after reporting an error (callers stay quiet on `None` to avoid
-cascades). Calls are handled by `check_calls.CallChecker`.
+`Expressions` is the type checker's part for them: the core (typecheck.FunctionChecker) dispatches
+a node to its rule here, for names and indexing together with the fragments' and the map kernel's
+hooks (FunctionChecker.x_Name, x_Index). A rule returns a copy of the node with `ty` filled in, or
+with `ty=None` after reporting an error (callers stay quiet on `None` to avoid cascades). Calls are
+checked by calls.BuiltinCalls.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import math
-from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
-from tessera.base.errors import DiagnosticSink, Loc, Note
+from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
-from tessera.transpile.builtins import RESERVED
-from tessera.transpile.consts import NotConstant, Value, evaluate
+from tessera.transpile.checks.scope import BUILTIN_NAMES
 
-BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
-# Python's names for conversions, with what to write instead.
-PYTHON_TYPES = {"float": "write f32(x) (or f64(x)) to convert to a float",
-                "int": "write i32(x) (or i64(x)) to convert to an integer"}
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
+
 # Builtin values that, like literals, take the type of the other operand.
 WEAK_VALUES = frozenset(["WARP_SIZE", "inf", "nan"])
-
-
-@dataclass
-class Sym:
-    name: str
-    ref: str  # local param shape const table shared regs func loopvar
-    ty: N.Type | None
-    loc: Loc
-    value: Value | None = None
-    weak: bool = False
-    block: tuple[int, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def is_scalar(t: object) -> TypeGuard[ScalarType]:
@@ -44,7 +29,7 @@ def is_scalar(t: object) -> TypeGuard[ScalarType]:
 
 
 def scalar_type(e: N.Expr) -> ScalarType | None:
-    """The type of an operand checked by `ExprChecker.scalar_expr`: a scalar, or None after an error."""
+    """The type of an operand checked by `Expressions.scalar_expr`: a scalar, or None after an error."""
     assert e.ty is None or isinstance(e.ty, ScalarType), e.ty
     return e.ty
 
@@ -70,24 +55,19 @@ def retype(e: N.Expr, ty: ScalarType) -> N.Expr:
     return e
 
 
-class ExprChecker:
-    tile: tuple[int, ...] = ()
-    sink: DiagnosticSink
-    scopes: list[dict[str, Sym]]
-    module_syms: dict[str, Sym]
+class Expressions:
+    """The typing rules of expressions other than calls, and the conversions between scalars."""
 
-    # ---- names
-    def lookup(self, name: str) -> Sym | None:
-        for scope in reversed(self.scopes):
-            if name in scope:
-                return scope[name]
-        return self.module_syms.get(name)
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
 
     def is_weak(self, e: N.Expr) -> bool:
         if isinstance(e, (N.IntLit, N.FloatLit)):
             return True
         if isinstance(e, N.Name):
-            s = self.lookup(e.id)
+            s = self.scope.lookup(e.id)
             return bool(s and s.weak) or (s is None and e.id in WEAK_VALUES)
         if isinstance(e, N.Unary) and e.op in ("-", "+", "~"):
             return self.is_weak(e.operand)
@@ -95,101 +75,9 @@ class ExprChecker:
             return self.is_weak(e.left) and self.is_weak(e.right)
         return False
 
-    def const_env(self) -> dict[str, Value]:
-        """The values of the constants in scope: the module's and the parameters' (locals are never
-        constants, nor can they hide one); rebuilt only when one of those two scopes has grown."""
-        params = self.scopes[0] if self.scopes else {}
-        key = (len(self.module_syms), len(params))
-        cached = getattr(self, "_const_env", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        env: dict[str, Value] = {}
-        for scope in (self.module_syms, params):
-            for k, s in scope.items():
-                if s.ref == "const" and s.value is not None:
-                    env[k] = s.value
-                else:
-                    env.pop(k, None)
-        self._const_env = (key, env)
-        return env
-
-    def const_value(self, e: N.Expr, what: str) -> Value | None:
-        env = self.const_env()
-        try:
-            return evaluate(e, env)
-        except NotConstant as nc:
-            why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
-            loc = nc.loc or e.loc
-            name = _name_at(e, loc)
-            sym = self.lookup(name.id) if name is not None else None
-            if name is not None and sym is not None and sym.ref in _RUNTIME_WHAT:
-                why = f" ('{name.id}' is {_RUNTIME_WHAT[sym.ref]})"
-                if sym.ref == "param" and isinstance(sym.ty, ScalarType):
-                    why = f" ('{name.id}' is a parameter passed at launch; declare it '{name.id}: const {sym.ty}' " \
-                          "for a compile-time value)"
-            self.sink.error(loc, f"{what} must be a compile-time constant{why}")
-            return None
-
-    def try_const(self, e: N.Expr) -> Value | None:
-        """The value of `e` if it is a compile-time constant, else None (reports nothing)."""
-        if isinstance(e, N.Call) and isinstance(e.func, N.Name) and self.tile:
-            n = math.prod(self.tile)
-            if e.func.id == "group_tile_count":
-                return n
-        try:
-            return evaluate(e, self.const_env())
-        except NotConstant:
-            return None
-
-    def const_int(self, e: N.Expr, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
-        v = self.const_value(e, what)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int):
-            self.sink.error(e.loc, f"{what} must be an integer constant, not {v!r}")
-            return None
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            rng = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
-            self.sink.error(e.loc, f"{what} must be {rng}, not {v}")
-            return None
-        return v
-
-    later_funcs: dict[str, Loc] = {}  # set per function by check_function
-
-    # Names whose definition was rejected with an error: their uses are not reported again.
-    quiet: frozenset[str] | set[str] = frozenset()
-
-    def undefined(self, loc: Loc, name: str) -> None:
-        if name in self.quiet:
-            return
-        if name in PYTHON_TYPES:
-            self.sink.error(loc, f"'{name}' is not a .tsr type; {PYTHON_TYPES[name]}")
-            return
-        if name in self.later_funcs:
-            where = self.later_funcs[name]
-            self.sink.error(loc, f"'{name}' is defined later in the file (line {where.line}); a function can "
-                            "call only the device functions defined above it", Note("defined here", where))
-            return
-        if self.sink.full:  # not shown: skip the costly search for a suggestion
-            self.sink.error(loc, f"undefined name '{name}'")
-            return
-        known = set(BUILTIN_NAMES) | set(self.module_syms)
-        for scope in self.scopes:
-            known |= set(scope)
-        close = difflib.get_close_matches(name, sorted(known - {name}), n=1)
-        notes = (Note(f"did you mean '{close[0]}'?"),) if close else ()
-        self.sink.error(loc, f"undefined name '{name}'", *notes)
-
     # ---- expressions
-    def expr(self, e: N.Expr) -> N.Expr:
-        method = getattr(self, "x_" + type(e).__name__, None)
-        if method is None:
-            self.sink.error(e.loc, f"{_describe(e)} is not allowed here")
-            return e
-        return method(e)
-
     def scalar_expr(self, e: N.Expr, what: str = "operand") -> N.Expr:
-        t = self.expr(e)
+        t = self.fc.expr(e)
         if isinstance(t.ty, N.TupleType) and isinstance(t, N.Call) and isinstance(t.func, N.Name):
             n = len(t.ty.items)
             self.sink.error(e.loc, f"{t.func.id}() returns {n} values ({', '.join(x.name for x in t.ty.items)}); "
@@ -221,7 +109,7 @@ class ExprChecker:
         return e
 
     def x_Name(self, e: N.Name) -> N.Expr:
-        s = self.lookup(e.id)
+        s = self.scope.lookup(e.id)
         if s is None:
             if e.id == "grid_groups":
                 return N.replace(e, ty=I32, ref="builtin")
@@ -230,10 +118,10 @@ class ExprChecker:
             if e.id in ("inf", "nan"):  # a float that, like a literal, adopts the other operand's type
                 return N.replace(e, ty=F32, ref="builtin")
             if e.id in BUILTIN_NAMES:
-                if e.id not in self.quiet:
+                if e.id not in self.scope.quiet:
                     self.sink.error(e.loc, f"'{e.id}' is a builtin function; call it")
                 return e
-            self.undefined(e.loc, e.id)
+            self.scope.undefined(e.loc, e.id)
             return e
         if s.ref == "func":
             self.sink.error(e.loc, f"'{e.id}' is a device function; call it")
@@ -347,7 +235,7 @@ class ExprChecker:
 
     # ---- indexing
     def x_Index(self, e: N.Index) -> N.Expr:
-        base = self.expr(e.base)
+        base = self.fc.expr(e.base)
         bt = base.ty
         if bt is None:
             return N.replace(e, base=base)
@@ -375,7 +263,7 @@ class ExprChecker:
         return N.replace(e, base=base, indices=tuple(idx), ty=elem)
 
     def x_Attr(self, e: N.Attr) -> N.Expr:
-        sym = self.lookup(e.base.id) if isinstance(e.base, N.Name) else None
+        sym = self.scope.lookup(e.base.id) if isinstance(e.base, N.Name) else None
         if isinstance(e.base, N.Name) and e.base.id == "tshared" and e.name == "alloc":
             self.sink.error(e.loc, "tshared.alloc is only allowed as the value of an assignment at the "
                             "top level of a kernel body")
@@ -402,35 +290,11 @@ class ExprChecker:
         return e
 
 
-_RUNTIME_WHAT = {
-    "shape": "a shape symbol, known only at launch",
-    "param": "a parameter passed at launch",
-    "local": "a variable", "loopvar": "a loop variable",
-}
-
-
-def _name_at(e: object, loc: Loc | None) -> N.Name | None:
-    """The name at `loc` inside expression `e` (where a constant evaluation stopped)."""
-    if isinstance(e, N.Name):
-        return e if e.loc == loc else None
-    if not dataclasses.is_dataclass(e):
-        return None
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        for x in v if isinstance(v, tuple) else (v,):
-            if isinstance(x, (N.Name, N.BinOp, N.Unary, N.Call, N.Compare, N.BoolOp, N.Ternary, N.Index,
-                              N.TupleLit, N.Keyword)):
-                found = _name_at(x, loc)
-                if found is not None:
-                    return found
-    return None
-
-
 def base_name(e: N.Expr) -> str:
     return e.id if isinstance(e, N.Name) else "expression"
 
 
-def _describe(e: object) -> str:
+def describe(e: object) -> str:
     return {"Slice": "a slice", "Keyword": "a keyword argument"}.get(type(e).__name__, type(e).__name__)
 
 

@@ -8,35 +8,52 @@ After:   Assign(Name(acc): fragment f32[64, 64], Call(tfrag, (FloatLit(0.0): f32
          Assign(Index(acc, ()): f32, BinOp(*, Index(acc, ()): f32, Name(alpha): f32))
 
 In an elementwise statement a fragment's name is its element at the position being computed (as a
-map kernel's tensors are), typed as an `Index` with no indices.
+map kernel's tensors are), typed as an `Index` with no indices. `Fragments` is a part of the type
+checker (typecheck.FunctionChecker): it provides the rules of tmma, tload and tstore, declares
+fragments for arrays.ArrayDecls, checks elementwise statements for assignments.Assignments, and
+hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.calls import CallChecker
-from tessera.transpile.checks.expr import Sym, base_name, type_name
+from tessera.transpile.checks.expr import base_name, type_name
+from tessera.transpile.checks.rules import Rule, check_arity, typed_call
+from tessera.transpile.checks.scope import Sym
 from tessera.transpile.lir.frag_layout import MAX_PER_LANE, MMA_KINDS, choose, working_extents
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 
 def is_tfrag(v: N.Expr) -> bool:
     return isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tfrag"
 
 
-class FragChecker(CallChecker):
-    block: tuple[int, ...]
-    locals: dict[str, Sym]
-    quiet: set[str]
-    frag_shape: tuple[int | str, ...] | None = None  # inside an elementwise statement: its fragments' shape
+class Fragments:
+    """The type checker's part for tensor-core fragments: their declaration, tmma, tload and tstore,
+    and whole-fragment elementwise statements."""
+
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+        self.exprs = fc.exprs
+        # Inside an elementwise statement (frag_value): the shape of its fragments.
+        self.frag_shape: tuple[int | str, ...] | None = None
+
+    def rules(self) -> dict[str, Rule]:
+        return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore}
 
     # ---- acc = tfrag(f32[M, N], init)
     def frag_decl(self, s: N.Assign, name: str) -> N.Stmt:
         v = s.value
         assert isinstance(v, N.Call)
-        if not self.in_kernel or self.block != (0, 1):
+        if not self.fc.in_kernel or self.fc.block != (0, 1):
             self.sink.error(v.loc, "tfrag() is only allowed at the top level of a kernel body (a fragment belongs "
                             "to the whole group)")
             return s
@@ -54,10 +71,10 @@ class FragChecker(CallChecker):
             self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
                             f"(for i8 or u8 inputs), not {elem}")
             return s
-        m, n = (self.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices)
+        m, n = (self.scope.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices)
         if m is None or n is None:
             return s
-        tiles = math.prod(self.tile) if self.tile else 0
+        tiles = math.prod(self.fc.tile) if self.fc.tile else 0
         if tiles % 32:
             self.sink.error(v.loc, f"a fragment is spread over the group's warps: the group has {tiles} tiles, "
                             "which is not a multiple of 32")
@@ -71,28 +88,28 @@ class FragChecker(CallChecker):
             self.sink.error(spec.loc, f"a {m} x {n} fragment over {tiles // 32} warps needs {layout.per_lane} "
                             f"registers per tile (at most {MAX_PER_LANE}); use more warps or a smaller fragment")
             return s
-        init = self.scalar_expr(v.args[1], "initial value of tfrag()")
+        init = self.exprs.scalar_expr(v.args[1], "initial value of tfrag()")
         if init.ty is None:
             return s
-        init = self.assignable(init, elem, v.args[1].loc, "a fragment element")
+        init = self.exprs.assignable(init, elem, v.args[1].loc, "a fragment element")
         ty = N.ArrayType(elem, (m, n), "frag")
-        self.locals[name] = Sym(name, "frag", ty, s.loc, block=self.block, extra={"layout": layout})
+        self.fc.locals[name] = Sym(name, "frag", ty, s.loc, block=self.fc.block, extra={"layout": layout})
         call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), (init,), (), ty)
         return N.replace(s, target=N.replace(s.target, ty=ty, ref="frag"), value=call, declares=True)
 
     def fragment(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
         """An argument that must be a fragment's name."""
-        sym = self.lookup(e.id) if isinstance(e, N.Name) else None
+        sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
         if sym is not None and sym.ref == "frag":
             assert isinstance(e, N.Name)
             return N.replace(e, ty=sym.ty, ref="frag")
-        if sym is None and isinstance(e, N.Name) and e.id in self.quiet:
+        if sym is None and isinstance(e, N.Name) and e.id in self.scope.quiet:
             return None  # a rejected declaration, reported already
         self.sink.error(e.loc, f"the {what} of {name}() must be a fragment (acc = tfrag(f32[M, N], 0.0))")
         return None
 
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
-        t = self.expr(e) if isinstance(e, N.Name) else None
+        t = self.fc.expr(e) if isinstance(e, N.Name) else None
         if t is None or t.ty is None:
             if t is None:
                 self.sink.error(e.loc, f"the {what} of {name}() must be a shared array (tshared.alloc(f16[BM, BK]))")
@@ -107,12 +124,12 @@ class FragChecker(CallChecker):
 
     # ---- tmma(acc, a, b, trans_b=False)
     def rule_tmma(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 3, 4, ("trans_b",)):
+        if not check_arity(self.sink, e, name, 3, 4, ("trans_b",)):
             return e
         trans_node = e.args[3] if len(e.args) == 4 else next((k.value for k in e.kwargs if k.name == "trans_b"), None)
         trans = False
         if trans_node is not None:
-            value = self.const_value(trans_node, "trans_b")
+            value = self.scope.const_value(trans_node, "trans_b")
             if not isinstance(value, bool):
                 self.sink.error(trans_node.loc, "trans_b of tmma() must be True or False")
                 return e
@@ -147,15 +164,15 @@ class FragChecker(CallChecker):
         if int(ak) % kind.k:
             self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
             return e
-        args = (acc, self.expr(e.args[1]), self.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
-        return self._typed(e, name, args, N.VOID)
+        args = (acc, self.fc.expr(e.args[1]), self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)
     def frag_view(self, e: N.Call, name: str, frag_pos: int) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
         acc = self.fragment(e.args[frag_pos], name, "fragment")
-        view = self.view(e.args[1 - frag_pos], name, "source" if frag_pos == 0 else "destination")
+        view = self.fc.memory.view(e.args[1 - frag_pos], name, "source" if frag_pos == 0 else "destination")
         if acc is None or view is None:
             return e
         assert isinstance(acc.ty, N.ArrayType) and isinstance(view.ty, N.ViewType)
@@ -171,7 +188,7 @@ class FragChecker(CallChecker):
             self.sink.error(e.args[1 - frag_pos].loc, f"{name}() moves numbers, not bool elements")
             return e
         args = (acc, view) if frag_pos == 0 else (view, acc)
-        return self._typed(e, name, args, N.VOID)
+        return typed_call(e, name, args, N.VOID)
 
     def rule_tload(self, e: N.Call, name: str) -> N.Expr:
         return self.frag_view(e, name, 0)
@@ -184,7 +201,7 @@ class FragChecker(CallChecker):
         """The fragment a whole-tensor target `acc[:]` names, if it names one."""
         if not (isinstance(t, N.Index) and isinstance(t.base, N.Name) and N.is_whole_tensor(t)):
             return None
-        sym = self.lookup(t.base.id)
+        sym = self.scope.lookup(t.base.id)
         return sym if sym is not None and sym.ref == "frag" else None
 
     def frag_target(self, t: N.Expr, sym: Sym) -> N.Expr:
@@ -200,12 +217,13 @@ class FragChecker(CallChecker):
         saved = self.frag_shape
         self.frag_shape = shape
         try:
-            return self.scalar_expr(e, "value")
+            return self.exprs.scalar_expr(e, "value")
         finally:
             self.frag_shape = saved
 
-    def x_Name(self, e: N.Name) -> N.Expr:
-        t = super().x_Name(e)
+    def name(self, e: N.Name, t: N.Expr) -> N.Expr:
+        """Name `e`, typed `t` by the plain rule: a fragment's name is its element inside an
+        elementwise statement, and an error elsewhere."""
         ty = t.ty
         if not (isinstance(ty, N.ArrayType) and ty.space == "frag"):
             return t
@@ -219,10 +237,11 @@ class FragChecker(CallChecker):
             return N.replace(t, ty=None)
         return N.Index(e.loc, t, (), ty.elem)
 
-    def x_Index(self, e: N.Index) -> N.Expr:
-        sym = self.lookup(e.base.id) if isinstance(e.base, N.Name) else None
+    def refuse_index(self, e: N.Index) -> N.Expr | None:
+        """`e` after its error if it indexes a fragment, else None (the plain rule checks it)."""
+        sym = self.scope.lookup(e.base.id) if isinstance(e.base, N.Name) else None
         if sym is not None and sym.ref == "frag":
             self.sink.error(e.loc, f"the elements of the fragment '{sym.name}' are spread over the group's warps and "
                             f"cannot be indexed; use an elementwise statement, or tstore() it to shared memory")
             return e
-        return super().x_Index(e)
+        return None

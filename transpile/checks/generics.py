@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import DiagnosticSink, Note
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.expr import BUILTIN_NAMES
+from tessera.transpile.checks.scope import BUILTIN_NAMES
 from tessera.transpile.names import variant_name
 
 

@@ -1,24 +1,30 @@
 """Type checking of `for` loops (spec sections 6 and 7): `range`, `static_range` (constant bounds)
 and `tpipeline` (its `stages=`), the loop variable's type from the bounds, and the variable's scope.
-Part of the function checker (typecheck.FunctionChecker derives from this class)."""
+`Loops` is a part of the type checker (typecheck.FunctionChecker), whose statement walk sends it
+the `for` statements."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import SCALARS
 from tessera.base.limits import MAX_STAGES
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.expr import Sym, scalar_type
-from tessera.transpile.checks.maps import MapChecker
+from tessera.transpile.checks.expr import scalar_type
+from tessera.transpile.checks.scope import Sym
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 
-class LoopChecker(MapChecker):
-    # The state and helpers of the function being checked (typecheck.FunctionChecker).
-    loop_depth: int
-    loop_vars: list[str]
-    params: dict[str, Sym]
-    body: Callable[[tuple[N.Stmt, ...]], tuple[N.Stmt, ...]]
+class Loops:
+    """The type checker's part for `for` loops; the core (FunctionChecker) walks their bodies."""
+
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+        self.exprs = fc.exprs
 
     def s_For(self, s: N.For) -> N.Stmt:
         it = s.iter
@@ -36,7 +42,7 @@ class LoopChecker(MapChecker):
         if not 1 <= len(it.args) <= 3:
             self.sink.error(it.loc, f"{kind}() takes 1 to 3 arguments, got {len(it.args)}")
             return s
-        args = [self.scalar_expr(a, f"argument of {kind}()") for a in it.args]
+        args = [self.exprs.scalar_expr(a, f"argument of {kind}()") for a in it.args]
         types = [t for t in map(scalar_type, args) if t is not None]
         if len(types) < len(args):
             return s
@@ -45,44 +51,42 @@ class LoopChecker(MapChecker):
                 self.sink.error(a.loc, f"{kind}() needs integer arguments, not {t}")
                 return s
         if kind == "static_range":
-            vals = [self.const_int(a, "a static_range bound") for a in it.args]
+            vals = [self.scope.const_int(a, "a static_range bound") for a in it.args]
             if any(v is None for v in vals):
                 return s
             if len(vals) == 3 and vals[2] == 0:
                 self.sink.error(it.args[2].loc, "static_range() step must not be zero")
                 return s
-        elif len(args) == 3 and self.is_weak(args[2]) and self.const_value(args[2], "step") == 0:
+        elif len(args) == 3 and self.exprs.is_weak(args[2]) and self.scope.const_value(args[2], "step") == 0:
             self.sink.error(it.args[2].loc, "range() step must not be zero")
             return s
-        strong = [t for a, t in zip(args, types) if not self.is_weak(a)]
+        strong = [t for a, t in zip(args, types) if not self.exprs.is_weak(a)]
         var_ty = strong[0] if strong else SCALARS["i32"]
         for t in strong[1:]:
             if t.bits > var_ty.bits:
                 var_ty = t
-        args = [self.coerce(a, var_ty) for a in args]
-        if not self.check_new_name(s.var, s.loc):
+        args = [self.exprs.coerce(a, var_ty) for a in args]
+        if not self.scope.check_new_name(s.var, s.loc):
             return s
-        prev = self.locals.get(s.var)
+        prev = self.fc.locals.get(s.var)
         if prev is not None and prev.ref != "local":
             self.sink.error(s.loc, f"'{s.var}' is already a {prev.ref} and cannot be a loop variable")
             return s
-        if s.var in self.params:
+        if s.var in self.fc.params:
             self.sink.error(s.loc, f"'{s.var}' is a parameter and cannot be a loop variable")
             return s
         if prev is not None and prev.ty != var_ty:
             self.sink.error(s.loc, f"loop variable '{s.var}' is {var_ty} but the local '{s.var}' is {prev.ty}")
             return s
         if prev is None:
-            self.locals[s.var] = Sym(s.var, "loopvar", var_ty, s.loc, block=self.block + (-1,))
-        self.loop_depth += 1
-        self.loop_vars.append(s.var)
-        body = self.body(s.body)
-        self.loop_vars.pop()
-        self.loop_depth -= 1
+            self.fc.locals[s.var] = Sym(s.var, "loopvar", var_ty, s.loc, block=self.fc.block + (-1,))
+        self.fc.loop_depth += 1
+        body = self.fc.body(s.body)
+        self.fc.loop_depth -= 1
         if prev is None:
-            del self.locals[s.var]
+            del self.fc.locals[s.var]
         new_iter = N.replace(it, args=tuple(args), func=N.replace(it.func, ref="builtin"), ty=var_ty)
-        step = self.try_const(it.args[2]) if len(it.args) == 3 else 1
+        step = self.scope.try_const(it.args[2]) if len(it.args) == 3 else 1
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
         return N.replace(s, iter=new_iter, body=body, var_ty=var_ty, step_value=step, stages=stages)
 
@@ -96,4 +100,4 @@ class LoopChecker(MapChecker):
             value = k.value
         if value is None:
             return 2
-        return self.const_int(value, "the stages of tpipeline()", 1, MAX_STAGES)
+        return self.scope.const_int(value, "the stages of tpipeline()", 1, MAX_STAGES)

@@ -10,17 +10,24 @@ whole-tensor statements, assignments to locals (per element) and `pass`; every t
 the same shape; it uses no tile or group indices, shared memory, register arrays, cooperative
 operations or atomics (constant tables may be indexed: a lookup is elementwise). A `vectorize(w)`
 clause is allowed on map kernels only.
+
+`MapKernel` is a part of the type checker (typecheck.FunctionChecker): the core's statement walk asks
+it whether a statement is allowed, assignments.Assignments has it type whole-tensor targets, and it
+hooks first into the checking of names, indexing and calls (FunctionChecker.x_Name, x_Index, x_Call).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop
-from tessera.transpile.checks.arrays import ArrayDeclChecker
 from tessera.transpile.checks.expr import base_name, type_name
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 _STATEMENT_WHAT = {"If": "an if statement", "While": "a while loop", "For": "a for loop", "Return": "return",
                    "Break": "break", "Continue": "continue", "ExprStmt": "a call statement"}
@@ -45,25 +52,31 @@ def _dims_text(dims: tuple[N.Expr, ...]) -> str:
                            for d in dims) + "]"
 
 
-class MapChecker(ArrayDeclChecker):
-    map: MapState | None = None
+class MapKernel:
+    """The type checker's part for map kernels; what a map kernel's statements have established is
+    the core's `FunctionChecker.map` (None outside a map kernel)."""
+
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
 
     def start_map(self) -> None:
         """Called once before the body: decide whether the function is a map kernel."""
-        if self.fn.kind == "kernel" and self.fn.is_map:
-            first = next(s for s in self.fn.body if isinstance(s, (N.Assign, N.AugAssign))
+        if self.fc.fn.kind == "kernel" and self.fc.fn.is_map:
+            first = next(s for s in self.fc.fn.body if isinstance(s, (N.Assign, N.AugAssign))
                          and N.is_whole_tensor(s.target))
-            self.map = MapState(first.loc)
-        elif self.fn.config is not None and self.fn.config.vectorize is not None:
-            clause = next((c for d in self.fn.decorators for c in d.clauses
+            self.fc.map = MapState(first.loc)
+        elif self.fc.fn.config is not None and self.fc.fn.config.vectorize is not None:
+            clause = next((c for d in self.fc.fn.decorators for c in d.clauses
                            if isinstance(c.func, N.Name) and c.func.id == "vectorize"), None)
-            self.sink.error(clause.loc if clause else self.fn.loc,
+            self.sink.error(clause.loc if clause else self.fc.fn.loc,
                             "vectorize(...) is for map kernels, whose body assigns whole tensors (Z[:] = X + Y); "
                             "this kernel has no whole-tensor statement")
 
     def map_allows(self, s: N.Stmt) -> bool:
         """Whether statement `s` may appear in this map kernel (reported when not)."""
-        assert self.map is not None
+        assert self.fc.map is not None
         if isinstance(s, N.Pass):
             return True
         if isinstance(s, (N.Assign, N.AugAssign)):
@@ -90,24 +103,24 @@ class MapChecker(ArrayDeclChecker):
         return False
 
     def map_error(self, loc: Loc, message: str) -> None:
-        assert self.map is not None
+        assert self.fc.map is not None
         self.sink.error(loc, message, Note("this kernel is a map kernel because of this whole-tensor statement",
-                                           self.map.first))
+                                           self.fc.map.first))
 
     def map_target(self, t: N.Expr) -> N.Expr:
         """The target of `Z[:] = ...`, typed as Z's element (ty None after an error)."""
         assert isinstance(t, N.Index)
-        if self.map is None:
-            where = "inside a block" if self.fn.kind == "kernel" else "in a device function"
+        if self.fc.map is None:
+            where = "inside a block" if self.fc.fn.kind == "kernel" else "in a device function"
             self.sink.error(t.loc, "whole-tensor statements (Z[:] = ...) make up the top level of a map kernel's "
                             f"body; this one is {where}")
             return N.replace(t, ty=None)
         if not isinstance(t.base, N.Name):
             self.sink.error(t.loc, "a whole-tensor statement assigns a tensor parameter: Z[:] = ...")
             return N.replace(t, ty=None)
-        sym = self.lookup(t.base.id)
+        sym = self.scope.lookup(t.base.id)
         if sym is None:
-            self.undefined(t.base.loc, t.base.id)
+            self.scope.undefined(t.base.loc, t.base.id)
             return N.replace(t, ty=None)
         ty = sym.ty
         if not isinstance(ty, N.TensorType) or sym.ref != "param":
@@ -127,7 +140,7 @@ class MapChecker(ArrayDeclChecker):
         return N.Index(t.loc, N.replace(t.base, ty=ty, ref="param"), (), ty.elem)
 
     def same_shape(self, name: str, ty: N.TensorType, loc: Loc) -> None:
-        m = self.map
+        m = self.fc.map
         assert m is not None
         if m.shape is None:
             m.shape, m.shape_of, m.shape_loc = ty.dims, name, loc
@@ -138,25 +151,30 @@ class MapChecker(ArrayDeclChecker):
                             "shape symbols)", Note(f"the shape of '{m.shape_of}'", m.shape_loc))
 
     # ---- expressions: a tensor's name is its element; no indices, tile ids or cooperation
-    def x_Name(self, e: N.Name) -> N.Expr:
-        t = super().x_Name(e)
-        if self.map is None or not isinstance(t.ty, N.TensorType):
+    def name(self, e: N.Name, t: N.Expr) -> N.Expr:
+        """Name `e` as typed so far `t`: in a map kernel a tensor's name is its element."""
+        if self.fc.map is None or not isinstance(t.ty, N.TensorType):
             return t
         self.same_shape(e.id, t.ty, e.loc)
         return N.Index(e.loc, t, (), t.ty.elem)
 
-    def x_Index(self, e: N.Index) -> N.Expr:
-        table = isinstance(e.base, N.Name) and (sym := self.lookup(e.base.id)) is not None and sym.ref == "table"
-        if self.map is not None and not table:
+    def refuse_index(self, e: N.Index) -> N.Expr | None:
+        """`e` after its error if it indexes something other than a constant table in a map kernel,
+        else None (the next rule checks it)."""
+        table = isinstance(e.base, N.Name) and (sym := self.scope.lookup(e.base.id)) is not None \
+            and sym.ref == "table"
+        if self.fc.map is not None and not table:
             self.sink.error(e.loc, "in a map kernel a tensor's name is its element at the position being computed; "
                             f"it cannot be indexed (write {base_name(e.base)}, not {base_name(e.base)}[...])")
             return e
-        return super().x_Index(e)
+        return None
 
-    def x_Call(self, e: N.Call) -> N.Expr:
-        if self.map is not None and isinstance(e.func, N.Name):
+    def refuse_call(self, e: N.Call) -> N.Expr | None:
+        """`e` after its error if a map kernel cannot call what it calls, else None (calls.BuiltinCalls
+        checks it)."""
+        if self.fc.map is not None and isinstance(e.func, N.Name):
             name = e.func.id
-            sym = self.lookup(name)
+            sym = self.scope.lookup(name)
             b = BUILTINS.get(name) if sym is None else None
             if b is not None and b.rule in ("index", "index_axis"):
                 self.map_error(e.loc, f"{name}() is not allowed in a map kernel: it computes every element the "
@@ -173,4 +191,4 @@ class MapChecker(ArrayDeclChecker):
                 self.map_error(e.loc, f"{name}() uses tile or group indices, which a map kernel cannot call: it "
                                "computes every element the same way")
                 return e
-        return super().x_Call(e)
+        return None

@@ -1,15 +1,20 @@
-"""Type checking of the memory builtins: atomics (with scopes) and `tcopy` with its views,
-plus the call helpers (arity, scope, typed result) that every builtin checker shares."""
+"""Type checking of the memory builtins (spec section 7): atomics (with their scopes), `tcopy` and
+`tcopy_async` with the views they copy between (`A[r0:r0 + BM, c]`, extents constant), `tcommit`
+and `twait`. `MemoryBuiltins` is a part of the type checker (typecheck.FunctionChecker) that provides
+these typing rules; the fragments' tload and tstore check their views here too."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import I32, ScalarType
 from tessera.frontend import nodes as N
-from tessera.transpile.builtins import SCOPES
-from tessera.transpile.checks.expr import ExprChecker, base_name, scalar_type, type_name
+from tessera.transpile.checks.expr import base_name, scalar_type, type_name
+from tessera.transpile.checks.rules import Rule, check_arity, scope_arg, typed_call
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -30,44 +35,25 @@ def same_expr(a: object, b: object) -> bool:
     return True
 
 
-class MemoryChecker(ExprChecker):
-    def _typed(self, e: N.Call, name: str, args: Iterable[N.Expr], ty: N.Type | None,
-               kwargs: Iterable[N.Keyword] = ()) -> N.Call:
-        return N.Call(e.loc, N.Name(e.func.loc, name, ref="builtin"), tuple(args), tuple(kwargs), ty)
+class MemoryBuiltins:
+    """The type checker's part for atomics, tcopy, tcopy_async, tcommit and twait, and views."""
 
-    def _arity(self, e: N.Call, name: str, lo: int, hi: int | None = None, kw: tuple[str, ...] = ()) -> bool:
-        hi = lo if hi is None else hi
-        n = len(e.args)
-        for k in e.kwargs:
-            if k.name not in kw:
-                self.sink.error(k.loc, f"{name}() got an unexpected keyword argument '{k.name}'")
-                return False
-        if n < lo or n > hi:
-            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
-            self.sink.error(e.loc, f"{name}() takes {want} argument{'s' if hi != 1 else ''}, got {n}")
-            return False
-        return True
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+        self.exprs = fc.exprs
 
-    def _scope(self, e: N.Call, name: str, pos_index: int | None) -> str | None:
-        node = None
-        for k in e.kwargs:
-            if k.name == "scope":
-                node = k.value
-        if node is None and pos_index is not None and len(e.args) > pos_index:
-            node = e.args[pos_index]
-        if node is None:
-            return "device"
-        if not isinstance(node, N.StrLit) or node.value not in SCOPES:
-            self.sink.error(node.loc, f"scope of {name}() must be one of \"group\", \"device\", \"mesh\"")
-            return None
-        return node.value
+    def rules(self) -> dict[str, Rule]:
+        return {"atomic": self.rule_atomic, "tcopy": self.rule_tcopy, "tcopy_async": self.rule_tcopy_async,
+                "tcommit": self.rule_tcommit, "twait": self.rule_twait}
 
     def atomic_target(self, ref: N.Expr, name: str) -> N.Expr:
         if not isinstance(ref, N.Index):
             self.sink.error(ref.loc, f"the first argument of {name}() must be an element of a mut tensor or "
                             "a shared array, such as out[i]")
             return ref
-        t = self.expr(ref)
+        t = self.fc.expr(ref)
         if not isinstance(t, N.Index):
             return t
         base_ty = t.base.ty
@@ -81,11 +67,11 @@ class MemoryChecker(ExprChecker):
 
     def rule_atomic(self, e: N.Call, name: str) -> N.Expr:
         nval = 2 if name == "atomic_cas" else 1
-        if not self._arity(e, name, 1 + nval, 2 + nval, ("scope",)):
+        if not check_arity(self.sink, e, name, 1 + nval, 2 + nval, ("scope",)):
             return e
         ref = self.atomic_target(e.args[0], name)
-        scope = self._scope(e, name, 1 + nval)
-        vals = [self.scalar_expr(v, f"value of {name}()") for v in e.args[1:1 + nval]]
+        scope = scope_arg(self.sink, e, name, 1 + nval)
+        vals = [self.exprs.scalar_expr(v, f"value of {name}()") for v in e.args[1:1 + nval]]
         if ref.ty is None or scope is None or any(v.ty is None for v in vals):
             return e
         # A typed target is an element of a tensor or shared array (atomic_target).
@@ -104,11 +90,11 @@ class MemoryChecker(ExprChecker):
             return e
         if isinstance(ref.base.ty, N.ArrayType):
             scope = "group"
-        vals = [self.assignable(v, elem, v.loc, f"an element of '{base_name(ref.base)}'") for v in vals]
-        return self._typed(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
+        vals = [self.exprs.assignable(v, elem, v.loc, f"an element of '{base_name(ref.base)}'") for v in vals]
+        return typed_call(e, name, (ref, *vals), elem, (N.Keyword(e.loc, "scope", N.StrLit(e.loc, scope, N.STR)),))
 
     def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 2):
+        if not check_arity(self.sink, e, name, 2):
             return e
         dst = self.view(e.args[0], name, "destination")
         src = self.view(e.args[1], name, "source")
@@ -133,7 +119,7 @@ class MemoryChecker(ExprChecker):
         if len(dt.extents) > 3:
             self.sink.error(e.loc, "tcopy() supports views of at most 3 dimensions")
             return e
-        return self._typed(e, name, (dst, src), N.VOID)
+        return typed_call(e, name, (dst, src), N.VOID)
 
     def rule_tcopy_async(self, e: N.Call, name: str) -> N.Expr:
         typed = self.rule_tcopy(e, name)
@@ -148,20 +134,20 @@ class MemoryChecker(ExprChecker):
         return typed
 
     def rule_tcommit(self, e: N.Call, name: str) -> N.Expr:
-        self._arity(e, name, 0)
-        return self._typed(e, name, (), N.VOID)
+        check_arity(self.sink, e, name, 0)
+        return typed_call(e, name, (), N.VOID)
 
     def rule_twait(self, e: N.Call, name: str) -> N.Expr:
-        if not self._arity(e, name, 0, 1, ("n",)):
+        if not check_arity(self.sink, e, name, 0, 1, ("n",)):
             return e
         arg = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name == "n"), None)
         if arg is not None and e.args and e.kwargs:
             self.sink.error(e.kwargs[0].loc, "twait() got n twice")
             return e
-        n = 0 if arg is None else self.const_int(arg, "the n of twait() (groups left pending)", 0, 255)
+        n = 0 if arg is None else self.scope.const_int(arg, "the n of twait() (groups left pending)", 0, 255)
         if n is None:
             return e
-        return self._typed(e, name, (N.IntLit(e.loc, n, I32),), N.VOID)
+        return typed_call(e, name, (N.IntLit(e.loc, n, I32),), N.VOID)
 
     def constant_shape(self, ty: N.ArrayType, e: N.Expr, name: str) -> bool:
         sized = [d for d in ty.shape if isinstance(d, str)]
@@ -173,7 +159,7 @@ class MemoryChecker(ExprChecker):
 
     def view(self, e: N.Expr, name: str, what: str) -> N.Index | None:
         if isinstance(e, N.Name):
-            t = self.expr(e)
+            t = self.fc.expr(e)
             if t.ty is None:
                 return None
             if isinstance(t.ty, N.ArrayType) and t.ty.space == "shared":
@@ -185,7 +171,7 @@ class MemoryChecker(ExprChecker):
         if not isinstance(e, N.Index):
             self.sink.error(e.loc, f"the {what} of {name}() must be a view (A[r0:r0 + BM, c]) or a shared array")
             return None
-        base = self.expr(e.base)
+        base = self.fc.expr(e.base)
         bt = base.ty
         if bt is None:
             return None
@@ -206,20 +192,20 @@ class MemoryChecker(ExprChecker):
         extents: list[int] = []
         for i, d in zip(e.indices, dims):
             if isinstance(i, N.Slice):
-                lo = self.scalar_expr(i.lo, "slice start") if i.lo is not None else N.IntLit(i.loc, 0, I32)
-                hi = self.scalar_expr(i.hi, "slice stop") if i.hi is not None else None
+                lo = self.exprs.scalar_expr(i.lo, "slice start") if i.lo is not None else N.IntLit(i.loc, 0, I32)
+                hi = self.exprs.scalar_expr(i.hi, "slice stop") if i.hi is not None else None
                 ext = self.extent(i, lo, hi, d)
                 if ext is None:
                     return None
                 extents.append(ext)
-                idx.append(N.Slice(i.loc, self.coerce(lo, I32), hi, I32))
+                idx.append(N.Slice(i.loc, self.exprs.coerce(lo, I32), hi, I32))
             else:
-                t = self.scalar_expr(i, "index")
+                t = self.exprs.scalar_expr(i, "index")
                 it = scalar_type(t)
                 if it is not None and not it.is_int:
                     self.sink.error(i.loc, f"index must be an integer, not {it}")
                     return None
-                idx.append(self.coerce(t, I32))
+                idx.append(self.exprs.coerce(t, I32))
         if not extents:
             self.sink.error(e.loc, f"the {what} of {name}() has no slice; write A[r0:r0 + n] for a view")
             return None
@@ -228,10 +214,10 @@ class MemoryChecker(ExprChecker):
     def extent(self, s: N.Slice, lo: N.Expr, hi: N.Expr | None, dim: N.Expr) -> int | None:
         if hi is None:
             hi = dim
-        v = self.try_const(N.BinOp(s.loc, "-", hi, lo))
+        v = self.scope.try_const(N.BinOp(s.loc, "-", hi, lo))
         rest = _without_terms(hi, lo)
         if rest is not None and not isinstance(v, int):
-            parts = [self.try_const(x) for x in rest]
+            parts = [self.scope.try_const(x) for x in rest]
             if rest and all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
                 v = sum(parts)  # type: ignore[arg-type]
         if not isinstance(v, int) or isinstance(v, bool):

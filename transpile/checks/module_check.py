@@ -14,9 +14,9 @@ from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import Coop
 from tessera.transpile.checks.callgraph import coop_class, uses_indices, uses_warp_ops
-from tessera.transpile.checks.expr import BUILTIN_NAMES, Sym
 from tessera.transpile.checks.generics import binding_text, instance_name, substitute
-from tessera.transpile.checks.typecheck import FunctionChecker, check_function
+from tessera.transpile.checks.scope import BUILTIN_NAMES, Scope, Sym
+from tessera.transpile.checks.typecheck import check_function
 from tessera.transpile.consts import type_of_value
 
 
@@ -92,8 +92,8 @@ class ModuleChecker:
                                                                   "indices": False})
         if not self.declare(fn.name, fn.loc, sym):
             return None
-        checker = FunctionChecker(self.sink, self.syms, fn)
-        params = self.params(fn, checker)
+        signature = Scope(self.sink, self.syms, {})  # the parameters, as they are declared
+        params = self.params(fn, signature)
         if params is None or (fn.kind == "kernel" and fn.config is None):
             return None
         if fn.kind == "device" and fn.ret is not None and fn.ret not in SCALARS:
@@ -109,7 +109,7 @@ class ModuleChecker:
         fn = dataclasses.replace(fn, params=params)
         sym.extra["def"] = fn  # typed parameters, for the calls in its own body
         later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
-        checked = check_function(self.sink, self.syms, fn, checker.params, later)
+        checked = check_function(self.sink, self.syms, fn, signature.params, later)
         sym.extra["def"] = checked
         if checked.kind == "device":  # what callers need to know (kernels are not called)
             funcs = [(k, s) for k, s in self.syms.items() if s.ref == "func"]
@@ -118,7 +118,7 @@ class ModuleChecker:
             sym.extra["indices"] = uses_indices(checked, {k: s.extra["indices"] for k, s in funcs})
         return checked
 
-    def params(self, fn: N.FuncDef, checker: FunctionChecker) -> tuple[N.Param, ...] | None:
+    def params(self, fn: N.FuncDef, scope: Scope) -> tuple[N.Param, ...] | None:
         """The typed parameters (tensor dimensions resolved, shape symbols declared), or None."""
         ok = True
         out: list[N.Param] = []
@@ -128,7 +128,7 @@ class ModuleChecker:
         size_params = {p.name: SCALARS[p.type_name] for p in fn.params if p.dims is None and not p.qual
                        and p.type_name in SCALARS and SCALARS[p.type_name].is_int and fn.kind == "kernel"}
         for p in fn.params:
-            if p.name in checker.params:
+            if p.name in scope.params:
                 self.sink.error(p.loc, f"duplicate parameter '{p.name}'")
                 ok = False
                 continue
@@ -155,7 +155,7 @@ class ModuleChecker:
                 if p.name not in consts:
                     ok = False  # specialize reported why it has no value
                     continue
-                checker.params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts[p.name], weak=False)
+                scope.params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts[p.name], weak=False)
                 out.append(dataclasses.replace(p, ty=ty))
                 continue
             if p.default is not None:
@@ -165,37 +165,37 @@ class ModuleChecker:
                 if p.qual == "mut":
                     self.sink.error(p.loc, f"scalar parameter '{p.name}' cannot be mut; only tensors can be stored to")
                     ok = False
-                checker.params[p.name] = Sym(p.name, "param", ty, p.loc)
+                scope.params[p.name] = Sym(p.name, "param", ty, p.loc)
                 out.append(dataclasses.replace(p, ty=ty))
                 continue
-            dims = self.dims(p, checker, size_params)
+            dims = self.dims(p, scope, size_params)
             if dims is None:
                 ok = False
                 continue
             tty = N.TensorType(ty, dims, p.qual == "mut")
-            checker.params[p.name] = Sym(p.name, "param", tty, p.loc)
+            scope.params[p.name] = Sym(p.name, "param", tty, p.loc)
             out.append(dataclasses.replace(p, ty=tty))
         return tuple(out) if ok else None
 
-    def dims(self, p: N.Param, checker: FunctionChecker, size_params: dict) -> tuple[N.Expr, ...] | None:
+    def dims(self, p: N.Param, scope: Scope, size_params: dict) -> tuple[N.Expr, ...] | None:
         out: list[N.Expr] = []
         assert p.dims is not None
         for d in p.dims:
             if isinstance(d, N.Name) and d.id in size_params:
                 out.append(N.Name(d.loc, d.id, size_params[d.id], "param"))
                 continue
-            if isinstance(d, N.Name) and d.id not in self.syms and d.id not in checker.params:
+            if isinstance(d, N.Name) and d.id not in self.syms and d.id not in scope.params:
                 if d.id in BUILTIN_NAMES and d.id != "grid_groups":
                     self.sink.error(d.loc, f"'{d.id}' cannot be a shape symbol; it is a builtin name")
                     return None
                 if d.id != "grid_groups":
-                    checker.params[d.id] = Sym(d.id, "shape", I32, d.loc)
+                    scope.params[d.id] = Sym(d.id, "shape", I32, d.loc)
                 out.append(N.Name(d.loc, d.id, I32, "builtin" if d.id == "grid_groups" else "shape"))
                 continue
-            if isinstance(d, N.Name) and d.id in checker.params and checker.params[d.id].ref == "shape":
+            if isinstance(d, N.Name) and d.id in scope.params and scope.params[d.id].ref == "shape":
                 out.append(N.Name(d.loc, d.id, I32, "shape"))
                 continue
-            v = checker.const_int(d, "a tensor dimension", 1)
+            v = scope.const_int(d, "a tensor dimension", 1)
             if v is None:
                 return None
             out.append(N.IntLit(d.loc, v, I32))

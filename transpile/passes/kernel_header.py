@@ -18,7 +18,7 @@ from tessera.base.errors import DiagnosticSink, Loc
 from tessera.base.limits import MAX_VECTORIZE
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.autotune_spec import check_autotune
-from tessera.transpile.checks.expr import ExprChecker, Sym
+from tessera.transpile.checks.scope import Scope, Sym
 from tessera.transpile.consts import Value, module_env, type_of_value
 
 CLAUSES = ("tile", "shared", "vectorize", "launch_bounds")
@@ -47,7 +47,7 @@ def check_decorators(fn: N.FuncDef, sink: DiagnosticSink) -> str | None:
     return "kernel"
 
 
-def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N.KernelConfig | None:
+def check_header(fn: N.FuncDef, checker: Scope, sink: DiagnosticSink) -> N.KernelConfig | None:
     deco = next(d for d in fn.decorators if d.name == "kernel")
     tile: tuple[int, ...] | None = None
     shared: int | None = None
@@ -124,13 +124,11 @@ def check_header(fn: N.FuncDef, checker: ExprChecker, sink: DiagnosticSink) -> N
     return N.KernelConfig(tile, shared, vectorize, bounds)
 
 
-def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -> ExprChecker:
+def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -> Scope:
     """An evaluator of constant expressions in `fn`'s header and signature: the module's constants
     and the function's const parameters are known; naming another parameter or a shape symbol is
     reported as such."""
-    checker = ExprChecker()
-    checker.sink = sink
-    checker.module_syms = {k: Sym(k, "const", type_of_value(v), Loc(1, 1), value=v, weak=True) for k, v in env.items()}
+    module_syms = {k: Sym(k, "const", type_of_value(v), Loc(1, 1), value=v, weak=True) for k, v in env.items()}
     consts = dict(fn.const_values)
     params: dict[str, Sym] = {}
     for p in fn.params:
@@ -142,8 +140,7 @@ def constant_scope(sink: DiagnosticSink, env: dict[str, Value], fn: N.FuncDef) -
         for d in p.dims or ():
             if isinstance(d, N.Name) and d.id not in env and d.id not in params:
                 params[d.id] = Sym(d.id, "shape", I32, d.loc)
-    checker.scopes = [params]
-    return checker
+    return Scope(sink, module_syms, params)
 
 
 def evaluate_headers(module: N.Module, sink: DiagnosticSink) -> N.Module:
