@@ -12,21 +12,15 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import F32, I32, SCALARS, ScalarType
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.frags import is_tfrag
-from tessera.transpile.checks.scope import Sym
+from tessera.transpile.checks.scope import Part, Sym
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 
-class ArrayDecls:
+class ArrayDecls(Part):
     """The type checker's part for array declarations; it keeps the bare allocation on the core
     (`FunctionChecker.bare_alloc`), whose element type the first store decides."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
 
     def type_bare_alloc(self, elem: ScalarType) -> None:
         sym = self.fc.bare_alloc

@@ -17,20 +17,14 @@ from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.base.errors import Note
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, is_scalar, scalar_type, type_name
-from tessera.transpile.checks.scope import Sym
+from tessera.transpile.checks.scope import Part, Sym
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 
-class Assignments:
+class Assignments(Part):
     """The type checker's part for assignment statements."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
 
     def s_Assign(self, s: N.Assign) -> N.Stmt:
         if isinstance(s.target, N.TupleLit):
@@ -42,13 +36,10 @@ class Assignments:
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")
-            target, frag = self.element_target(s.target)
-            if N.is_whole_tensor(s.target) and target.ty is None:
+            typed = self.element_store(s.target, s.value, "stored value")
+            if typed is None:
                 return s
-            if frag is not None and isinstance(frag.ty, N.ArrayType):
-                value = self.fc.frags.frag_value(s.value, frag.ty.shape)
-            else:
-                value = self.exprs.scalar_expr(s.value, "stored value")
+            target, value = typed
             tt, vt = scalar_type(target), scalar_type(value)
             if tt is None or vt is None:
                 return s
@@ -153,13 +144,10 @@ class Assignments:
                          declares_each=tuple(declares))
 
     def s_AugAssign(self, s: N.AugAssign) -> N.Stmt:
-        target, frag = self.element_target(s.target)
-        if N.is_whole_tensor(s.target) and target.ty is None:
+        typed = self.element_store(s.target, s.value, "operand")
+        if typed is None:
             return s
-        if frag is not None and isinstance(frag.ty, N.ArrayType):
-            value = self.fc.frags.frag_value(s.value, frag.ty.shape)
-        else:
-            value = self.exprs.scalar_expr(s.value)
+        target, value = typed
         tt = scalar_type(target)
         if tt is None or value.ty is None:
             return s
@@ -172,6 +160,17 @@ class Assignments:
                             f"'{_target_name(target)}' without a cast")
             return s
         return N.replace(s, target=target, value=value)
+
+    def element_store(self, t: N.Expr, v: N.Expr, what: str) -> tuple[N.Expr, N.Expr] | None:
+        """The typed target and value of a store other than to a name (None where the target is a
+        whole tensor that could not be typed): a fragment's value is elementwise (`acc[:] = acc * 2`),
+        anything else's a scalar."""
+        target, frag = self.element_target(t)
+        if N.is_whole_tensor(t) and target.ty is None:
+            return None
+        if frag is not None and isinstance(frag.ty, N.ArrayType):
+            return target, self.fc.frags.frag_value(v, frag.ty.shape)
+        return target, self.exprs.scalar_expr(v, what)
 
     def element_target(self, t: N.Expr) -> tuple[N.Expr, Sym | None]:
         """The target of a store other than to a name, and the fragment it assigns if it is `acc[:]`:

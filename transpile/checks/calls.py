@@ -19,24 +19,19 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.checks.expr import scalar_type
 from tessera.transpile.checks.rules import Rule, check_arity, check_warps, scope_arg, typed_call
+from tessera.transpile.checks.scope import Part
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 _FMT_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?([a-zA-Z%])")
 # Matches wherever _FMT_SPEC takes a length modifier for the conversion ("%.ld" included).
 _FMT_LENGTH = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d*|\*))?[hlLqjzt]+[a-zA-Z]?")
 
 
-class BuiltinCalls:
+class BuiltinCalls(Part):
     """The type checker's part for calls: what a call calls, casts, and the typing rules of the index,
     math, bit, debugging and cooperation builtins."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
 
     def rules(self) -> dict[str, Rule]:
         return {"index": self.rule_index, "index_axis": self.rule_index_axis,

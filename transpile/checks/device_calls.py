@@ -14,19 +14,14 @@ from tessera.base.errors import Note
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import scalar_type, type_name
 from tessera.transpile.checks.rules import check_warps
-from tessera.transpile.checks.scope import Sym
+from tessera.transpile.checks.scope import Part, Sym
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 
-class DeviceCalls:
+class DeviceCalls(Part):
     """The type checker's part for calls of device functions."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.exprs = fc.exprs
 
     def instantiate(self, e: N.Call, sym: Sym) -> Sym | None:
         """The instance of a generic device function that a call's arguments bind (transpile/checks/generics.py):

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, TypeGuard
 from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
 from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.scope import BUILTIN_NAMES
+from tessera.transpile.checks.scope import BUILTIN_NAMES, Part
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 # Builtin values that, like literals, take the type of the other operand.
 WEAK_VALUES = frozenset(["WARP_SIZE", "inf", "nan"])
@@ -55,13 +55,8 @@ def retype(e: N.Expr, ty: ScalarType) -> N.Expr:
     return e
 
 
-class Expressions:
+class Expressions(Part):
     """The typing rules of expressions other than calls, and the conversions between scalars."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
 
     def is_weak(self, e: N.Expr) -> bool:
         if isinstance(e, (N.IntLit, N.FloatLit)):

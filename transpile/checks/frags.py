@@ -23,7 +23,7 @@ from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
-from tessera.transpile.checks.scope import Sym
+from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import MAX_PER_LANE, MMA_KINDS, choose, working_extents
 
 if TYPE_CHECKING:
@@ -34,15 +34,12 @@ def is_tfrag(v: N.Expr) -> bool:
     return isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tfrag"
 
 
-class Fragments:
+class Fragments(Part):
     """The type checker's part for tensor-core fragments: their declaration, tmma, tload and tstore,
     and whole-fragment elementwise statements."""
 
     def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
+        super().__init__(fc)
         # Inside an elementwise statement (frag_value): the shape of its fragments.
         self.frag_shape: tuple[int | str, ...] | None = None
 

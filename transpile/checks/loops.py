@@ -11,20 +11,14 @@ from tessera.base.dtypes import SCALARS
 from tessera.base.limits import MAX_STAGES
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import scalar_type
-from tessera.transpile.checks.scope import Sym
+from tessera.transpile.checks.scope import Part, Sym
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 
-class Loops:
+class Loops(Part):
     """The type checker's part for `for` loops; the core (FunctionChecker) walks their bodies."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
 
     def s_For(self, s: N.For) -> N.Stmt:
         it = s.iter

@@ -19,15 +19,12 @@ hooks first into the checking of names, indexing and calls (FunctionChecker.x_Na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop
 from tessera.transpile.checks.expr import base_name, type_name
-
-if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+from tessera.transpile.checks.scope import Part
 
 _STATEMENT_WHAT = {"If": "an if statement", "While": "a while loop", "For": "a for loop", "Return": "return",
                    "Break": "break", "Continue": "continue", "ExprStmt": "a call statement"}
@@ -52,14 +49,9 @@ def _dims_text(dims: tuple[N.Expr, ...]) -> str:
                            for d in dims) + "]"
 
 
-class MapKernel:
+class MapKernel(Part):
     """The type checker's part for map kernels; what a map kernel's statements have established is
     the core's `FunctionChecker.map` (None outside a map kernel)."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
 
     def start_map(self) -> None:
         """Called once before the body: decide whether the function is a map kernel."""

@@ -12,9 +12,10 @@ from tessera.base.dtypes import I32, ScalarType
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, scalar_type, type_name
 from tessera.transpile.checks.rules import Rule, check_arity, scope_arg, typed_call
+from tessera.transpile.checks.scope import Part
 
 if TYPE_CHECKING:
-    from tessera.transpile.checks.typecheck import FunctionChecker
+    pass
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -35,14 +36,8 @@ def same_expr(a: object, b: object) -> bool:
     return True
 
 
-class MemoryBuiltins:
+class MemoryBuiltins(Part):
     """The type checker's part for atomics, tcopy, tcopy_async, tcommit and twait, and views."""
-
-    def __init__(self, fc: FunctionChecker) -> None:
-        self.fc = fc
-        self.sink = fc.sink
-        self.scope = fc.scope
-        self.exprs = fc.exprs
 
     def rules(self) -> dict[str, Rule]:
         return {"atomic": self.rule_atomic, "tcopy": self.rule_tcopy, "tcopy_async": self.rule_tcopy_async,

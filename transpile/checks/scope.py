@@ -12,13 +12,17 @@ import dataclasses
 import difflib
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import RESERVED
 from tessera.transpile.consts import NotConstant, Value, evaluate
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.expr import Expressions
+    from tessera.transpile.checks.typecheck import FunctionChecker
 
 BUILTIN_NAMES = RESERVED | frozenset(SCALARS)
 # Python's names for conversions, with what to write instead.
@@ -176,3 +180,17 @@ def _name_at(e: object, loc: Loc | None) -> N.Name | None:
                 if found is not None:
                     return found
     return None
+
+
+class Part:
+    """What every part of the type checker holds: the core it belongs to (typecheck.FunctionChecker),
+    the core's diagnostics and scope, and the expression part (the first part the core makes)."""
+
+    def __init__(self, fc: FunctionChecker) -> None:
+        self.fc = fc
+        self.sink = fc.sink
+        self.scope = fc.scope
+
+    @property
+    def exprs(self) -> Expressions:
+        return self.fc.exprs
