@@ -19,12 +19,14 @@ from tessera.base.errors import LaunchError, TesseraError
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.options import CompileOptions, check_arch, check_text
 from tessera.base.tune_space import TuneSpace
+from tessera.runtime.backends import AUTO, NAMES, Library
+from tessera.runtime.backends import backend as find_backend
 from tessera.variant import Variant, get_variant, variant_spec
 
 if TYPE_CHECKING:
     from tessera.transpile.driver import FrontEnd
 
-BACKENDS = ("auto", "cpu", "cuda")
+BACKENDS = ("auto", *NAMES)
 
 
 def select_backend(requested: str) -> tuple[str, str]:
@@ -34,16 +36,18 @@ def select_backend(requested: str) -> tuple[str, str]:
     if choice not in BACKENDS:
         where = "TESSERA_BACKEND" if env else "backend="
         raise TesseraError(f"{where} must be one of {', '.join(BACKENDS)}, not {choice!r}")
-    if choice == "cpu":
-        return "cpu", "requested"
-    from tessera.runtime.devices import cuda_status
-
-    ok, why = cuda_status()
-    if choice == "cuda":
+    if choice != "auto":
+        ok, why = find_backend(choice).status()
         if not ok:
-            raise TesseraError(f"backend='cuda' is not available: {why}")
-        return "cuda", why
-    return ("cuda", why) if ok else ("cpu", why)
+            raise TesseraError(f"backend={choice!r} is not available: {why}")
+        return choice, why
+    missing = ""  # why the preferred backends are not available
+    for name in AUTO:
+        ok, why = find_backend(name).status()
+        if ok:
+            return name, missing or why
+        missing = missing or why
+    raise TesseraError(f"no backend is available: {missing}")
 
 
 class Module:
@@ -52,10 +56,9 @@ class Module:
     def __init__(self, source: bytes, path: str, backend: str, arch: str | None, options: CompileOptions) -> None:
         self.path = check_text("path=", path)
         self.backend, self.backend_reason = select_backend(backend)
-        if arch is None and self.backend == "cuda":
-            from tessera.runtime.cuda.driver import device
-
-            arch = device().arch
+        self.runs_on = find_backend(self.backend)
+        if arch is None:
+            arch = self.runs_on.arch()
         self.options = options.replace(arch=arch or "sm_90")
         self._source = source
         self._front: FrontEnd | None = None
@@ -133,7 +136,7 @@ class PreparedLaunch(NamedTuple):
     """What a launch needs, checked and bound (`Kernel.prepare`): run it with
     `library.launch(info, bound, ...)` or time it with `library.benchmark(info, bound, ...)`."""
 
-    library: Any     # CpuLibrary or CudaLibrary
+    library: Library
     info: KernelInfo
     bound: Any       # the bound arguments (runtime/launch_args.py)
 
@@ -184,8 +187,9 @@ class Kernel:
             variant, info = plain
             if callable(grid):
                 grid = grid(dict(info.const_values))
-            bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
-            if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
+            device_arrays = self.module.runs_on.device_arrays
+            bound = fast_bind(info, args, kwargs, grid, device_ok=device_arrays)
+            if info.align_tensors and aligned_launch(info, bound, device_arrays):
                 variant = self.module.variant(self.name, {}, aligned=True)
                 info = variant.kernel(self.name)
             return PreparedLaunch(variant.library(), info, bound)
@@ -214,8 +218,9 @@ class Kernel:
             grid = grid(dict(info.const_values))
         if not names and generic is None and space is None:
             self.module._plain[self.name] = (variant, info)
-        bound = fast_bind(info, args, kwargs, grid, device_ok=self.module.backend == "cuda")
-        if info.align_tensors and aligned_launch(info, bound, self.module.backend == "cuda"):
+        device_arrays = self.module.runs_on.device_arrays
+        bound = fast_bind(info, args, kwargs, grid, device_ok=device_arrays)
+        if info.align_tensors and aligned_launch(info, bound, device_arrays):
             variant = self.module.variant(self.name, consts, aligned=True)
             info = variant.kernel(self.name)
         return PreparedLaunch(variant.library(), info, bound)
@@ -229,20 +234,13 @@ class Kernel:
 
             limit = check_timeout(timeout)
         lib, info, bound = self.prepare(args, kwargs, grid=grid)
-        if self.module.backend == "cuda":
-            if limit is not None:
-                raise LaunchError(f"{self.name}(): timeout= is supported on the CPU backend only (a running GPU "
-                                  "kernel cannot be cancelled)")
-            lib.launch(info, bound, stream=stream, check_bounds=self.module.check_bounds)
-        else:
-            lib.launch(info, bound, check_bounds=self.module.check_bounds, timeout=limit)
+        lib.launch(info, bound, stream=stream, check_bounds=self.module.check_bounds, timeout=limit)
 
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
         Launches repeatedly: mut arguments are updated each time."""
         lib, info, bound = self.prepare(args, kwargs, grid=grid)
-        # The GPU's first launches are warm-up; on the CPU backend every launch is timed.
-        return float(lib.benchmark(info, bound, repeat=repeat, warmup=3 if self.module.backend == "cuda" else 0))
+        return float(lib.benchmark(info, bound, repeat=repeat, warmup=self.module.runs_on.warmup))
 
 
 def local_shards(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:

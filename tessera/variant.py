@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from tessera.base.irnode import ir_node
 from tessera.base.kernel_info import KernelInfo, kernels_from_json, kernels_to_json
 from tessera.base.options import CompileOptions
 from tessera.base.tune_space import TuneSpace
+from tessera.runtime.backends import Library, backend
 
 if TYPE_CHECKING:
     from tessera.transpile.driver import FrontEnd
@@ -73,7 +73,7 @@ class Variant:
         self._front = front
         self._cuda = cuda          # the CUDA C, when this process compiled it
         self._artifact = artifact  # the verified library path (CPU) or image (CUDA), when already at hand
-        self._lib: Any = None      # CpuLibrary or CudaLibrary, once loaded
+        self._lib: Library | None = None  # once loaded
 
     @property
     def backend(self) -> str:
@@ -86,44 +86,32 @@ class Variant:
         raise LaunchError(f"kernel '{name}' needs values for its const parameters "
                           f"({', '.join(self.consts.get(name, ()))}): pass them as keyword arguments")
 
-    def library(self):
+    def library(self) -> Library:
         if self._lib is not None:
             return self._lib
-        if not self.library_key:
+        be = backend(self.backend)
+        lib = be.load(self.library_key, self.kernels, self._artifact) if self.library_key else None
+        if lib is None:
             self._build()
-        if self.backend == "cuda":
-            from tessera.runtime.cuda.driver import loaded_library
-
-            self._lib = loaded_library(self.library_key, self.kernels, self._artifact)
-            return self._lib
-        from tessera.runtime.host.library import CpuLibrary, cached_library
-
-        path = self._artifact or cached_library(self.library_key)
-        if path is None:
-            self._build()
-            path = self._artifact
-        self._lib = CpuLibrary(path)
-        return self._lib
+            lib = be.load(self.library_key, self.kernels, self._artifact)
+            assert lib is not None, "a library just built loads"
+        self._lib = lib
+        return lib
 
     def _build(self) -> None:
-        """Compile the library (NVRTC or the host compiler) and record it in the metadata cache."""
+        """Compile the library (by the backend: NVRTC, the host compiler) and record it in the
+        metadata cache."""
         if self._cuda is None:  # metadata from the cache: transpile again to build
             self._cuda = compile_spec(self.spec, self._front)._cuda
         assert self._cuda, "a variant with kernels has CUDA C"
-        if self.backend == "cuda":
-            from tessera.runtime.cuda.driver import compile_for_device
-
-            self.library_key, self._artifact = compile_for_device(self._cuda, self.spec.options.arch)
-        else:
-            from tessera.runtime.host.library import build_or_fall_back
-
-            fibers = self._fiber_mode if self.spec.options.cpu_regions else None
-            try:
-                self.library_key, self._artifact, self.kernels = build_or_fall_back(self._cuda, self.kernels, fibers)
-            except CompileError as e:
-                if e.source is not None or not e.diagnostics:
-                    raise
-                raise CompileError(e.diagnostics, self._front().source) from None  # located at .tsr lines
+        fibers = self._fiber_mode if self.spec.options.cpu_regions else None
+        try:
+            self.library_key, self._artifact, self.kernels = backend(self.backend).build(
+                self._cuda, self.kernels, self.spec.options.arch, fibers)
+        except CompileError as e:
+            if e.source is not None or not e.diagnostics:
+                raise
+            raise CompileError(e.diagnostics, self._front().source) from None  # located at .tsr lines
         from tessera.runtime.cache.disk import DiskCache
 
         DiskCache(self.backend).put_bytes(self.spec.key(), self._meta())
@@ -151,10 +139,7 @@ def get_variant(spec: VariantSpec, front: FrontEndOf) -> Variant:
     if raw is not None:
         try:
             meta = json.loads(raw)
-            artifact = None
-            if meta["library"]:
-                artifact = (cache.get_file(meta["library"], ".so") if spec.backend == "cpu"
-                            else _cuda_image(meta["library"]))
+            artifact = backend(spec.backend).cached(meta["library"]) if meta["library"] else None
             return Variant(spec, front, kernels_from_json(meta["kernels"]), tuple(meta["names"]),
                            {k: tuple(v) for k, v in meta["consts"].items()}, dict(meta.get("types", {})),
                            {k: TuneSpace.from_json(v) for k, v in meta.get("tune", {}).items()},
@@ -169,10 +154,7 @@ def get_variant(spec: VariantSpec, front: FrontEndOf) -> Variant:
 
 def compile_spec(spec: VariantSpec, front_of: FrontEndOf) -> Variant:
     """Transpile one variant (the library is built later, by its first launch)."""
-    if spec.backend == "cpu":  # the engine object builds while the compiler loads and transpiles (empty cache)
-        from tessera.runtime.host.build import prefetch_engine
-
-        prefetch_engine()
+    backend(spec.backend).prefetch()  # the CPU engine builds while the compiler loads and transpiles
     from tessera.transpile.driver import compile_variant
 
     front = front_of()
@@ -190,25 +172,13 @@ def compile_spec(spec: VariantSpec, front_of: FrontEndOf) -> Variant:
     return Variant(spec, front_of, result.kernels, front.kernel_names, const_names, types, spaces, cuda=result.cuda)
 
 
-def variant_spec(source: bytes, backend: str, options: CompileOptions, kernel: str | None,
+def variant_spec(source: bytes, name: str, options: CompileOptions, kernel: str | None,
                  consts: Mapping[str, Value], aligned: bool) -> VariantSpec:
-    """The spec of a launch's variant: the module's options with the alignment variant asked for
-    and the CPU backend's mode."""
-    return VariantSpec(source, backend, options.replace(alignment="aligned" if aligned else "generic",
-                                                        cpu_regions=cpu_regions(backend)),
+    """The spec of a launch's variant on backend `name`: the module's options with the alignment
+    variant asked for and the backend's CPU mode."""
+    return VariantSpec(source, name, options.replace(alignment="aligned" if aligned else "generic",
+                                                     cpu_regions=backend(name).region_mode()),
                        kernel, tuple(sorted(consts.items())))
 
 
-def cpu_regions(backend: str) -> bool:
-    """Whether CPU builds print kernels that allow it in region mode (transpile/cpu/regions.py):
-    yes unless `TESSERA_CPU_REGIONS=0` asks for fiber mode everywhere."""
-    return backend == "cpu" and os.environ.get("TESSERA_CPU_REGIONS", "1").strip() != "0"
-
-
-def _cuda_image(key: str) -> bytes | None:
-    from tessera.runtime.cuda.driver import load_image
-
-    return load_image(key)
-
-
-__all__ = ["FORMAT", "Variant", "VariantSpec", "compile_spec", "cpu_regions", "get_variant", "variant_spec"]
+__all__ = ["FORMAT", "Variant", "VariantSpec", "compile_spec", "get_variant", "variant_spec"]

@@ -183,7 +183,11 @@ class CudaLibrary:
         _check(_driver().cuLaunchKernel(f, *bound.grid, *_block(info), bound.smem,
                                         stream, ctypes.addressof(argv), 0), "cuLaunchKernel", info.name)
 
-    def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False) -> None:
+    def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False,
+               timeout: float | None = None) -> None:
+        if timeout is not None:
+            raise LaunchError(f"{info.name}(): timeout= is supported on the CPU backend only (a running GPU "
+                              "kernel cannot be cancelled)")
         drv = _driver()
         allocations: list[Any] = []
         try:

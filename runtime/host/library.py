@@ -209,8 +209,9 @@ class CpuLibrary:
             times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times)
 
-    def launch(self, info: KernelInfo, bound: Bound, *, check_bounds: bool = False,
+    def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False,
                num_threads: int | None = None, timeout: float | None = None) -> None:
+        """Run a launch to its end (`stream` is the CUDA backend's: launches here run in order)."""
         check_shared(info, bound, CPU_SHARED_LIMIT, "the CPU backend (as sm_90)")
         arrays = bound.arrays
         if check_bounds:

@@ -179,14 +179,14 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
 
 def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:
     """How the CPU backend would run kernel `k` (transpile/cpu/regions.py), for --info."""
+    from tessera.runtime.backends import backend
     from tessera.transpile.cpu.region_plan import fiber_reason
     from tessera.transpile.lir import nodes as L
-    from tessera.variant import cpu_regions
 
     fn = next((f for f in module.kernels if f.name == k.name), None) if isinstance(module, L.Module) else None
     if fn is None:
         return "-"
-    if not cpu_regions("cpu"):
+    if not backend("cpu").region_mode():
         return "fiber mode (TESSERA_CPU_REGIONS=0)"
     why = fiber_reason(fn, CompileOptions(debug=debug))
     return "region mode (loops over tiles between barriers)" if why is None else f"fiber mode: {why}"
