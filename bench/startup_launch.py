@@ -132,12 +132,18 @@ def main() -> int:
 
 
 def _baseline_tree(rev: str, tmp: str) -> Path:
-    """REV's sources laid out as an importable `tessera` (its runtime/ inside the package)."""
+    """REV's sources laid out as an importable `tessera`: each subpackage that its pyproject.toml
+    maps to a folder of its own (`[tool.setuptools.package-dir]`) linked into the package."""
+    import tomllib
+
     dest = Path(tmp) / "baseline"
     dest.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    (dest / "tessera" / "runtime").symlink_to(dest / "runtime")
+    mapped = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for name, folder in mapped.items():
+        if name != "tessera" and name.startswith("tessera."):
+            (dest / "tessera" / name.split(".", 1)[1]).symlink_to(dest / folder)
     return dest
 
 

@@ -7,7 +7,7 @@ Each part of the compiler reads the table and nothing else:
   tessera.transpile.checks.rules, made from the checker's parts);
 - the cooperation check (check_cooperation) uses `coop` and `result`;
 - lowering (lower) builds the IR node named by `node`;
-- the C printer (cprinter) prints `Intrinsic`/`Collective` nodes through `c_<printer>` or, for
+- the C printer (emit/exprs.py) prints `Intrinsic`/`Collective` nodes through `c_<printer>` or, for
   math, the C functions `cuda` / `cuda_f64`; the CPU backend's prelude provides every C function
   named here (a test checks that).
 Adding a builtin is one entry here (plus a typing or printing rule if it is of a new kind).

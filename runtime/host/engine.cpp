@@ -119,7 +119,7 @@ class RaceMap {
 RaceShadow& race_shadow(Worker* w, const void* p) {
   if (w->race == nullptr) {
     // malloc and placement new, not `new`: the engine needs nothing from libstdc++ (see
-    // host_build._link, LEAN_LINK).
+    // build.py's _link, LEAN_LINK).
     void* mem = malloc(sizeof(RaceMap));
     if (!mem) {
       fputs("tessera: out of memory in the shared-memory race detector\n", stderr);

@@ -26,7 +26,7 @@ namespace detail {
   __builtin_unreachable();
 }
 
-// Both translation units are built with -fno-exceptions (host_recipe): no exception can leave
+// Both translation units are built with -fno-exceptions (recipe.py): no exception can leave
 // the kernel, so the engine needs nothing of libstdc++'s.
 inline void fiber_main(void* arg) {
   Worker* w = static_cast<Worker*>(arg);

@@ -1,7 +1,7 @@
 // ---- Tessera device header, section core (in every module) ----------------------------------
 // The sections are written against the CUDA primitives only (threadIdx, __syncthreads,
 // __shfl_*_sync, atomicCAS, ...) so that the CPU backend, which emulates those primitives, runs
-// them as they are. A module includes the sections it uses (tessera/transpile/header_parts.py).
+// them as they are. A module includes the sections it uses (transpile/emit/header_parts.py).
 #if !defined(TESSERA_HOST)
 // A .tsr local that is assigned but never read is not worth a C warning (177, 550).
 #pragma nv_diag_suppress 177

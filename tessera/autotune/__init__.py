@@ -8,7 +8,7 @@
     tessera.autotune.clear()
 
 This module holds the settings and the one record store, and turns a launch into a
-`tune_select.Launch`; deciding is `tessera/autotune/select.py`'s job.
+`select.Launch`; deciding is `tessera/autotune/select.py`'s job.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Which configuration a launch of a tuned kernel uses: from the records, a neighbour, or by tuning.
 
 For the launch's key (its key shape symbols' values, element types, the caller's fixed values)
-the candidates of the space are looked up in the store (`tune_cache`):
+the candidates of the space are looked up in the store (`store.py`):
 1. every candidate has a record for this key: the best one is used (the fastest measured, else
    the cost model's first), after a re-check against the compiled variant and the target;
 2. none has, and reuse across keys is on: the nearest tuned key (log-distance over the key
    values, every value within a factor of 2) lends its best configuration if it fits;
-3. otherwise the candidates without a record are compiled, pruned and ranked (`tune_search`),
+3. otherwise the candidates without a record are compiled, pruned and ranked (`search.py`),
    the best-ranked are measured when measuring is on, and their records are stored. Candidates
    that have records already are not compiled again (a candidate added to the space costs one
    compile, and the others' records stay valid).

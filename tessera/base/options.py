@@ -3,8 +3,8 @@
 `CompileOptions` holds everything besides the source, the `-D` values and the const parameter
 values that shapes the C a compile emits: the target architecture, the debugging aids, the
 aliasing promise, which alignment variants to emit and whether the C is the CPU backend's (region
-mode). The command line and the Python API build it through `checked`, which refuses a bad value
-with a TesseraError that names the option, as strictly from Python as from `tesserac`; the
+mode). The Python API builds it through `checked`, which refuses a bad value with a TesseraError
+that names the option (`tesserac` gets values its argument parser checked already); the
 compiler reads it (transpile/driver.py, the passes through their context, the printers); the
 variant cache keys it with `key()`. Adding an option is adding a field here.
 """

@@ -7,6 +7,7 @@ import warnings
 
 
 def run(argv: list[str]) -> int:
+    from tessera.runtime.backends import NAMES
     from tessera.runtime.cache.disk import DiskCache, TesseraCacheWarning
     from tessera.runtime.cache.fingerprint import fingerprint
 
@@ -15,7 +16,7 @@ def run(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tesserac cache", description="Show or clear Tessera's compile cache.")
     p.add_argument("action", choices=("info", "clear"))
     args = p.parse_args(argv)
-    for kind in ("cpu", "cuda"):
+    for kind in NAMES:
         cache = DiskCache(kind)
         if args.action == "info":
             info = cache.info()

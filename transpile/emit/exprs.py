@@ -60,7 +60,7 @@ class CPrinter(BuiltinPrinter):
         self.fn = fn
         self.ctx = ctx
         self.tile = fn.tile
-        # In a map kernel's loop (cmap): the C lvalue of each tensor's element being computed.
+        # In a map kernel's loop (emit/maps.py): the C lvalue of each tensor's element being computed.
         self.elements: dict[str, str] = {}
 
     def expr(self, e: L.Expr) -> str:

@@ -34,7 +34,7 @@ def layout_of(bp: BodyPrinter, name: str) -> FragLayout:
     assert b is not None and b.space == "frag"
     m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
     layout = choose(m, n, bp.fn.tile_count // 32)
-    assert layout is not None, "check_frags reports fragments that no division fits"
+    assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
     return layout
 
 

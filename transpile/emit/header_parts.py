@@ -25,7 +25,7 @@ includes only those it uses. This module is the one place that maps what a modul
 
 `SECTIONS` lists them in the order they are emitted, each after the sections it requires (whose
 definitions it uses); every section may use `core`. The triggers are a superset of what the printer
-emits (cprinter, cbuiltins, cstmt): a section that is included and not needed costs compile time,
+emits (emit/exprs.py, emit/builtin_calls.py, emit/stmts.py): a section that is included and not needed costs compile time,
 one that is needed and missing does not compile. The CPU backend compiles the same sections with its
 prelude force-included, which provides what the device-only parts (`#if !defined(TESSERA_HOST)`)
 leave out (the race detector hooks, `tsr_host_fail` of the failure reports).

@@ -1,6 +1,6 @@
 """The lowered IR: what the GPU does, explicitly, below the checked syntax tree.
 
-Produced by the `lower` pass from the typed tree and printed to CUDA C by `cprinter`. Every node is
+Produced by the `lower` pass from the typed tree and printed to CUDA C by the printers of transpile/emit. Every node is
 a frozen dataclass (`@ir_node`, tessera/base/irnode.py) with tuple children; every statement carries its
 `.tsr` location. Compared with the syntax tree:
 - every value has a scalar `dtype`, and every conversion is an explicit `Cast`: the operands of a

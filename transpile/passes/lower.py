@@ -1,4 +1,4 @@
-"""The `lower` pass: the typed syntax tree to the lowered IR (transpile/lir.py).
+"""The `lower` pass: the typed syntax tree to the lowered IR (transpile/lir/nodes.py).
 
 Before:  acc = tregs(f32[4], 0.0)               (typed tree; x: f32[n], i: i32)
          acc[0] += x[i + 1] * 2
