@@ -14,6 +14,7 @@ against NumPy).
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import statistics
 import sys
@@ -129,6 +130,19 @@ def references(n: int, m: int, rows: int, cols: int):
         return (e / e.sum(1, keepdims=True)).astype(xp.float16)
     return {"vector_add_scalar": lambda: a + a, "matmul": lambda: A @ A, "sgemm_4096": lambda: S @ S, "softmax": softmax,
             "reduce": lambda: a.sum(), "hgemm_4096": lambda: H @ H}
+
+
+# Every row measured, for --json: name, milliseconds, the fraction of the peak and which peak, the
+# reference's milliseconds and name, and the row's goal (what a fraction or ratio must reach) if any.
+RESULTS: list[dict[str, Any]] = []
+DEVICE: dict[str, Any] = {}  # the device measured on and its peaks (empty when skipped)
+
+
+def record(name: str, ms: float, fraction: float, of: str, ref_ms: float | None, reference: str | None,
+           goal: str = "") -> None:
+    RESULTS.append({"row": name, "ms": round(ms, 4), "fraction_of_peak": round(fraction, 4), "peak": of,
+                    "reference_ms": round(ref_ms, 4) if ref_ms else None, "reference": reference if ref_ms else None,
+                    "tessera_over_reference": round(ms / ref_ms, 3) if ref_ms else None, "goal": goal})
 
 
 MAP_N = 1 << 28    # elements of the map rows: 1 GiB a f32 array, 3 GiB a row (2 GiB for saxpy)
@@ -264,8 +278,12 @@ def bench_map(tessera: Any, bw: float, repeat: int, n: int = MAP_N) -> None:
             del ref_arrays
             free_reference_memory()
         print(format_map_row(row.kernel, t, row.bytes_moved(n), bw, ref_ms))
+        record(row.kernel, t, row.bytes_moved(n) / (t / 1e3) / bw, "bandwidth", ref_ms, library,
+               f">= {MAP_GOAL} of peak bandwidth")
         if scalar is not None:
             print(format_map_row("vector_add_scalar", scalar, row.bytes_moved(n), bw, ref_ms, goal=False))
+            record("vector_add_scalar_map", scalar, row.bytes_moved(n) / (scalar / 1e3) / bw, "bandwidth", ref_ms,
+                   library)
 
 
 class _StandIn:
@@ -351,9 +369,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--map-only", action="store_true", help="only the map rows (samples/elementwise.tsr)")
     p.add_argument("--dry-run", action="store_true",
                    help="no GPU needed: check the map rows' launch configuration, and run them on the CPU backend")
+    p.add_argument("--json", metavar="PATH", help="also write every row measured to PATH (JSON)")
     args = p.parse_args(argv)
     if args.dry_run:
         return dry_run()
+    try:
+        return _measure(args)
+    finally:
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps({"device": DEVICE, "rows": RESULTS}, indent=1) + "\n")
+
+
+def _measure(args: argparse.Namespace) -> int:
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
@@ -363,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     import tessera
 
     bw, flops, name = peaks()
+    DEVICE.update(name=name, peak_gb_s=round(bw / 1e9, 1), peak_fp32_tflop_s=round(flops / 1e12, 2))
     print(f"device: {name}; peak {bw / 1e9:.0f} GB/s, {flops / 1e12:.1f} FP32 TFLOP/s")
     if not args.map_only:
         bench_others(tessera, bw, flops, args.repeat)
@@ -404,8 +432,12 @@ def bench_others(tessera: Any, bw: float, flops: float, repeat: int) -> None:
     rows_out.append(("reduce", t, a.nbytes / (t / 1e3) / bw, "bandwidth"))
     refs = references(n, m, rows, cols)
     print(f"{'kernel':<18} {'ms':>9} {'of peak':>9} {'':<10} {'reference ms':>13} {'tessera/ref':>12}")
+    library = reference_library()
+    goals = {"sgemm_4096": "reference/tessera >= 0.8 (cuBLAS, FP32 SIMT)",
+             "hgemm_4096": f"reference/tessera >= {HGEMM_GOAL} (cuBLAS f16, mma.sync)"}
     for kname, ms, frac, what in rows_out:
         ref = reference_time(refs[kname], repeat) if kname in refs else None
+        record(kname, ms, frac, what, ref, library, goals.get(kname, ""))
         ratio = f"{ms / ref:.2f}x" if ref else "-"
         print(f"{kname:<18} {ms:>9.3f} {frac:>8.1%} {what:<10} {ref if ref else float('nan'):>13.3f} {ratio:>12}")
         if kname == "sgemm_4096" and ref:

@@ -27,18 +27,22 @@ __all__ = [
     "NvrtcResult",
     "compile_cuda",
     "cuda_include_dirs",
+    "bindings_version",
     "nvrtc_version",
     "supported_archs",
 ]
 
 _ARCH_RE = re.compile(r"sm_(\d{2,3})(a?)")
+# NVRTC, its headers and the bindings come with one of the package's CUDA extras (pyproject.toml).
+INSTALL_HINT = ('pip install "tessera-tsr[cu12]" for a CUDA 12 driver, "tessera-tsr[cu13]" for CUDA 13, '
+                "or put the CUDA toolkit's NVRTC where cuda-bindings finds it")
 
 
 def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc
-    except ImportError as e:  # pragma: no cover - cuda-python is a dependency
-        raise TesseraError(f"NVRTC is unavailable: cannot import cuda.bindings.nvrtc ({e})") from e
+    except ImportError as e:
+        raise TesseraError(f"NVRTC is unavailable: cannot import cuda.bindings.nvrtc ({e}); {INSTALL_HINT}") from None
     return nvrtc
 
 
@@ -54,7 +58,10 @@ def _error_string(status: Any) -> str:
 
 def _call(fn: Any, *args: Any) -> tuple[Any, ...]:
     """Call an NVRTC binding, raise `TesseraError` unless it succeeded; return its outputs."""
-    status, *values = fn(*args)
+    try:
+        status, *values = fn(*args)
+    except RuntimeError as e:  # the bindings found no NVRTC library to load (cuda.pathfinder)
+        raise TesseraError(f"NVRTC is unavailable: {str(e).strip()}; {INSTALL_HINT}") from None
     if int(status) != 0:
         raise TesseraError(f"{fn.__name__} failed: {_error_string(status)}")
     return tuple(values)
@@ -65,6 +72,13 @@ def nvrtc_version() -> tuple[int, int]:
     """(major, minor) of the NVRTC library that is loaded."""
     major, minor = _call(_nvrtc().nvrtcVersion)
     return int(major), int(minor)
+
+
+def bindings_version() -> tuple[int, ...]:
+    """The version of the cuda-bindings package in use (12.x or 13.x: either works)."""
+    import cuda.bindings
+
+    return tuple(int(x) for x in re.findall(r"\d+", cuda.bindings.__version__)[:3])
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,8 +17,9 @@ from typing import Any
 from tessera.base.errors import TesseraError
 from tessera.base.irnode import ir_node
 
-# The architectures a user may ask for (`--arch`, `arch=`); one table for both.
-ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
+# The architectures a user may ask for (`--arch`, `arch=`); one table for both. An NVRTC older than
+# an architecture (sm_100 needs CUDA 12.8) compiles PTX for the newest it knows instead.
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100")
 # Which alignment variants of the kernels that have them to emit: the one for any alignment, the
 # one for 16-byte-aligned arrays, or both (tesserac's default; a launch compiles the one it needs).
 ALIGNMENTS = ("generic", "aligned", "both")

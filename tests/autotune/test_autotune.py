@@ -261,6 +261,18 @@ def test_measuring_on_the_gpu_times_on_copies(fresh) -> None:
     np.testing.assert_array_equal(out, x + 1)
     timed = [r for r in _records(fresh, mod.arch) if r["time_ms"] is not None]
     assert timed and all(r["measured_on"].startswith("cuda: ") for r in timed)
+    # A second process finds the device's records in the cache: it compiles no candidate.
+    code = ("import sys, numpy as np, tessera, tessera.autotune\n"
+            "mod = tessera.compile(sys.argv[1], backend='cuda')\n"
+            "x = np.arange(1 << 16, dtype=np.float32); out = np.ones(1 << 16, np.float32)\n"
+            "mod.accum(x, out, grid=lambda c: ((1 << 16) + c['BLOCK'] - 1) // c['BLOCK'])\n"
+            "assert (out == x + 1).all()\n"
+            "s = tessera.autotune.stats()\n"
+            "print(s.get('candidate_compiles', 0), s.get('cache_hits', 0))\n")
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(fresh / "cache")}
+    done = subprocess.run([sys.executable, "-c", code, ACCUM], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert tuple(map(int, done.stdout.split())) == (0, 1)
 
 
 _TUNER = """

@@ -25,7 +25,7 @@ MPIEXEC = mpiexec() or pathlib.Path("mpiexec")
 def _env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TESSERA_BACKEND"}
     env["TESSERA_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "cache")
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 
 

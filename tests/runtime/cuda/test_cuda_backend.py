@@ -182,6 +182,53 @@ def test_map_kernels_on_misaligned_device_arrays() -> None:
         assert np.array_equal(cupy.asnumpy(z), cupy.asnumpy(x) + cupy.asnumpy(y))
 
 
+@pytest.mark.gpu
+def test_copies_from_misaligned_device_views_match_numpy() -> None:
+    """The pipelined SGEMM's copies on CuPy views that start one element into their allocation (not
+    16-byte aligned: the generic variant, chunks tested at run time) and on aligned ones (the aligned
+    variant where K and N allow), with K and N multiples of 16 and not."""
+    cupy = pytest.importorskip("cupy")
+    mod = tessera.load(ROOT / "samples" / "sgemm_pipelined.tsr", backend="cuda")
+    rng = np.random.default_rng(3)
+
+    def on_device(a: np.ndarray, offset: int):
+        flat = cupy.zeros(a.size + offset, a.dtype)
+        flat[offset:] = cupy.asarray(a.ravel())
+        return flat[offset:].reshape(a.shape)
+
+    for (m, n, k), offset in (((200, 136, 72), 1), ((256, 256, 128), 0), ((256, 256, 128), 1), ((130, 40, 17), 0)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        c = on_device(np.zeros((m, n), np.float32), offset)
+        mod.sgemm(on_device(a, offset), on_device(b, offset), c, BM=64, BN=64, BK=16, stages=3,
+                  grid=((n + 63) // 64, (m + 63) // 64))
+        np.testing.assert_allclose(cupy.asnumpy(c), a @ b, rtol=1e-4, atol=1e-3, err_msg=f"{m}x{n}x{k} +{offset}")
+
+
+@pytest.mark.gpu
+def test_halo_views_before_the_tensor_read_zero_on_the_device() -> None:
+    """A stencil's window starts before the tensor's first row and column (view_edges on the GPU)."""
+    mod = tessera.compile("""
+@kernel tile[(16, 16)]
+def blur(x: f32[M, N], y: mut f32[M, N]):
+    win = tshared.alloc(f32[18, 18])
+    r0 = group_id(1) * 16
+    c0 = group_id(0) * 16
+    tcopy(win, x[r0 - 1:r0 - 1 + 18, c0 - 1:c0 - 1 + 18])
+    tbarrier()
+    r = r0 + tile_id(1)
+    c = c0 + tile_id(0)
+    if r < M and c < N:
+        y[r, c] = (win[tile_id(1), tile_id(0) + 1] + win[tile_id(1) + 2, tile_id(0) + 1]
+                   + win[tile_id(1) + 1, tile_id(0)] + win[tile_id(1) + 1, tile_id(0) + 2])
+""", backend="cuda")
+    x = np.random.default_rng(4).standard_normal((45, 37)).astype(np.float32)
+    y = np.zeros_like(x)
+    mod.blur(x, y, grid=(3, 3))
+    p = np.pad(x, 1)
+    np.testing.assert_allclose(y, p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:], rtol=1e-6)
+
+
 class FakeCudaArray:
     """Just enough of __cuda_array_interface__ to test the checks (no memory behind it)."""
 

@@ -222,3 +222,62 @@ def test_disassemble_garbage_raises():
         pytest.skip("nvdisasm not found")
     with pytest.raises(TesseraError, match="nvdisasm failed"):
         sass.disassemble(b"not a cubin")
+
+
+# ---- CUDA 12 and CUDA 13 -----------------------------------------------------------------------------
+
+def _fake_nvidia(root, layout: str) -> None:
+    """A `nvidia` namespace package laid out as the CUDA 12 wheels (nvidia/cuda_runtime/include) or
+    the CUDA 13 ones (nvidia/cu13/include) lay out the headers."""
+    include = root / "nvidia" / ("cuda_runtime" if layout == "cu12" else "cu13") / "include"
+    include.mkdir(parents=True)
+    (include / "cuda_fp16.h").write_text("// fake\n")
+
+
+@pytest.mark.parametrize(("layout", "major"), [("cu12", 12), ("cu13", 13)])
+def test_the_headers_of_either_cuda_major_version_are_found(layout: str, major: int, tmp_path, monkeypatch) -> None:
+    import importlib.util
+    import sys
+
+    _fake_nvidia(tmp_path, layout)
+    for name in [m for m in sys.modules if m == "nvidia" or m.startswith("nvidia.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: real(name, *a))
+    monkeypatch.setattr(nvrtc, "nvrtc_version", lambda: (major, 0))
+    nvrtc.cuda_include_dirs.cache_clear()
+    try:
+        dirs = nvrtc.cuda_include_dirs()
+    finally:
+        nvrtc.cuda_include_dirs.cache_clear()
+    want = tmp_path / "nvidia" / ("cuda_runtime" if layout == "cu12" else f"cu{major}") / "include"
+    assert str(want.resolve()) in dirs
+
+
+def test_the_versions_in_use_are_detected() -> None:
+    major, minor = nvrtc.nvrtc_version()
+    assert major in (12, 13) and minor >= 0
+    assert nvrtc.bindings_version()[0] in (12, 13)
+    archs = nvrtc.supported_archs()
+    assert 80 in archs and 90 in archs and archs == tuple(sorted(archs))
+    assert nvrtc.cuda_include_dirs(), "the CUDA headers of the installed NVRTC are found"
+
+
+def test_a_missing_nvrtc_library_names_what_to_install(monkeypatch) -> None:
+    def missing(*args):
+        raise RuntimeError('Failure finding "libnvrtc.so.13 or libnvrtc.so.12"\n')
+
+    missing.__name__ = "nvrtcVersion"
+    with pytest.raises(TesseraError, match=r'NVRTC is unavailable: Failure finding .*; pip install "tessera-tsr\[cu12\]"'):
+        nvrtc._call(missing)
+
+
+def test_sm_100_compiles_where_nvrtc_knows_it_and_falls_back_to_ptx_where_not() -> None:
+    r = nvrtc.compile_cuda(TWO_KERNELS, arch="sm_100")
+    if 100 in nvrtc.supported_archs():
+        assert r.arch == "sm_100" and r.cubin is not None
+    else:
+        assert r.arch.startswith("compute_") and "cannot generate code for sm_100" in r.log
