@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import subprocess
+import sys
+from types import ModuleType
 
 import pytest
 
@@ -63,6 +66,19 @@ def cache_warnings(record: list) -> list[str]:
     from tessera.runtime.cache.disk import TesseraCacheWarning
 
     return [str(w.message) for w in record if issubclass(w.category, TesseraCacheWarning)]
+
+
+def load_script(relpath: str, name: str) -> ModuleType:
+    """A file of the repository that no package holds (setup.py, bench/*.py, scripts/*.py), loaded as
+    module `name`, once (registered in sys.modules: dataclasses look their module up there)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def sample_of(kernel: str) -> str:

@@ -10,11 +10,10 @@ that they can fail, on a small planted package with an upward import and a cycle
 from __future__ import annotations
 
 import ast
-import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 # Each layer: the package prefixes it owns, and the layers it may import (its own included).
 LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -42,11 +41,7 @@ MAX_MODULES_PER_FOLDER = 20
 
 
 def _typecheck_script():
-    spec = importlib.util.spec_from_file_location("tessera_typecheck", ROOT / "scripts" / "typecheck.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/typecheck.py", "tessera_typecheck")
 
 
 def package_modules() -> dict[str, Path]:

@@ -10,7 +10,7 @@ import pytest
 
 from tessera.base.errors import TesseraError
 from tessera.runtime.cuda import nvrtc, sass
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 # Two functions; in `f`, loop .L_x_1 holds loop .L_x_2, which holds every FFMA; .L_x_4 holds one.
 MADE_UP_SASS = """\
@@ -132,17 +132,8 @@ def test_handwritten_compiles_cleanly(file: str, kernel: str, ffma: int, arch: s
 
 def _gpu_bench():
     """bench/gpu_bench.py as a module (bench/ is not a package), loaded once."""
-    import importlib.util
-    import sys
 
-    if "gpu_bench" in sys.modules:
-        return sys.modules["gpu_bench"]
-    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "bench" / "gpu_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_bench"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/gpu_bench.py", "gpu_bench")
 
 
 def test_gpu_bench_map_rows_bytes_and_arguments() -> None:

@@ -5,7 +5,6 @@ install step writes it where an editable install or a wheel keeps it, and never 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import threading
@@ -20,7 +19,7 @@ import tessera
 from tessera.base.errors import TesseraError
 from tessera.runtime.host import build as host_build
 from tessera.runtime.host import recipe as host_recipe
-from tests.conftest import ROOT, skip_without_cxx
+from tests.conftest import ROOT, load_script, skip_without_cxx
 
 SUM_REDUCE = ROOT / "samples" / "sum_reduce.tsr"
 
@@ -147,11 +146,7 @@ def test_a_damaged_prebuilt_engine_is_ignored(prebuilt: Path, damage: str, compi
 
 
 def _setup_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tessera_setup", ROOT / "setup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines the commands; setup() runs only as a script
-    return module
+    return load_script("setup.py", "tessera_setup")  # defines the commands; setup() runs only as a script
 
 
 def _command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, editable: bool) -> tuple[Any, Path]:

@@ -6,7 +6,6 @@ interchanged by reading the CPU build's C."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,18 +17,14 @@ import pytest
 import tessera
 from tessera.base.options import CompileOptions
 from tessera.transpile.driver import SourceFile, compile_source
-from tests.conftest import ROOT
+from tests.conftest import load_script
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 
 def _bench_kernels() -> ModuleType:
     """bench/cpu_vs_numba_sim.py (bench/ is not a package): its kernels are the ones
     bench/cpu_modes.py times against Warp."""
-    spec = importlib.util.spec_from_file_location("cpu_vs_numba_sim", ROOT / "bench" / "cpu_vs_numba_sim.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/cpu_vs_numba_sim.py", "cpu_vs_numba_sim")
 
 
 MATMUL16: str = _bench_kernels().TSR_MATMUL
