@@ -81,13 +81,18 @@ __device__ __forceinline__ void tsr_ldmatrix_x2_trans(unsigned* r, const void* r
 #endif
 }
 
-// An f32 rounded to TF32 (cvt.rna: to nearest, ties away from zero), as the bits of an f32.
+// An f32 rounded to TF32 as the bits of an f32, what cvt.rna.tf32.f32 gives on sm_80 and later
+// (FSETP.GEU |x|, +INF; @!P IADD 0x1000; LOP3 & 0xffffe000): a finite value to the nearest value
+// with 10 fraction bits, ties away from zero (half an ulp added to the magnitude carries into the
+// exponent where it must: a denormal up to the smallest normal, the largest values to infinity);
+// infinity and NaN are not rounded but lose their low 13 bits too, so a NaN whose payload lies
+// only in those bits becomes an infinity of its sign.
 __device__ __forceinline__ unsigned tsr_tf32(float x) {
 #if defined(TESSERA_HOST)
     unsigned u;
     __builtin_memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-    return u;
+    if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;
+    return u & 0xffffe000u;
 #else
     unsigned u;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
