@@ -139,14 +139,20 @@ __device__ __forceinline__ void tsr_cp_async_wait() {
 #endif
 
 // tcopy_async: a global view into shared memory with cp.async in chunks of VB bytes (4, 8 or 16;
-// below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous). Chunks outside
-// the tensor are zero-filled through the source-size operand and read nothing.
+// below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous, and in
+// check_bounds builds, line > 0, its writes go through the race detector as tcopy's do). Chunks
+// outside the tensor are zero-filled through the source-size operand and read nothing.
 template <class T, int D0, int D1, int D2, int NT, int VB>
 __device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2,
                                                       const tsr_box& db, const T* src, unsigned ss0, unsigned ss1,
                                                       unsigned ss2, const tsr_box& sb, unsigned tid, int line) {
     if constexpr (VB < 4) {
-        tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid, line);
+        if (line > 0)
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, true, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
+                                                                line);
+        else
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
+                                                                 line);
     } else {
         constexpr unsigned E = VB / sizeof(T);
         const tsr_saddr base = tsr_shared_addr(dst);

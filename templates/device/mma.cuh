@@ -8,19 +8,41 @@
 // data movement between the lanes of a warp, through __shfl_sync (each lane gathers what the
 // hardware would route to it and computes its own elements), so that a wrong layout or a wrong
 // ldmatrix address gives wrong results there too.
+// check_bounds builds pass the operand loads the tmma's .tsr line (`line` > 0): on the CPU backend
+// every operand element a lane reads is then a read of that lane's tile for the race detector
+// (host_builtins.h), so a write into an operand that another tile makes before the next barrier
+// (a tcopy_async into it, say) is reported with both lines. On the GPU `line` is unused.
 
 __device__ __forceinline__ unsigned tsr_lane_of(int tid) { return (unsigned)tid & 31u; }
 
+// An operand element read by this lane.
+template <class T>
+__device__ __forceinline__ T tsr_mma_elem(const T* p, int line) {
 #if defined(TESSERA_HOST)
-// The 32-bit word at byte `off` of the row whose address lane `src` supplied.
-inline unsigned tsr_row_word(const void* row, int src, unsigned off) {
+    if (line > 0) tsr_race_read(p, line);
+#else
+    (void)line;
+#endif
+    return *p;
+}
+
+#if defined(TESSERA_HOST)
+// The `bytes` bytes at `p`, elements of `esize` bytes, read by this lane.
+inline void tsr_mma_race(const unsigned char* p, unsigned bytes, unsigned esize, int line) {
+    if (line > 0)
+        for (unsigned k = 0; k < bytes; k += esize) tsr_race_read(p + k, line);
+}
+// The 32-bit word at byte `off` of the row whose address lane `src` supplied (elements of `esize` bytes).
+inline unsigned tsr_row_word(const void* row, int src, unsigned off, int line, int esize) {
     const unsigned char* p = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)row, src);
+    tsr_mma_race(p + off, 4, (unsigned)esize, line);
     unsigned w;
     __builtin_memcpy(&w, p + off, 4);
     return w;
 }
-inline unsigned short tsr_row_half(const void* row, int src, unsigned k) {
+inline unsigned short tsr_row_half(const void* row, int src, unsigned k, int line) {
     const unsigned char* p = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)row, src);
+    tsr_mma_race(p + 2 * k, 2, 2, line);
     unsigned short h;
     __builtin_memcpy(&h, p + 2 * k, 2);
     return h;
@@ -29,65 +51,78 @@ inline unsigned short tsr_row_half(const void* row, int src, unsigned k) {
 
 // ldmatrix .x4 / .x2: matrix q (of 8 rows x 16 bytes) has its rows' addresses from lanes 8q ... 8q + 7;
 // lane l receives the word l % 4 of row l / 4 of each matrix.
-__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, const void* row, int tid) {
+__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, const void* row, int tid, int line = 0,
+                                                int esize = 2) {
 #if defined(TESSERA_HOST)
     const unsigned lane = tsr_lane_of(tid);
-    for (int q = 0; q < 4; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3));
+    for (int q = 0; q < 4; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3), line, esize);
 #else
     (void)tid;
+    (void)line;
+    (void)esize;
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #endif
 }
-__device__ __forceinline__ void tsr_ldmatrix_x2(unsigned* r, const void* row, int tid) {
+__device__ __forceinline__ void tsr_ldmatrix_x2(unsigned* r, const void* row, int tid, int line = 0,
+                                                int esize = 2) {
 #if defined(TESSERA_HOST)
     const unsigned lane = tsr_lane_of(tid);
-    for (int q = 0; q < 2; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3));
+    for (int q = 0; q < 2; ++q) r[q] = tsr_row_word(row, 8 * q + (int)(lane >> 2), 4 * (lane & 3), line, esize);
 #else
     (void)tid;
+    (void)line;
+    (void)esize;
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 { %0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 #endif
 }
 // .trans (16-bit elements): lane l receives elements l / 4 of rows 2 (l % 4) and 2 (l % 4) + 1.
-__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, const void* row, int tid) {
+__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, const void* row, int tid, int line = 0) {
 #if defined(TESSERA_HOST)
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
     for (int q = 0; q < 4; ++q) {
-        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g);
-        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g);
+        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g, line);
+        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g, line);
         r[q] = lo | (hi << 16);
     }
 #else
     (void)tid;
+    (void)line;
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 { %0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #endif
 }
-__device__ __forceinline__ void tsr_ldmatrix_x2_trans(unsigned* r, const void* row, int tid) {
+__device__ __forceinline__ void tsr_ldmatrix_x2_trans(unsigned* r, const void* row, int tid, int line = 0) {
 #if defined(TESSERA_HOST)
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
     for (int q = 0; q < 2; ++q) {
-        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g);
-        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g);
+        const unsigned lo = tsr_row_half(row, 8 * q + (int)(2 * t), g, line);
+        const unsigned hi = tsr_row_half(row, 8 * q + (int)(2 * t + 1), g, line);
         r[q] = lo | (hi << 16);
     }
 #else
     (void)tid;
+    (void)line;
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 { %0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 #endif
 }
 
-// An f32 rounded to TF32 (cvt.rna: to nearest, ties away from zero), as the bits of an f32.
+// An f32 rounded to TF32 as the bits of an f32, what cvt.rna.tf32.f32 gives on sm_80 and later
+// (FSETP.GEU |x|, +INF; @!P IADD 0x1000; LOP3 & 0xffffe000): a finite value to the nearest value
+// with 10 fraction bits, ties away from zero (half an ulp added to the magnitude carries into the
+// exponent where it must: a denormal up to the smallest normal, the largest values to infinity);
+// infinity and NaN are not rounded but lose their low 13 bits too, so a NaN whose payload lies
+// only in those bits becomes an infinity of its sign.
 __device__ __forceinline__ unsigned tsr_tf32(float x) {
 #if defined(TESSERA_HOST)
     unsigned u;
     __builtin_memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-    return u;
+    if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;
+    return u & 0xffffe000u;
 #else
     unsigned u;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
@@ -95,35 +130,38 @@ __device__ __forceinline__ unsigned tsr_tf32(float x) {
 #endif
 }
 // Four bytes gathered from a column of an 8-bit array (B[K, N] for i8/u8: k = 4t ... 4t + 3).
-__device__ __forceinline__ unsigned tsr_pack_bytes(const unsigned char* p, unsigned stride) {
-    return (unsigned)p[0] | ((unsigned)p[stride] << 8) | ((unsigned)p[2 * stride] << 16) |
-           ((unsigned)p[3 * stride] << 24);
+__device__ __forceinline__ unsigned tsr_pack_bytes(const unsigned char* p, unsigned stride, int line) {
+    return (unsigned)tsr_mma_elem(p, line) | ((unsigned)tsr_mma_elem(p + stride, line) << 8) |
+           ((unsigned)tsr_mma_elem(p + 2 * stride, line) << 16) | ((unsigned)tsr_mma_elem(p + 3 * stride, line) << 24);
 }
 
 // Per-lane operand loads where ldmatrix cannot serve (32-bit elements, 8-bit columns). `p` points
 // at the operand tile's first element, `s` is the row stride in elements.
-__device__ __forceinline__ void tsr_load_a_tf32(unsigned* a, const float* p, unsigned s, int tid) {
+__device__ __forceinline__ void tsr_load_a_tf32(unsigned* a, const float* p, unsigned s, int tid, int line = 0) {
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
-    a[0] = tsr_tf32(p[g * s + t]);
-    a[1] = tsr_tf32(p[(g + 8) * s + t]);
-    a[2] = tsr_tf32(p[g * s + t + 4]);
-    a[3] = tsr_tf32(p[(g + 8) * s + t + 4]);
+    a[0] = tsr_tf32(tsr_mma_elem(&p[g * s + t], line));
+    a[1] = tsr_tf32(tsr_mma_elem(&p[(g + 8) * s + t], line));
+    a[2] = tsr_tf32(tsr_mma_elem(&p[g * s + t + 4], line));
+    a[3] = tsr_tf32(tsr_mma_elem(&p[(g + 8) * s + t + 4], line));
 }
-__device__ __forceinline__ void tsr_load_b_tf32(unsigned* b, const float* p, unsigned s, int tid) {  // B[K, N]
+__device__ __forceinline__ void tsr_load_b_tf32(unsigned* b, const float* p, unsigned s, int tid,  // B[K, N]
+                                                int line = 0) {
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
-    b[0] = tsr_tf32(p[t * s + g]);
-    b[1] = tsr_tf32(p[(t + 4) * s + g]);
+    b[0] = tsr_tf32(tsr_mma_elem(&p[t * s + g], line));
+    b[1] = tsr_tf32(tsr_mma_elem(&p[(t + 4) * s + g], line));
 }
-__device__ __forceinline__ void tsr_load_bt_tf32(unsigned* b, const float* p, unsigned s, int tid) {  // Bt[N, K]
+__device__ __forceinline__ void tsr_load_bt_tf32(unsigned* b, const float* p, unsigned s, int tid,  // Bt[N, K]
+                                                 int line = 0) {
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
-    b[0] = tsr_tf32(p[g * s + t]);
-    b[1] = tsr_tf32(p[g * s + t + 4]);
+    b[0] = tsr_tf32(tsr_mma_elem(&p[g * s + t], line));
+    b[1] = tsr_tf32(tsr_mma_elem(&p[g * s + t + 4], line));
 }
-__device__ __forceinline__ void tsr_load_b_8bit(unsigned* b, const void* p0, unsigned s, int tid) {  // B[K, N]
+__device__ __forceinline__ void tsr_load_b_8bit(unsigned* b, const void* p0, unsigned s, int tid,  // B[K, N]
+                                                int line = 0) {
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
     const unsigned char* p = (const unsigned char*)p0;
-    b[0] = tsr_pack_bytes(p + 4 * t * s + g, s);
-    b[1] = tsr_pack_bytes(p + (16 + 4 * t) * s + g, s);
+    b[0] = tsr_pack_bytes(p + 4 * t * s + g, s, line);
+    b[1] = tsr_pack_bytes(p + (16 + 4 * t) * s + g, s, line);
 }
 
 #if defined(TESSERA_HOST)

@@ -24,6 +24,7 @@ from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import FragLayout, choose, divisions, operand_pad, working_extents
 from tests.conftest import ROOT
+from tests.language.test_tf32 import tf32
 
 SAMPLES = {n: ROOT / "samples" / f"{n}.tsr" for n in ("tc_gemm_f16", "tc_gemm_bf16_bias_relu", "tc_gemm_i8")}
 
@@ -141,12 +142,6 @@ def epilogue(X: f16[M, N], Y: mut f16[M, N], Z: mut i32[M, N], alpha: f32):
 """
 
 
-def _tf32(x: np.ndarray) -> np.ndarray:
-    """cvt.rna.tf32.f32: to 10 mantissa bits, to nearest, ties away from zero."""
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
-
-
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def kinds(request):
     """The KINDS kernels on the CPU backend and, where there is a GPU, on the tensor cores themselves
@@ -173,7 +168,7 @@ def test_f16_and_bf16_match_numpy(kinds) -> None:
 def test_tf32_rounds_its_inputs(kinds) -> None:
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
-    want = _tf32(a) @ _tf32(b)
+    want = tf32(a) @ tf32(b)  # the model of cvt.rna.tf32.f32 (test_tf32.py)
     for kernel, second in ((kinds.mm_tf32, b), (kinds.mm_tf32_t, np.ascontiguousarray(b.T))):
         c = np.zeros((M, N), np.float32)
         kernel(a, second, c, grid=GRID)

@@ -74,6 +74,8 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     ctype = elem.c_storage
     tm, tn = lay.tiles_m, lay.tiles_n
     per16 = 16 // elem.size  # elements in the 16 bytes of an ldmatrix row
+    # check_bounds: the operand loads take the line, for the CPU backend's race detector
+    line = f", {s.loc.line}" if bp.pr.ctx.check_bounds else ""
     what = f"tmma({s.acc}, {s.a.buf}, {s.b.buf}{', trans_b=True' if s.trans_b else ''})"
     bp.emit(f"{{  // {what}: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
@@ -86,10 +88,11 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     bp.emit(f"unsigned tsr_a[{tm}][4], tsr_b[{tn}][2];")
     if uses_ldmatrix(elem, "a", s.trans_b):
         _unrolled(bp, "tsr_i", tm, 1, f"tsr_ldmatrix_x4(tsr_a[tsr_i], tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {sa} "
-                  f"+ tsr_k + (tsr_lane >> 4) * {per16}, tsr_tid);")
+                  f"+ tsr_k + (tsr_lane >> 4) * {per16}, tsr_tid{line and f'{line}, {elem.size}'});")
     else:
-        _unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, tsr_tid);")
-    _b_loads(bp, s, elem.size, tn, sb, per16)
+        _unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
+                  f"tsr_tid{line});")
+    _b_loads(bp, s, elem.size, tn, sb, per16, line)
     fn = {"f16": "tsr_mma_m16n8k16_f16", "bf16": "tsr_mma_m16n8k16_bf16", "f32": "tsr_mma_m16n8k8_tf32",
           "i8": "tsr_mma_m16n8k32_s8", "u8": "tsr_mma_m16n8k32_u8"}[elem.name]
     _unrolled(bp, "tsr_i", tm, 1, "{")
@@ -104,33 +107,34 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     bp.emit("}")
 
 
-def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int) -> None:
+def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int, line: str) -> None:
     """The B registers of the warp's n8 tiles for one k step: ldmatrix pairs of tiles (.x4) and
-    a last single tile (.x2), or per-lane loads."""
+    a last single tile (.x2), or per-lane loads; `line` is the extra argument of check_bounds builds."""
     b_buf = bp.fn.buffer(s.b.buf)
     assert b_buf is not None
     if not uses_ldmatrix(b_buf.elem, "b", s.trans_b):
         if size == 4:
-            call = ("tsr_load_bt_tf32(tsr_b[tsr_j], tsr_pb + tsr_j * 8 * {sb} + tsr_k, {sb}, tsr_tid);" if s.trans_b
-                    else "tsr_load_b_tf32(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid);")
+            call = ("tsr_load_bt_tf32(tsr_b[tsr_j], tsr_pb + tsr_j * 8 * {sb} + tsr_k, {sb}, tsr_tid{line});"
+                    if s.trans_b else "tsr_load_b_tf32(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});")
         else:
-            call = "tsr_load_b_8bit(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid);"
-        _unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb))
+            call = "tsr_load_b_8bit(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});"
+        _unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb, line=line))
         return
     if s.trans_b:  # Bt[N, K]: rows are n, matrices (n tile, k half)
         def addr(pair: bool, j: str) -> str:
             n = f"{j} * 8 + (tsr_lane & 7){' + (tsr_lane >> 4) * 8' if pair else ''}"
             return f"tsr_pb + ({n}) * {sb} + tsr_k + ((tsr_lane >> 3) & 1) * {per16}"
         x4, x2 = "tsr_ldmatrix_x4", "tsr_ldmatrix_x2"
+        line = line and f"{line}, {size}"  # and the element size (8-bit or 16-bit)
     else:  # B[K, N], 16-bit: rows are k, transposed by ldmatrix
         def addr(pair: bool, j: str) -> str:
             col = f"{j} * 8{' + (tsr_lane >> 4) * 8' if pair else ''}"
             return f"tsr_pb + (tsr_k + (tsr_lane & 7) + ((tsr_lane >> 3) & 1) * 8) * {sb} + {col}"
         x4, x2 = "tsr_ldmatrix_x4_trans", "tsr_ldmatrix_x2_trans"
     if tn >= 2:
-        _unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid);")
+        _unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
     if tn % 2:
-        bp.emit(f"{x2}(tsr_b[{tn - 1}], {addr(False, str(tn - 1))}, tsr_tid);")
+        bp.emit(f"{x2}(tsr_b[{tn - 1}], {addr(False, str(tn - 1))}, tsr_tid{line});")
 
 
 def _positions(bp: BodyPrinter, lay: FragLayout) -> None:

@@ -24,6 +24,11 @@ After (`As: shared f32[3, 64, 16]`):
 
 Copies of iterations past the end are not issued (their groups are empty), so trip counts below
 `S` and zero trips are right. `S = 1` keeps one buffer: barrier, copies, commit, wait 0 + barrier.
+A pipeline inside another loop (a persistent kernel's loop over output tiles) runs again while
+other tiles may still read the stages of its previous run's last iterations, so there a barrier
+precedes the prologue (the drain has left no copy of the previous run in flight). A pipeline that
+runs at most once per launch (at the top level, or under `if`s) needs none: its buffers are used
+by this loop only, so the golden C of such kernels is unchanged.
 Misuse is reported at its line: a body that does not start with `tcopy_async`, barriers, commits,
 waits or other asynchronous copies in the body, `break` or `return` out of it, nested pipelines,
 stores to a pipelined buffer or uses of it outside the loop, and copies whose views depend on
@@ -77,6 +82,10 @@ class _Function:
         self.stages: dict[str, int] = {}  # pipelined buffer -> its stage count
         self.owner: dict[str, Loc] = {}   # pipelined buffer -> the loop that pipelines it
         self.errors = len(sink.items)
+        # The pipelines inside another loop (at any depth): they may run again while other tiles
+        # still read what the previous run left in the stages.
+        self.repeated = {s.loc for s, depth in _with_loop_depth(fn.body)
+                         if depth > 0 and isinstance(s, L.For) and s.stages is not None}
 
     def run(self) -> L.Function:
         loops = [s for s in statements(self.fn.body) if isinstance(s, L.For) and s.stages is not None]
@@ -188,6 +197,8 @@ class _Function:
             start = L.Var(f"%start_{suffix}", ty)
             out.append(L.Decl(loc, start, s.start, const=True))
             s = dataclasses.replace(s, start=start)
+        if loc in self.repeated:  # every tile is done with the previous run's stages
+            out.append(L.Barrier(loc))
         for k in range(n - 1):
             first = L.Var(f"%k{k}_{suffix}", ty)
             out.append(L.Decl(loc, first, _ahead(s.start, s.step, k, ty), const=True))
