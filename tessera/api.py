@@ -11,11 +11,11 @@ import functools
 import math
 import os
 import sys
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.options import CompileOptions, check_arch, check_text
 from tessera.base.tune_space import TuneSpace
@@ -68,7 +68,7 @@ class Module:
         self.options = options.replace(arch=arch or "sm_90")
         self._source = source
         self._front: FrontEnd | None = None
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._variants: dict[tuple, Variant] = {}
         default = self.variant(None, {})
         self._names: tuple[str, ...] = default.names

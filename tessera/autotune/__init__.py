@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import math
 import operator
-import threading
 from typing import Any
 
 from tessera.autotune.search import STATS, candidates, count
 from tessera.autotune.store import TuneStore
 from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.tune_space import TuneSpace
 
 __all__ = ["clear", "enable", "explain", "generalize", "load_cache", "measure_on_cpu", "save_cache", "stats"]
@@ -29,7 +29,7 @@ __all__ = ["clear", "enable", "explain", "generalize", "load_cache", "measure_on
 _settings: dict[str, Any] = {"enabled": True, "cpu": False, "generalize": True, "top_k": 4, "repeat": 5}
 _store = TuneStore()
 _memo: dict[tuple, Any] = {}
-_memo_lock = threading.Lock()
+_memo_lock = ForkSafeLock()
 
 
 def _flag(name: str, value: Any) -> bool:
