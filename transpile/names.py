@@ -99,7 +99,7 @@ def unique(base: str, taken: set[str]) -> str:
 
 
 def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tuple[tuple[str, str, tuple], ...],
-                 inner: frozenset[str] = frozenset()) -> dict[str, str]:
+                 inner: frozenset[str]) -> dict[str, str]:
     """C names of everything at module level: constants, tables and functions keep their (safe) names;
     each function is (its name, the name its C name starts from, its const values and type bindings),
     and one with values gets a variant name made unique against every other name (a kernel literally
