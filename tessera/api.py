@@ -11,11 +11,11 @@ import functools
 import math
 import os
 import sys
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.options import CompileOptions, check_arch, check_text
 from tessera.base.tune_space import TuneSpace
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     from tessera.transpile.driver import FrontEnd
 
 BACKENDS = ("auto", *NAMES)
+MAX_REPEAT = 1_000_000  # launches one Kernel.benchmark may time
+
+
+class NoKernelError(TesseraError, AttributeError):
+    """A module has no kernel of the name asked for (`mod.nope`, `mod["nope"]`); an AttributeError
+    too, so that `hasattr(mod, "nope")` is False."""
 
 
 def select_backend(requested: str) -> tuple[str, str]:
@@ -62,7 +68,7 @@ class Module:
         self.options = options.replace(arch=arch or "sm_90")
         self._source = source
         self._front: FrontEnd | None = None
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._variants: dict[tuple, Variant] = {}
         default = self.variant(None, {})
         self._names: tuple[str, ...] = default.names
@@ -120,8 +126,10 @@ class Module:
         return self[name]
 
     def __getitem__(self, name: str) -> Kernel:
+        if not isinstance(name, str):
+            raise TesseraError(f"module[name]: a kernel's name is a str, not {type(name).__name__}")
         if name not in self._names:
-            raise AttributeError(f"module {self.path!r} has no kernel {name!r} (kernels: {', '.join(self._names)})")
+            raise NoKernelError(f"module {self.path!r} has no kernel {name!r} (kernels: {', '.join(self._names)})"[:400])
         return Kernel(self, name)
 
     def __dir__(self) -> list[str]:
@@ -238,7 +246,10 @@ class Kernel:
 
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).
-        Launches repeatedly: mut arguments are updated each time."""
+        Launches `repeat` times (1 to MAX_REPEAT): mut arguments are updated each time."""
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
+            raise LaunchError(f"{self.name}.benchmark(): repeat must be an int from 1 to {MAX_REPEAT}, not "
+                              f"{repeat!r}"[:300])
         lib, info, bound = self.prepare(args, kwargs, grid=grid)
         return float(lib.benchmark(info, bound, repeat=repeat, warmup=self.module.runs_on.warmup))
 

@@ -1,14 +1,11 @@
 """Names in the emitted C: user identifiers kept where safe, renamed where they would
 collide with C++ keywords, CUDA names or the compiler's own `tsr_` prefix; kernel
-variant names for sets of `const` parameter values."""
+variant names for sets of `const` parameter values and type bindings, made unique
+(transpile/lir/cnames.py applies this to a lowered module)."""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tessera.transpile.lir import nodes as L
 
 # C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
 CXX_KEYWORDS = frozenset("""
@@ -69,6 +66,12 @@ def c_ident(name: str) -> str:
     return name if is_safe_c_name(name) else "tsr_u_" + name
 
 
+def var_name(name: str) -> str:
+    """The C name of a variable: compiler temporaries (`%stop_k`) are `tsr_stop_k`, user names are
+    kept where safe (c_ident)."""
+    return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
+
+
 def _value_text(v: int | float | bool) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -85,31 +88,29 @@ def variant_name(kernel: str, const_values: tuple[tuple[str, int | float | bool 
     return base + "".join(f"_{k}_{v}" if isinstance(v, str) else f"_{k}{_value_text(v)}" for k, v in const_values)
 
 
-def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tuple[tuple[str, tuple], ...]) -> dict[str, str]:
+def unique(base: str, taken: set[str]) -> str:
+    """`base`, else `base_v2`, `base_v3`, ...: the first not in `taken` (which it joins)."""
+    cname, n = base, 1
+    while cname in taken:
+        n += 1
+        cname = f"{base}_v{n}"
+    taken.add(cname)
+    return cname
+
+
+def global_names(consts: tuple[str, ...], tables: tuple[str, ...], functions: tuple[tuple[str, str, tuple], ...],
+                 inner: frozenset[str]) -> dict[str, str]:
     """C names of everything at module level: constants, tables and functions keep their (safe) names;
-    a kernel compiled with const values gets a variant name, made unique against every other name
-    (a kernel literally named `k_A1` keeps its name, `k` with A=1 becomes `k_A1_v2`)."""
+    each function is (its name, the name its C name starts from, its const values and type bindings),
+    and one with values gets a variant name made unique against every other name (a kernel literally
+    named `k_A1` keeps its name, `k` with A=1 becomes `k_A1_v2`) and against `inner`, the C names the
+    functions' bodies declare: a parameter named `lerp_T_f32` would hide that instance of `lerp`."""
     out: dict[str, str] = {}
-    taken: set[str] = set()
-    for name in (*consts, *tables, *(f for f, values in functions if not values)):
+    taken: set[str] = set(inner)
+    for name in (*consts, *tables, *(f for f, _, values in functions if not values)):
         out[name] = c_ident(name)
         taken.add(out[name])
-    for name, values in functions:
-        if not values:
-            continue
-        base = variant_name(name, values)
-        cname, n = base, 1
-        while cname in taken:
-            n += 1
-            cname = f"{base}_v{n}"
-        out[name] = cname
-        taken.add(cname)
+    for name, base, values in functions:
+        if values:
+            out[name] = unique(variant_name(base, values), taken)
     return out
-
-
-def module_names(module: L.Module) -> dict[str, str]:
-    """C names of the module's constants, tables and functions (global_names); a kernel's alignment
-    variants are one function here (the aligned one's C name adds a suffix: transpile/render.py)."""
-    functions = dict.fromkeys((f.name, (*((c.name, c.value) for c in f.consts), *f.type_values))
-                              for f in module.functions)
-    return global_names(tuple(c.name for c in module.consts), tuple(t.name for t in module.tables), tuple(functions))

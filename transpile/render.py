@@ -22,10 +22,11 @@ from tessera.transpile.emit.header_parts import SECTIONS, sections
 from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.cnames import function_name, module_names
 from tessera.transpile.lir.maps import element_loop
 from tessera.transpile.lir.shared_layout import shared_layout
 from tessera.transpile.lir.visit import all_exprs, statements, walk
-from tessera.transpile.names import c_ident, module_names
+from tessera.transpile.names import c_ident
 
 _SECTION_FILES = {s.name: s.file for s in SECTIONS}
 
@@ -97,15 +98,6 @@ def _sized_arrays(fn: L.Function, names: tuple[str, ...]) -> tuple[tuple[str, in
     return tuple(out)
 
 
-def _unique(name: str, names: dict[str, str]) -> str:
-    taken = set(names.values())
-    cname, n = name, 1
-    while cname in taken:
-        n += 1
-        cname = f"{name}_v{n}"
-    return cname
-
-
 def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[KernelInfo, ...]]:
     source_name = os.path.basename(module.path)
     names = module_names(module)
@@ -119,11 +111,14 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
     functions = []
     infos: list[KernelInfo] = []
     for fn in module.functions:
-        ctx = Context(names, {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
+        # A const parameter is the function's own name (it may share one with a function: `def BM(..., BM: const
+        # i32)`); module constants cannot be hidden by one.
+        ctx = Context({**names, **{c.name: c_ident(c.name) for c in fn.consts}},
+                      {**declared, **{c.name: c.dtype for c in fn.consts if finite(c)}},
                       {**tables, **{b.name: b for b in fn.buffers}}, opts.check_bounds)
         regions = fn.regions is not None
         body = (print_regions if regions else print_body)(fn, CPrinter(fn, ctx), opts, source_name)
-        cname = names[fn.name] if not fn.aligned else _unique(names[fn.name] + "_a16", names)
+        cname = function_name(names, fn)
         if fn.kind == "device":
             params = ", ".join([_device_param(fn, p, opts.check_bounds) for p in fn.params]
                                + [f"{t.c_compute}* tsr_result{k}" for k, t in enumerate(fn.rets)])

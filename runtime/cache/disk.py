@@ -33,12 +33,12 @@ import hashlib
 import os
 import re
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tessera.base.forksafe import ForkSafeLock
 from tessera.runtime.cache.fs import Folder, UntrustedError, open_folder
 from tessera.runtime.cache.pinned import elf_complete, pin
 from tessera.runtime.host.recipe import cache_key
@@ -58,7 +58,7 @@ _HEX64_RE = re.compile(rb"[0-9a-f]{64}")
 _LEN_RE = re.compile(rb"[0-9]{1,19}")
 
 _warned: set[str] = set()
-_warn_lock = threading.Lock()
+_warn_lock = ForkSafeLock()
 _resolved: dict[str, Path] = {}  # relative $TESSERA_CACHE_DIR -> the absolute path this process uses
 _pruned: set[str] = set()  # private fallback folders pruned by this process
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import threading
+
+from tessera.base.forksafe import ForkSafeLock
 
 __all__ = ["PACKAGES", "SUFFIXES", "fingerprint", "fingerprint_of"]
 
@@ -21,7 +22,7 @@ PACKAGES = ("tessera", "tessera.transpile", "tessera.runtime", "tessera.grammar"
 # Files that shape a compiled result: sources, grammar, templates, the host prelude.
 SUFFIXES = (".py", ".lark", ".j2", ".cuh", ".h", ".cpp")
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _value: str | None = None
 
 

@@ -23,13 +23,14 @@ import shutil
 import struct
 import sys
 import tempfile
-import threading
 from pathlib import Path
+
+from tessera.base.forksafe import ForkSafeLock
 
 __all__ = ["elf_complete", "keep_private", "pin"]
 
 _PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _pinned: dict[tuple[int, int], Path] = {}
 _limit: int | None = None
 _private_dir: list[Path] = []

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tessera.base.errors import CompileError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.package_dir import package_dir
 from tessera.runtime.host import recipe as host_recipe
 from tessera.runtime.host import unit as host_unit
@@ -68,7 +69,7 @@ def find_cxx() -> list[str]:
 
 
 _LINKERS: dict[tuple[str, ...], subprocess.Popen[str] | tuple[tuple[str, ...], str]] = {}
-_LINKER_LOCK = threading.Lock()
+_LINKER_LOCK = ForkSafeLock()
 
 
 def _probe_gold(cxx: tuple[str, ...]) -> subprocess.Popen[str] | tuple[tuple[str, ...], str]:
@@ -146,8 +147,8 @@ def _warn_output(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 _ENGINES: dict[str, bytes] = {}
-_ENGINE_LOCK = threading.Lock()  # one build of the engine at a time in a process (see prefetch_engine)
-_PREFETCH_LOCK = threading.Lock()  # not _ENGINE_LOCK: a second prefetch must not wait for the build
+_ENGINE_LOCK = ForkSafeLock()  # one build of the engine at a time in a process (see prefetch_engine)
+_PREFETCH_LOCK = ForkSafeLock()  # not _ENGINE_LOCK: a second prefetch must not wait for the build
 _prefetched = False
 
 
@@ -269,10 +270,8 @@ def _prefetch(cxx: list[str]) -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has none of its parent's threads and child processes: new locks (a thread
-    of the parent may have held one), and the parent's engine compile and linker probe forgotten."""
-    global _ENGINE_LOCK, _LINKER_LOCK, _PREFETCH_LOCK
-    _ENGINE_LOCK, _LINKER_LOCK, _PREFETCH_LOCK = threading.Lock(), threading.Lock(), threading.Lock()
+    """A forked child has none of its parent's threads and child processes: the parent's engine
+    compile and linker probe forgotten (its locks are new: ForkSafeLock)."""
     _STARTED.clear()
     for cxx in [c for c, probe in _LINKERS.items() if isinstance(probe, subprocess.Popen)]:
         del _LINKERS[cxx]

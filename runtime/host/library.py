@@ -7,7 +7,6 @@ import ctypes
 import functools
 import os
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tessera.base.errors import LaunchError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.kernel_info import KernelInfo, ParamInfo
 from tessera.runtime.launch_args import Bound, check_shared
 
@@ -147,7 +147,7 @@ def _default_threads() -> int:
 # reach the kernel's limit on mappings (vm.max_map_count, 65530) or on threads.
 KEEP_ARENAS = 4
 _recent: list[CpuLibrary] = []
-_recent_lock = threading.Lock()
+_recent_lock = ForkSafeLock()
 
 
 def _launched(lib: CpuLibrary) -> None:

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tessera.base.forksafe import ForkSafeLock
+
 IDLE_SECONDS = 30.0  # a unit not taken by then is killed: a waiting compiler holds ~20 MB
 MAIN = "unit.cpp"
 # The unit: the wrapper arrives on the compiler's stdin; it ends with the define, so a compiler that
@@ -91,7 +93,7 @@ class StartedUnit:
                     pipe.close()
 
 
-_LOCK = threading.Lock()
+_LOCK = ForkSafeLock()
 _LIVE: set[StartedUnit] = set()  # every unit not discarded yet, waiting or taken (see forget_after_fork)
 _UNIT: list[StartedUnit] = []  # at most one: the unit started for this process's first build
 _closed = [False]  # after the first build or a first library from the cache, no unit is started
@@ -147,9 +149,8 @@ def discard() -> None:
 def forget_after_fork() -> None:
     """In a forked child: the parent's units are the parent's. The child closes its copies of their
     pipes: holding the write end of a unit's stdin, it would keep the compiler waiting (and the
-    parent's build, or its discard, waiting for the compiler) for as long as the child lives."""
-    global _LOCK
-    _LOCK = threading.Lock()
+    parent's build, or its discard, waiting for the compiler) for as long as the child lives. (The
+    lock is new in the child: ForkSafeLock.)"""
     for unit in _LIVE:
         unit.close_in_child()
     _LIVE.clear()

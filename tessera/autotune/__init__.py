@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
+import operator
 from typing import Any
 
 from tessera.autotune.search import STATS, candidates, count
 from tessera.autotune.store import TuneStore
 from tessera.base.errors import LaunchError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.tune_space import TuneSpace
 
 __all__ = ["clear", "enable", "explain", "generalize", "load_cache", "measure_on_cpu", "save_cache", "stats"]
@@ -28,7 +29,7 @@ __all__ = ["clear", "enable", "explain", "generalize", "load_cache", "measure_on
 _settings: dict[str, Any] = {"enabled": True, "cpu": False, "generalize": True, "top_k": 4, "repeat": 5}
 _store = TuneStore()
 _memo: dict[tuple, Any] = {}
-_memo_lock = threading.Lock()
+_memo_lock = ForkSafeLock()
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -70,6 +71,8 @@ def save_cache(path: str) -> int:
         return _store.export(path)
     except OSError as e:
         raise TesseraError(f"cannot write {path!r}: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path
+        raise TesseraError(f"tessera.autotune.save_cache(): path {path!r} is not a valid path") from None
 
 
 def load_cache(path: str) -> int:
@@ -82,6 +85,8 @@ def load_cache(path: str) -> int:
         n = _store.import_file(path)
     except OSError as e:
         raise TesseraError(f"cannot read {path!r}: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path
+        raise TesseraError(f"tessera.autotune.load_cache(): path {path!r} is not a valid path") from None
     _forget()
     return n
 
@@ -221,6 +226,18 @@ def _choose(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given
     return choice
 
 
+def _key_value(kernel: str, name: str, value: Any) -> int:
+    """A key value for `explain`: a shape symbol's value, as a launch could bind it."""
+    try:
+        n = None if isinstance(value, bool) else operator.index(value)  # an int or a NumPy integer
+    except TypeError:
+        n = None
+    if n is None or not 0 <= n < 2**31:
+        raise TesseraError(f"explain({kernel}): {name} must be an int from 0 to {2**31 - 1} (a shape symbol's "
+                           f"value), not {value!r}"[:300])
+    return n
+
+
 def explain(kernel: Any, **shapes: int) -> str:
     """Which configuration a launch of `kernel` with these key values would use, from where and
     why (nothing is compiled or tuned)."""
@@ -235,7 +252,11 @@ def explain(kernel: Any, **shapes: int) -> str:
     if missing:
         raise TesseraError(f"explain({kernel.name}): give the key value{'s' * (len(missing) > 1)} "
                            f"{', '.join(missing)} as keywords ({', '.join(f'{s}=...' for s in space.key)})")
-    key = tuple(sorted((s, int(shapes[s])) for s in space.key))
+    key = tuple(sorted((s, _key_value(kernel.name, s, shapes[s])) for s in space.key))
+    unknown = sorted(set(shapes) - set(space.key))
+    if unknown:
+        raise TesseraError(f"explain({kernel.name}): {unknown[0]!r} is not a key of its @autotune "
+                           f"(key: {', '.join(space.key)})"[:300])
     src, fp = source_hash(mod.source), fingerprint()
     mine = [r for r in _store.records(mod.arch).values() if (r.source, r.kernel, r.fingerprint) == (src, kernel.name, fp)]
     head = f"{kernel.name} on {mod.arch}, key {', '.join(f'{n}={v}' for n, v in key)}:"

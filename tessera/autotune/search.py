@@ -14,7 +14,6 @@ import itertools
 import math
 import os
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 from tessera.autotune.arch import arch_spec
 from tessera.autotune.model import Estimate, Resources, estimate, prune_reason
 from tessera.base.errors import CompileError, TesseraError
+from tessera.base.forksafe import ForkSafeLock
 from tessera.base.options import CompileOptions
 from tessera.base.tune_space import TuneSpace
 from tessera.transpile.consts import Value
@@ -31,7 +31,7 @@ from tessera.transpile.lir import nodes as L
 Config = tuple[tuple[str, Value], ...]
 GroupsOf = Callable[[dict[str, Value]], "int | None"]
 
-_stats_lock = threading.Lock()
+_stats_lock = ForkSafeLock()
 STATS = {"candidate_compiles": 0}
 
 

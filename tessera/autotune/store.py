@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from tessera.autotune.arch import ARCH_TABLE, arch_spec
 from tessera.autotune.model import Resources, prune_reason
 from tessera.autotune.record import BadRecord, Record
+from tessera.base.forksafe import ForkSafeLock
 
 FORMAT = "tessera-autotune"
 VERSION = 1
@@ -116,7 +116,7 @@ class TuneStore:
     """Records in memory, per architecture, backed by the per-architecture files (when `persist`)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = ForkSafeLock(reentrant=True)
         self._records: dict[str, dict[tuple, Record]] = {}
         self.persist = True
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -29,34 +29,12 @@ class Mesh:
     lists the job's ranks in mesh order (row-major)."""
 
     def __init__(self, axes: Any, shape: Any = None, devices: Any = None) -> None:
-        if isinstance(axes, str) or not isinstance(axes, (tuple, list)) or not axes:
-            raise DistError(f"Mesh(axes=...) must be a non-empty tuple of axis names, not {axes!r}")
-        for a in axes:
-            if not isinstance(a, str) or not _AXIS_NAME.fullmatch(a):
-                raise DistError(f"Mesh(axes=...): {a!r} is not an axis name (letters, digits, _)")
-        if len(set(axes)) != len(axes):
-            raise DistError(f"Mesh(axes=...) names an axis twice: {tuple(axes)!r}")
-        self.axes: tuple[str, ...] = tuple(axes)
         self._world = world()
+        try:  # checked here, agreed on below: a process that refuses its arguments still meets the others
+            self.axes, self.shape, order = self._checked(axes, shape, devices, self._world.Get_size())
+        except DistError as e:
+            refuse(self._world, "Mesh()", e)
         size = self._world.Get_size()
-        order = self._devices(devices, size)
-        if shape is None:
-            if len(self.axes) != 1:
-                raise DistError(f"Mesh(axes={self.axes!r}) needs shape=(...) with one extent per axis")
-            shape = (len(order),)
-        if isinstance(shape, int) and not isinstance(shape, bool):
-            shape = (shape,)
-        if (not isinstance(shape, (tuple, list)) or len(shape) != len(self.axes)
-                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
-            raise DistError(f"Mesh(shape=...) must be {len(self.axes)} positive int(s), one per axis of "
-                            f"{self.axes!r}, not {shape!r}")
-        self.shape: tuple[int, ...] = tuple(shape)
-        if math.prod(self.shape) != size:
-            raise DistError(f"Mesh(shape={self.shape!r}) has {math.prod(self.shape)} positions but the job has "
-                            f"{size} process{'es' if size != 1 else ''} (start it with mpiexec -n "
-                            f"{math.prod(self.shape)})")
-        if len(order) != size:
-            raise DistError(f"Mesh(devices=...) lists {len(order)} ranks but the job has {size} processes")
         self.rank: int = self._world.Get_rank()
         self.size: int = size
         self._order = order  # mesh position -> rank
@@ -69,6 +47,37 @@ class Mesh:
                    show={name: lambda v: f"{self!r}, devices {order}" if v[0] == self.digest else "another mesh"})
         self._mpi: dict[str, MpiEngine] = {}
         self._nccl: dict[str, Any] = {}
+
+    @classmethod
+    def _checked(cls, axes: Any, shape: Any, devices: Any, size: int) -> tuple[tuple[str, ...], tuple[int, ...], list[int]]:
+        """(axes, shape, the ranks in mesh order) of a mesh over a job of `size` processes."""
+        if isinstance(axes, str) or not isinstance(axes, (tuple, list)) or not axes:
+            raise DistError(f"Mesh(axes=...) must be a non-empty tuple of axis names, not {axes!r}"[:300])
+        for a in axes:
+            if not isinstance(a, str) or not _AXIS_NAME.fullmatch(a):
+                raise DistError(f"Mesh(axes=...): {a!r} is not an axis name (letters, digits, _)"[:300])
+        if len(set(axes)) != len(axes):
+            raise DistError(f"Mesh(axes=...) names an axis twice: {tuple(axes)!r}")
+        axes = tuple(axes)
+        order = cls._devices(devices, size)
+        if shape is None:
+            if len(axes) != 1:
+                raise DistError(f"Mesh(axes={axes!r}) needs shape=(...) with one extent per axis")
+            shape = (len(order),)
+        if isinstance(shape, int) and not isinstance(shape, bool):
+            shape = (shape,)
+        if (not isinstance(shape, (tuple, list)) or len(shape) != len(axes)
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
+            raise DistError(f"Mesh(shape=...) must be {len(axes)} positive int(s), one per axis of "
+                            f"{axes!r}, not {shape!r}"[:300])
+        shape = tuple(shape)
+        if math.prod(shape) != size:
+            raise DistError(f"Mesh(shape={shape!r}) has {math.prod(shape)} positions but the job has "
+                            f"{size} process{'es' if size != 1 else ''} (start it with mpiexec -n "
+                            f"{math.prod(shape)})")
+        if len(order) != size:
+            raise DistError(f"Mesh(devices=...) lists {len(order)} ranks but the job has {size} processes")
+        return axes, shape, order
 
     @staticmethod
     def _devices(devices: Any, size: int) -> list[int]:
@@ -125,25 +134,36 @@ class Mesh:
         agree(self._world, what, fields, show)
 
 
-def agree(comm: Any, what: str, fields: list[tuple[str, tuple[int, ...]]], show: dict[str, Any] | None = None) -> None:
+def agree(comm: Any, what: str, fields: list[tuple[str, tuple[int, ...]]], show: dict[str, Any] | None = None,
+          rejected: DistError | None = None) -> None:
     """Every process of `comm` contributes `fields` (name, up to 8 ints) that must agree across
     them: one Allgather of a fixed-size int64 table (the same size whatever the operation, so that
     processes calling different operations still meet in it). A disagreement raises DistError on
     every process, naming the field and which processes had which value (`show[name]` turns a
-    value into text)."""
+    value into text). `rejected`: this process refused its own arguments (it sends no fields, and
+    `refuse` raises its error after this returns); every other process then raises an error naming
+    the processes that refused theirs and why (one more Allgather, of the first one's message)."""
     if len(fields) > MAX_FIELDS or any(len(v) > 8 for _, v in fields):
         raise DistError(f"{what}: too many fields to check (tensors have at most 8 dimensions)")
-    vec = np.zeros((MAX_FIELDS, 9), np.int64)
-    for i, (_, v) in enumerate(fields):
+    vec = np.zeros((MAX_FIELDS + 1, 9), np.int64)  # row 0: whether this process refused its arguments
+    vec[0, 0] = rejected is not None
+    for i, (_, v) in enumerate(fields if rejected is None else (), 1):
         vec[i, 0] = len(v)
         vec[i, 1:1 + len(v)] = [x & 0x7FFFFFFFFFFFFFFF for x in v]
     size = comm.Get_size()
     table = np.empty((size, *vec.shape), np.int64)
     comm.Allgather(vec, table)
+    refused = [r for r in range(size) if table[r, 0, 0]]
+    if refused:
+        why = _first_reason(comm, rejected, refused[0])
+        if rejected is not None:
+            return
+        raise DistError(f"{what}: process{'es' if len(refused) > 1 else ''} {', '.join(map(str, refused))} "
+                        f"refused {'their' if len(refused) > 1 else 'its'} arguments ({why})")
     if (table == vec).all():  # the common case, tested at once: every process sent this table
         return
     show = show or {}
-    for i, (name, _) in enumerate(fields):
+    for i, (name, _) in enumerate(fields, 1):
         seen: dict[tuple[int, ...], list[int]] = {}
         for r in range(size):
             n = int(table[r, i, 0])
@@ -155,4 +175,23 @@ def agree(comm: Any, what: str, fields: list[tuple[str, tuple[int, ...]]], show:
             raise DistError(f"{what}: the processes disagree on {name}: {where}")
 
 
+def refuse(comm: Any, what: str, error: DistError) -> NoReturn:
+    """Raise `error`, this process's refusal of its own arguments to `what`, once the other
+    processes of `comm` know: they meet it in `agree` (whatever operation they call) and raise too."""
+    agree(comm, what, [], rejected=error)
+    raise error
+
+
+def _first_reason(comm: Any, rejected: DistError | None, first: int) -> str:
+    """The message of process `first`'s refusal, as every process of `comm` receives it."""
+    mine = np.zeros(REASON_BYTES, np.uint8)
+    if rejected is not None:
+        text = str(rejected).encode("utf-8", "replace")[:REASON_BYTES]
+        mine[:len(text)] = np.frombuffer(text, np.uint8)
+    every = np.empty((comm.Get_size(), REASON_BYTES), np.uint8)
+    comm.Allgather(mine, every)
+    return bytes(every[first]).rstrip(b"\0").decode("utf-8", "replace")
+
+
 MAX_FIELDS = 8
+REASON_BYTES = 512  # of a refusal's message, sent to the other processes

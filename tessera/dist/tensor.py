@@ -1,17 +1,19 @@
 """Distributed tensors: a global shape and dtype, a layout over a mesh, and this process's shard
 (`.local`: a NumPy array on the CPU backend, a `DeviceBuffer` on CUDA). `tensor` and `from_numpy`
-check collectively that every process agrees on the shape, dtype and layout."""
+check collectively that every process agrees on the shape, dtype and layout; arguments that one
+process refuses make every process raise (mesh.refuse), never a hang."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from tessera.base.errors import DistError
-from tessera.dist.mesh import Mesh, crc
+from tessera.base.errors import DistError, TesseraError
+from tessera.dist.engines import world
+from tessera.dist.mesh import Mesh, crc, refuse
 from tessera.dist.sharded import Sharded
 from tessera.dist.shardspec import Placement, place
 
@@ -144,23 +146,32 @@ def _checked(t: DistTensor, what: str) -> DistTensor:
     return t
 
 
+def _refused(what: str, e: TesseraError) -> NoReturn:
+    """This process refused its arguments: every process of the job (which every mesh covers)
+    raises, the others in their check."""
+    refuse(world(), what, e if isinstance(e, DistError) else DistError(f"{what}: {e}"))
+
+
 def tensor(shape: Any, layout: Any = None, mesh: Any = None, dtype: Any = "f32", *, name: str | None = None,
            backend: str = "auto") -> DistTensor:
     """A zero-filled distributed tensor of global `shape` (`layout` defaults to replicated)."""
     from tessera.dist.shardspec import ShardSpec
 
     what = "dist.tensor()"
-    dims, name = _args(shape, mesh, name, what)
-    dt = as_dtype(dtype, what)
-    placement = place(layout if layout is not None else ShardSpec(None, replicate=True), len(dims), mesh.axes, what)
-    t = DistTensor(name, dims, dt, placement, mesh, None)
-    local_shape = tuple(b - a for a, b in t.ranges())
-    if _backend(backend) == "cuda":
-        from tessera.dist.device import DeviceBuffer
+    try:  # checked here, agreed on in _checked: a process that refuses its arguments still meets the others
+        dims, name = _args(shape, mesh, name, what)
+        dt = as_dtype(dtype, what)
+        placement = place(layout if layout is not None else ShardSpec(None, replicate=True), len(dims), mesh.axes, what)
+        t = DistTensor(name, dims, dt, placement, mesh, None)
+        local_shape = tuple(b - a for a, b in t.ranges())
+        if _backend(backend) == "cuda":
+            from tessera.dist.device import DeviceBuffer
 
-        t._local = DeviceBuffer.zeros(local_shape, dt)
-    else:
-        t._local = np.zeros(local_shape, dt)
+            t._local = DeviceBuffer.zeros(local_shape, dt)
+        else:
+            t._local = np.zeros(local_shape, dt)
+    except TesseraError as e:
+        _refused(what, e)
     return _checked(t, f"dist.tensor({name!r})")
 
 
@@ -168,20 +179,23 @@ def from_numpy(array: Any, layout: Any = None, mesh: Any = None, *, name: str | 
                backend: str = "auto") -> DistTensor:
     """A distributed tensor from the global `array` that every process passes (each keeps its
     block; with a pending reduction each keeps all of its own array, its partial result)."""
-    what = "dist.from_numpy()"
-    if not isinstance(array, np.ndarray):
-        raise DistError(f"{what}: array must be a NumPy array, not {type(array).__name__}")
     from tessera.dist.shardspec import ShardSpec
 
-    dims, name = _args(array.shape, mesh, name, what)
-    dt = as_dtype(array.dtype, what)
-    placement = place(layout if layout is not None else ShardSpec(None, replicate=True), len(dims), mesh.axes, what)
-    t = DistTensor(name, dims, dt, placement, mesh, None)
-    block = np.ascontiguousarray(array[tuple(slice(a, b) for a, b in t.ranges())]).copy()
-    if _backend(backend) == "cuda":
-        from tessera.dist.device import DeviceBuffer
+    what = "dist.from_numpy()"
+    try:  # as in `tensor`
+        if not isinstance(array, np.ndarray):
+            raise DistError(f"{what}: array must be a NumPy array, not {type(array).__name__}")
+        dims, name = _args(array.shape, mesh, name, what)
+        dt = as_dtype(array.dtype, what)
+        placement = place(layout if layout is not None else ShardSpec(None, replicate=True), len(dims), mesh.axes, what)
+        t = DistTensor(name, dims, dt, placement, mesh, None)
+        block = np.ascontiguousarray(array[tuple(slice(a, b) for a, b in t.ranges())]).copy()
+        if _backend(backend) == "cuda":
+            from tessera.dist.device import DeviceBuffer
 
-        t._local = DeviceBuffer.from_host(block)
-    else:
-        t._local = block
+            t._local = DeviceBuffer.from_host(block)
+        else:
+            t._local = block
+    except TesseraError as e:
+        _refused(what, e)
     return _checked(t, f"dist.from_numpy({name!r})")

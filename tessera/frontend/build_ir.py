@@ -196,7 +196,7 @@ class Build(Transformer):
 
     def for_stmt(self, c):
         kw, var, it, body = c
-        return N.For(_loc(kw), str(var), it, body)
+        return N.For(_loc(kw), str(var), it, body, var_loc=_loc(var))
 
     # -- expressions
     def ternary(self, c):

@@ -263,6 +263,7 @@ class For:
     var_ty: ScalarType | None = None
     step_value: int | None = None  # the step when it is a compile-time constant
     stages: int | None = None  # tpipeline: the number of buffers of each pipelined copy
+    var_loc: Loc | None = None  # where the loop variable is written (its name's errors point there)
 
 
 @ir_node
@@ -371,7 +372,7 @@ class FuncDef:
     type_params: tuple[TypeParam, ...] = ()  # `def f[T, U: (f16, f32)]`
     # An instance of a generic function (specialize for kernels, typecheck for device functions): the
     # types bound to its type parameters, which it no longer has, and the generic function's name when
-    # the instance was renamed (`f_T_f32`: a device function instance, or one of several kernel instances).
+    # the instance was renamed (`f[T=f32]`: a device function instance, or one of several kernel instances).
     type_values: tuple[tuple[str, str], ...] = ()
     base_name: str = ""
     rets: tuple[str, ...] = ()          # a device function returning several values: their types

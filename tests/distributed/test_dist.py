@@ -60,6 +60,20 @@ def test_four_process_job(tmp_path_factory: pytest.TempPathFactory) -> None:
             "processes 0, 1, 2; (8, 5) on process 3") in out
 
 
+def test_arguments_one_process_refuses_fail_every_process(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """dist.tensor, dist.from_numpy and dist.Mesh arguments that one process refuses raise DistError on
+    every process (each < 30 s) and leave the job working; then 40 random rounds in which any processes refuse
+    theirs or pass others' against a model of who raises what (REFUSALS_ROUNDS, REFUSALS_SEED). Before, the refusing process raised at once and
+    the others waited in the metadata exchange forever (the job's alarm ends a process after 90 s)."""
+    out = _run([str(MPIEXEC), "-n", "4", sys.executable, str(JOBS / "refusals_job.py")],
+               _env(tmp_path_factory), timeout=180)
+    assert " FAIL " not in out, out
+    for rank in range(4):
+        assert f"rank {rank} done 15" in out and f"rank {rank} random 40 of 40" in out, out
+    assert ("rank 0 DistError tensor shape: dist.tensor('T'): process 3 refused its arguments (dist.tensor(): "
+            "shape must be 1 to 8 non-negative ints, not (4, -1))") in out
+
+
 def test_job_of_one_without_a_launcher(tmp_path_factory: pytest.TempPathFactory) -> None:
     out = _run([sys.executable, str(JOBS / "single_job.py")], _env(tmp_path_factory), timeout=120)
     assert "done 2" in out, out

@@ -10,6 +10,11 @@ instance is then checked like any other function, and errors in it carry a note 
 
     def scale[T](x: T[n], a: T)        with T = f16
     ->  def scale(x: f16[n], a: f16)   (type_values=(("T", "f16"),))
+
+An instance that must be told apart from its siblings (device function instances, the kernel
+instances `tesserac` emits for every allowed type) is renamed `scale[T=f16]`: not an identifier,
+so no name in the program can be the same. Its C name comes from transpile/names.py like a kernel
+variant's (`scale_T_f16`, made unique against every other name of the module).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from tessera.base.dtypes import SCALARS
 from tessera.base.errors import DiagnosticSink, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.scope import BUILTIN_NAMES
-from tessera.transpile.names import variant_name
 
 
 def binding_text(values: tuple[tuple[str, str], ...]) -> str:
@@ -31,8 +35,8 @@ def binding_text(values: tuple[tuple[str, str], ...]) -> str:
 
 
 def instance_name(fn: N.FuncDef, values: tuple[tuple[str, str], ...]) -> str:
-    """The name of an instance that is renamed (`lerp_T_f16`): a valid identifier, also its C name."""
-    return variant_name(fn.name, values)
+    """The name of an instance that is renamed (`lerp[T=f16]`), which no identifier can equal."""
+    return f"{fn.name}[{', '.join(f'{k}={v}' for k, v in values)}]"
 
 
 def substitute(fn: N.FuncDef, values: tuple[tuple[str, str], ...], rename: bool) -> N.FuncDef:
@@ -96,9 +100,14 @@ def check_type_params(fn: N.FuncDef, module: N.Module, sink: DiagnosticSink) -> 
             ok = False
         else:
             clash = next((p for p in fn.params if p.name == name), None)
+            dim = next((d for p in fn.params for d in p.dims or () if isinstance(d, N.Name) and d.id == name), None)
             if clash is not None:
                 sink.error(tp.loc, f"type parameter '{name}' clashes with the parameter '{name}' of '{fn.name}'",
                            Note("parameter here", clash.loc))
+                ok = False
+            elif dim is not None:
+                sink.error(tp.loc, f"type parameter '{name}' clashes with the shape symbol '{name}' of '{fn.name}'",
+                           Note("shape symbol here", dim.loc))
                 ok = False
         seen.setdefault(name, tp.loc)
         allowed: set[str] = set()
@@ -131,7 +140,7 @@ def _assigned(stmts: tuple[N.Stmt, ...]) -> Iterator[tuple[str, N.Loc]]:
                 if isinstance(t, N.Name):
                     yield t.id, t.loc
         elif isinstance(s, N.For):
-            yield s.var, s.loc
+            yield s.var, s.var_loc or s.loc
             yield from _assigned(s.body)
         elif isinstance(s, N.While):
             yield from _assigned(s.body)

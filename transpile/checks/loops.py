@@ -5,16 +5,16 @@ the `for` statements."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tessera.base.dtypes import SCALARS
+from tessera.base.errors import Note
 from tessera.base.limits import MAX_STAGES
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import scalar_type
 from tessera.transpile.checks.scope import Part, Sym
 
-if TYPE_CHECKING:
-    pass
+# What a name of the body other than a plain local is, for the error when a loop variable takes it.
+_WHAT = {"loopvar": "a loop variable", "shared": "a shared array", "regs": "a register array",
+         "frag": "a fragment"}
 
 
 class Loops(Part):
@@ -60,17 +60,20 @@ class Loops(Part):
             if t.bits > var_ty.bits:
                 var_ty = t
         args = [self.exprs.coerce(a, var_ty) for a in args]
-        if not self.scope.check_new_name(s.var, s.loc):
+        at = s.var_loc or s.loc
+        if not self.scope.check_new_name(s.var, at):
             return s
         prev = self.fc.locals.get(s.var)
         if prev is not None and prev.ref != "local":
-            self.sink.error(s.loc, f"'{s.var}' is already a {prev.ref} and cannot be a loop variable")
+            self.sink.error(at, f"'{s.var}' is already {_WHAT.get(prev.ref, 'defined')} and cannot be a loop variable",
+                            Note("defined here", prev.loc))
             return s
         if s.var in self.fc.params:
-            self.sink.error(s.loc, f"'{s.var}' is a parameter and cannot be a loop variable")
+            self.sink.error(at, f"'{s.var}' is a parameter and cannot be a loop variable",
+                            Note("parameter here", self.fc.params[s.var].loc))
             return s
         if prev is not None and prev.ty != var_ty:
-            self.sink.error(s.loc, f"loop variable '{s.var}' is {var_ty} but the local '{s.var}' is {prev.ty}")
+            self.sink.error(at, f"loop variable '{s.var}' is {var_ty} but the local '{s.var}' is {prev.ty}")
             return s
         if prev is None:
             self.fc.locals[s.var] = Sym(s.var, "loopvar", var_ty, s.loc, block=self.fc.block + (-1,))

@@ -129,7 +129,12 @@ class ModuleChecker:
                        and p.type_name in SCALARS and SCALARS[p.type_name].is_int and fn.kind == "kernel"}
         for p in fn.params:
             if p.name in scope.params:
-                self.sink.error(p.loc, f"duplicate parameter '{p.name}'")
+                first = scope.params[p.name]
+                if first.ref == "shape":
+                    self.sink.error(p.loc, f"parameter '{p.name}' has the name of the shape symbol '{p.name}'; "
+                                    "rename one of them", Note("shape symbol here", first.loc))
+                else:
+                    self.sink.error(p.loc, f"duplicate parameter '{p.name}'", Note("first defined here", first.loc))
                 ok = False
                 continue
             if p.name in BUILTIN_NAMES or (p.name in self.syms and self.syms[p.name].ref != "func"):
@@ -187,6 +192,10 @@ class ModuleChecker:
             if isinstance(d, N.Name) and d.id not in self.syms and d.id not in scope.params:
                 if d.id in BUILTIN_NAMES and d.id != "grid_groups":
                     self.sink.error(d.loc, f"'{d.id}' cannot be a shape symbol; it is a builtin name")
+                    return None
+                if d.id == p.name:  # `x: f32[x]`: in the body, `x` could not mean both
+                    self.sink.error(d.loc, f"the shape symbol '{d.id}' has the name of its own tensor '{p.name}'; "
+                                    "name the dimension differently (for example 'n')", Note("the tensor", p.loc))
                     return None
                 if d.id != "grid_groups":
                     scope.params[d.id] = Sym(d.id, "shape", I32, d.loc)

@@ -27,9 +27,8 @@ from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
-from tessera.transpile.emit.terms import var_name
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.names import c_ident
+from tessera.transpile.names import c_ident, var_name
 
 
 class RegionPrinter(BodyPrinter):

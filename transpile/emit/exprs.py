@@ -34,10 +34,9 @@ from tessera.transpile.emit.terms import (
     nonzero_literal,
     round_fn,
     store_fn,
-    var_name,
 )
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.names import c_ident
+from tessera.transpile.names import c_ident, var_name
 
 _CHECKED = {"+": "add", "-": "sub", "*": "mul"}
 

@@ -24,9 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import F32, c_literal
-from tessera.transpile.emit.terms import var_name
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.names import c_ident
+from tessera.transpile.names import c_ident, var_name
 
 if TYPE_CHECKING:
     from tessera.transpile.emit.stmts import BodyPrinter

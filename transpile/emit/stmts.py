@@ -17,10 +17,10 @@ from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.emit import frags as cfrag
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
-from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn, var_name
+from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_layout import arch_number, shared_layout
-from tessera.transpile.names import c_ident
+from tessera.transpile.names import c_ident, var_name
 
 INDENT = "    "
 _SIMPLE_OPS = ("+", "-", "*", "&", "|", "^")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tessera.base.dtypes import ScalarType
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.names import c_ident
 
 # C precedence levels (higher binds tighter).
 PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = 16, 15, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3
@@ -31,12 +30,6 @@ def c_string(text: str) -> str:
             out.append(f"\\{ch:03o}")
     out.append('"')
     return "".join(out)
-
-
-def var_name(name: str) -> str:
-    """The C name of a variable: compiler temporaries (`%stop_k`) are `tsr_stop_k`, user names are
-    kept where safe (names.c_ident)."""
-    return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
 
 
 def round_fn(ty: ScalarType) -> str | None:

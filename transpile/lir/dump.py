@@ -12,9 +12,9 @@ from __future__ import annotations
 from tessera.frontend import nodes as N
 from tessera.frontend.dump import dump_module
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.cnames import module_names
 from tessera.transpile.lir.fold import trip_count
 from tessera.transpile.lir.shared_layout import shared_layout
-from tessera.transpile.names import module_names
 
 _INDENT = "    "
 

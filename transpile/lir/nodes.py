@@ -508,9 +508,9 @@ class Function:
     # Kernels: the variant that assumes 16-byte-aligned copied tensors whose shape symbols are
     # multiples of 16 (transpile/lir/copy_plan.py), picked at launch where the arrays allow it.
     aligned: bool = False
-    # An instance of a generic kernel (transpile/checks/generics.py): its type parameters' binding, which
+    # An instance of a generic function (transpile/checks/generics.py): its type parameters' binding, which
     # its C name carries (`scale_T_f16`); `base_name`: the generic function's name where the
-    # instance was renamed (then the name carries the binding already).
+    # instance was renamed (`scale[T=f16]`; its C name starts from `base_name`).
     type_values: tuple[tuple[str, str], ...] = ()
     base_name: str = ""
     rets: tuple[ScalarType, ...] = ()     # device functions returning several values (`ret` is None)

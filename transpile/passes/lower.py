@@ -408,7 +408,7 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
     cfg = fn.config
     out = L.Function(fn.loc, fn.name, fn.kind, tuple(params), ret, tuple(lw.buffers), body, tuple(consts),
                      cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None,
-                     type_values=() if fn.base_name else fn.type_values, base_name=fn.base_name,
+                     type_values=fn.type_values, base_name=fn.base_name,
                      rets=tuple(SCALARS[t] for t in fn.rets))
     return hoist_function(out) if hoist else out
 

@@ -6,7 +6,7 @@ After:   FuncDef(matmul, const_values=(("BM", 128),))
 
 A kernel with type parameters (`def scale[T]`) becomes one instance per binding (transpile/checks/generics.py):
 the binding given by the caller or `-D T=f16`, else every allowed type of a restricted parameter
-(several instances are renamed `scale_T_f16`, ...). Generic device functions are kept as they are
+(several instances are renamed `scale[T=f16]`, ...; their C names are `scale_T_f16`, ...). Generic device functions are kept as they are
 (the type checker instantiates them per call).
 
 Kernels whose const parameters have no value are dropped when the caller asked for that

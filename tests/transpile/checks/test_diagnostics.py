@@ -613,6 +613,24 @@ CATALOG: list[Case] = [
          "tbarrier() must be reached by every tile of the group"),
     Case("mut-scalar-device-parameter", "@device\ndef ms(a: mut f32):\n    pass\n", 2, 8,
          'a const or mut scalar parameter is an error'),
+    # ---- names
+    # a shape symbol named like a parameter: NVRTC and g++ rejected the C (two parameters of one name)
+    Case("shape-symbol-is-its-tensor", "@kernel tile[(128,)]\ndef k(x: mut f32[x]):\n    pass\n", 2, 18,
+         "the shape symbol 'x' has the name of its own tensor 'x'", note="the tensor"),
+    Case("shape-symbol-is-its-array", "@device\ndef g(v: f32[4, v]) -> f32:\n    return v[0, 0]\n", 2, 17,
+         "the shape symbol 'v' has the name of its own tensor 'v'", note="the tensor"),
+    Case("parameter-is-a-shape-symbol", "@kernel tile[(128,)]\ndef k(x: mut f32[n], n: f32):\n    pass\n", 2, 22,
+         "parameter 'n' has the name of the shape symbol 'n'", note="shape symbol here"),
+    Case("parameter-is-an-earlier-tensor-shape-symbol", "@kernel tile[(128,)]\ndef k(y: f32[x], x: mut f32[x]):\n    pass\n",
+         2, 18, "parameter 'x' has the name of the shape symbol 'x'", note="shape symbol here"),
+    Case("type-param-is-a-shape-symbol", kern("pass", "@kernel tile[(128,)]\ndef k[T](x: T[T]):\n"), 2, 7,
+         "type parameter 'T' clashes with the shape symbol 'T' of 'k'", ("-D", "T=f32"), note="shape symbol here"),
+    # a loop variable's name errors point at the name, not at `for`
+    Case("loop-variable-is-a-parameter", kern("for m in range(3):\n    pass"), 3, 9,
+         "'m' is a parameter and cannot be a loop variable", note="parameter here"),
+    Case("loop-variable-is-a-shared-array", kern("s = tshared.alloc(f32[4])\nfor s in range(3):\n    pass"), 4, 9,
+         "'s' is already a shared array and cannot be a loop variable", note="defined here"),
+    Case("loop-variable-is-a-builtin", kern("for inf in range(3):\n    pass"), 3, 9, "'inf' is a builtin name"),
 ]
 
 
