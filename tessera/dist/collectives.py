@@ -75,6 +75,12 @@ def _partial_op(t: Sharded, axis: str, op: str, call: str) -> bool:
     return True
 
 
+def _async(async_op: Any) -> str:
+    """`async_op` as part of the call the processes compare: one process passing another value (a
+    bad one included) makes every process raise instead of the others entering the collective."""
+    return "" if async_op is False else f", async_op={async_op!r}"
+
+
 def _flag(async_op: Any, call: str) -> bool:
     if not isinstance(async_op, bool):
         raise DistError(f"{call}: async_op must be a bool, not {async_op!r}")
@@ -83,7 +89,7 @@ def _flag(async_op: Any, call: str) -> bool:
 
 def all_reduce(t: Sharded, axis: str, op: str = "sum", *, async_op: bool = False) -> Any:
     """Reduce the shards of the processes along `axis` elementwise; every one gets the result."""
-    axis, call = _start(t, axis, "all_reduce", f", op={op!r}")
+    axis, call = _start(t, axis, "all_reduce", f", op={op!r}" + _async(async_op))
     op = _check_op(op, call)
     async_op = _flag(async_op, call)
     p = t.placement
@@ -102,7 +108,7 @@ def all_reduce(t: Sharded, axis: str, op: str = "sum", *, async_op: bool = False
 def reduce_scatter(t: Sharded, axis: str, op: str = "sum", *, dim: Any = None, async_op: bool = False) -> Any:
     """Reduce elementwise along `axis` and give each process its block of the result, split along
     the dimension the layout splits over `axis` (else `dim`, default 0) as numpy.array_split does."""
-    axis, call = _start(t, axis, "reduce_scatter", f", op={op!r}, dim={dim!r}")
+    axis, call = _start(t, axis, "reduce_scatter", f", op={op!r}, dim={dim!r}" + _async(async_op))
     op = _check_op(op, call)
     async_op = _flag(async_op, call)
     p = t.placement
@@ -128,7 +134,7 @@ def reduce_scatter(t: Sharded, axis: str, op: str = "sum", *, dim: Any = None, a
 
 def all_gather(t: Sharded, axis: str, *, async_op: bool = False) -> Any:
     """Join the blocks a layout splits over `axis`: every process along it gets the whole dimension."""
-    axis, call = _start(t, axis, "all_gather", "")
+    axis, call = _start(t, axis, "all_gather", _async(async_op))
     async_op = _flag(async_op, call)
     p = t.placement
     d = p.dim_of(axis)
@@ -143,7 +149,7 @@ def all_gather(t: Sharded, axis: str, *, async_op: bool = False) -> Any:
 
 def broadcast(t: Sharded, axis: str, root: int = 0, *, async_op: bool = False) -> Any:
     """Every process along `axis` gets the shard of the process at coordinate `root`."""
-    axis, call = _start(t, axis, "broadcast", f", root={root!r}")
+    axis, call = _start(t, axis, "broadcast", f", root={root!r}" + _async(async_op))
     async_op = _flag(async_op, call)
     n = t.mesh.sizes[axis]
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < n:
@@ -158,7 +164,8 @@ def broadcast(t: Sharded, axis: str, root: int = 0, *, async_op: bool = False) -
 def all_to_all(t: Sharded, axis: str, split_dim: Any = 0, concat_dim: Any = 1, *, async_op: bool = False) -> Any:
     """Move the split over `axis` from `concat_dim` to `split_dim`: each process splits its shard
     along `split_dim`, sends block j to process j and joins what it receives along `concat_dim`."""
-    axis, call = _start(t, axis, "all_to_all", f", split_dim={split_dim!r}, concat_dim={concat_dim!r}")
+    axis, call = _start(t, axis, "all_to_all", f", split_dim={split_dim!r}, concat_dim={concat_dim!r}"
+                           + _async(async_op))
     async_op = _flag(async_op, call)
     s, c = dim_number(split_dim, t.ndim, call), dim_number(concat_dim, t.ndim, call)
     p = t.placement

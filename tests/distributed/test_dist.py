@@ -72,6 +72,7 @@ def test_arguments_one_process_refuses_fail_every_process(tmp_path_factory: pyte
         assert f"rank {rank} done 15" in out and f"rank {rank} random 40 of 40" in out, out
     assert ("rank 0 DistError tensor shape: dist.tensor('T'): process 3 refused its arguments (dist.tensor(): "
             "shape must be 1 to 8 non-negative ints, not (4, -1))") in out
+    assert all(f"rank {rank} DistError async_op:" in out for rank in range(4)), out
 
 
 def test_job_of_one_without_a_launcher(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -106,6 +106,14 @@ for k in range(rounds):
     else:
         print(f"rank {R} FAIL random {k} {op} {plan}: {outcome}, the model says {want}", flush=True)
 print(f"rank {R} random {agreed} of {rounds}", flush=True)
+# A collective's async_op, bad on one process: every process raises (the call they compare differs)
+# instead of the others entering the collective and waiting for it.
+try:
+    dist.all_reduce(dist.from_numpy(A, None, mesh, name="G", backend="cpu"), axis="tp",
+                    async_op="yes" if R == 1 else False)
+    print(f"rank {R} FAIL async_op: no DistError", flush=True)
+except dist.DistError as e:
+    print(f"rank {R} DistError async_op: {e}", flush=True)
 # the processes still meet: a collective after the refusals
 total = dist.all_reduce(dist.from_numpy(A * (R + 1), None, mesh, name="after", backend="cpu"), axis="dp")
 group = mesh.ranks_along("dp")
