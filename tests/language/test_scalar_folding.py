@@ -230,6 +230,21 @@ def k(o: mut i64[4], p: mut i64[4]):
     assert o.tolist() == p.tolist() == [0, 45, 6, 2**40]
 
 
+def test_zero_minus_a_converted_integer_is_positive_zero_at_run_time() -> None:
+    """Found by the random test: GCC folded `0.0 - (double)b` into `-(double)b`, -0.0 for b == 0,
+    where the folder (and the GPU) give 0.0 (runtime/host/recipe.py compiles with -frounding-math)."""
+    src = """
+@kernel tile[(1,)]
+def k(b: bool[1], i: i32[1], o: mut f64[2], f: mut f32[1]):
+    o[0] = 0 - f64(b[0])
+    o[1] = 0.0 - f64(i[0])
+    f[0] = 0.0 - f32(i[0])
+"""
+    o, f = np.ones(2), np.ones(1, np.float32)
+    tessera.compile(src, backend="cpu").k(np.array([False]), np.array([0], np.int32), o, f, grid=1)
+    assert [math.copysign(1.0, v) for v in [*o, *f]] == [1.0, 1.0, 1.0]
+
+
 def test_bitwise_literals_retyped_to_a_float_are_a_located_error() -> None:
     """`x + (1 << 4)` with x: f32 retypes the literals to f32: the C was `1.0f << 4.0f`, which no C
     compiler accepts; now the constant evaluator reports it at the operator."""
