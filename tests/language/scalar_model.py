@@ -72,7 +72,7 @@ def round_float(x: Fraction | int | float, t: str) -> float:
     r = Fraction(n) * Fraction(2) ** quantum
     if r >= Fraction(2) ** (emax + 1):
         return -math.inf if q < 0 else math.inf
-    return float(-r if q < 0 else r)
+    return -float(r) if q < 0 else float(r)  # a negative value that rounds to zero is -0.0
 
 
 def cast(v: Value, src: str, dst: str) -> Value:

@@ -97,7 +97,7 @@ def mismatches(exprs: list[Expr], inputs: dict[str, list]) -> list[str]:
 
 def test_random_scalar_expressions_fold_as_they_compute(tmp_path_factory) -> None:
     os.environ["TESSERA_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "cache")
-    total = int(os.environ.get("TESSERA_FOLD_FUZZ", "150"))
+    total = int(os.environ.get("TESSERA_FOLD_FUZZ", "100"))
     rng = random.Random(20250715)
     found: list[str] = []
     for start in range(0, total, 150):
