@@ -28,7 +28,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 # The compiler's parts in pipeline order: each imports only its own and earlier ones.
 COMPILER = (
-    ("shared tables", ("tessera.transpile.builtins", "tessera.transpile.consts", "tessera.transpile.names")),
+    ("shared tables", ("tessera.transpile.builtins", "tessera.transpile.consts", "tessera.transpile.const_eval",
+                       "tessera.transpile.names")),
     ("lowered IR", ("tessera.transpile.lir",)),
     ("checks", ("tessera.transpile.checks",)),
     ("passes", ("tessera.transpile.passes",)),

@@ -34,9 +34,11 @@ ENGINE_FLAGS: tuple[str, ...] = (
 # pointers (float4 loads, __half storage) as nvcc/NVRTC allow.  -fstack-clash-protection: no
 # frame steps over the guard page below a fiber's stack.  -ffp-contract=off: `a * b + c` rounds
 # twice, as NumPy computes it, on hosts whose compiler would fuse it (GCC on aarch64 does).
+# -frounding-math: GCC (12 at least) folds `0.0 - (double)i` to `-(double)i`, which is -0.0 for
+# i == 0 where the GPU computes 0.0; assuming no rounding mode, it folds no such expression.
 KERNEL_FLAGS: tuple[str, ...] = (
     "-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden", "-fstack-clash-protection",
-    "-ffp-contract=off", "-fno-exceptions", "-DTESSERA_HOST",
+    "-ffp-contract=off", "-frounding-math", "-fno-exceptions", "-DTESSERA_HOST",
 )
 CANDIDATES = ("c++", "g++", "clang++")
 PREBUILT = "prebuilt"  # the folder of the prebuilt engine and prelude, inside the host folder

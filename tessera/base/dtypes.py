@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tessera.base.f32 import f32_text
 from tessera.base.irnode import ir_node
 
@@ -78,26 +80,71 @@ BOOL = SCALARS["bool"]
 I32 = SCALARS["i32"]
 I64 = SCALARS["i64"]
 F32 = SCALARS["f32"]
+F64 = SCALARS["f64"]
 
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:
-    """The wider type wins; an integer with a float gives the float; f16 with bf16 gives f32."""
+    """The wider type wins; an integer with a float gives the float; f16 with bf16 gives f32; a
+    bool next to a number counts as an i32 (docs/language.md 7.4, rule 6)."""
     if a == b:
         return a
+    if a.kind == "bool" or b.kind == "bool":
+        return promote(I32 if a.kind == "bool" else a, I32 if b.kind == "bool" else b)
     if a.is_float or b.is_float:
         if not (a.is_float and b.is_float):
             return a if a.is_float else b
         if a.bits != b.bits:
             return a if a.bits > b.bits else b
         return F32  # f16 with bf16
-    if a.kind == "bool":
-        return b if b.kind != "bool" else a
-    if b.kind == "bool":
-        return a
     if a.bits != b.bits:
         return a if a.bits > b.bits else b
     # Same width, mixed signedness: C's rule (the unsigned type).
     return a if a.kind == "uint" else b
+
+
+def operand_types(op: str, ta: ScalarType, weak_a: bool, tb: ScalarType,
+                  weak_b: bool) -> tuple[ScalarType, ScalarType, ScalarType] | str:
+    """The typing rule of a binary operator or comparison (docs/language.md 7.4) for operands of
+    types `ta` and `tb` (`weak_*`: made of literals only): the types the two operands are computed
+    in (a literal takes the other operand's type) and the type of the result, to which both convert
+    (a shift's count keeps its own); or why the operation is an error.
+    The type checker and the constant evaluator both follow it."""
+    if weak_a and not weak_b and literal_adopts(ta, tb):
+        ta = tb
+    elif weak_b and not weak_a and literal_adopts(tb, ta):
+        tb = ta
+    if op in ("&", "|", "^", "<<", ">>"):
+        for t in (ta, tb):
+            if not t.is_int:
+                hint = "; for booleans use 'and', 'or' or '!='" if t.kind == "bool" else ""
+                return f"'{op}' needs integer operands, not {t}{hint}"
+        if op in ("<<", ">>"):
+            return ta, tb, ta if ta.bits >= 32 else I32
+    res = promote(ta, tb)
+    if op == "/" and not res.is_float:
+        return ("'/' of two integers is not allowed; use '//' for integer division, "
+                "or cast an operand to a float type (f32(x))")
+    if res.kind == "bool":
+        res = I32  # bool arithmetic is i32 (a comparison compares in promote() of the two types)
+    if weak_a and ta != res and literal_adopts(ta, res):
+        ta = res
+    if weak_b and tb != res and literal_adopts(tb, res):
+        tb = res
+    return ta, tb, res
+
+
+def common_type(types: list[ScalarType], weak: list[bool]) -> ScalarType:
+    """The type that the arguments of `min`, `max`, `pow` and `fma` convert to: the promotion of
+    the non-literal ones; a literal the others' type cannot hold (2.5 next to an i32) widens it, as
+    with operators; literals alone promote among themselves."""
+    strong = [t for t, w in zip(types, weak) if not w]
+    ty = strong[0] if strong else types[0]
+    for t in strong[1:]:
+        ty = promote(ty, t)
+    for i, (t, w) in enumerate(zip(types, weak)):
+        if (not strong and i > 0) or (w and not literal_adopts(t, ty)):
+            ty = promote(ty, t)
+    return ty
 
 
 def literal_adopts(lit: ScalarType, other: ScalarType) -> bool:
@@ -134,30 +181,45 @@ def c_literal(value: int | float | bool, ty: ScalarType) -> str:
     return str(v)
 
 
-def round_to(v: float, ty: ScalarType) -> float:
-    """`v` rounded (to nearest even) to a float type: a literal that takes the type f16 has an
-    f16 value, as it would after a store, and one of type f32 the value of the C literal."""
-    import struct
+# (precision in bits with the leading one, exponent of the smallest normal, exponent of the largest)
+_FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127), "f64": (53, -1022, 1023)}
 
-    if ty.name == "f32":
-        try:
-            return struct.unpack("<f", struct.pack("<f", v))[0]
-        except OverflowError:
-            return float("inf") if v > 0 else float("-inf")
-    if ty.name == "f16":
-        try:
-            return struct.unpack("<e", struct.pack("<e", v))[0]
-        except OverflowError:
-            return float("inf") if v > 0 else float("-inf")
-    if ty.name == "bf16":
-        try:
-            bits = struct.unpack("<I", struct.pack("<f", v))[0]
-        except OverflowError:
-            return float("inf") if v > 0 else float("-inf")
-        if (bits & 0x7F800000) != 0x7F800000:
-            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-    return v
+
+def round_to(v: float | int, ty: ScalarType) -> float:
+    """`v` (a double, or an exact integer) rounded once, to nearest even, to the float type `ty`,
+    +-inf where it overflows: a literal that takes the type f16 has an f16 value, as it would after
+    a store, one of type f32 the value of the C literal, and an integer the value of C's (and
+    CUDA's `__ll2half_rn`, `__double2bfloat16`) conversion. The sign of zero, inf and NaN are kept."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _round_int(v, ty)
+    v = float(v)
+    if ty.name not in _FORMATS or ty.name == "f64" or v == 0.0 or not math.isfinite(v):
+        return v
+    p, emin, emax = _FORMATS[ty.name]
+    _, e = math.frexp(v)  # |v| = m * 2**e with 0.5 <= m < 1: the leading bit is 2**(e - 1)
+    quantum = max(e - 1, emin) - (p - 1)
+    n = round(math.ldexp(abs(v), -quantum))  # exact scaling; round() ties to even
+    return _finish(n, quantum, emax, v < 0)
+
+
+def _round_int(v: int, ty: ScalarType) -> float:
+    p, emin, emax = _FORMATS[ty.name]
+    a = abs(v)
+    quantum = max(a.bit_length() - 1, emin) - (p - 1)
+    if quantum <= 0:
+        return float(v)  # exact
+    q, r = divmod(a, 1 << quantum)
+    half = 1 << (quantum - 1)
+    if r > half or (r == half and q & 1):
+        q += 1
+    return _finish(q, quantum, emax, v < 0)
+
+
+def _finish(n: int, quantum: int, emax: int, negative: bool) -> float:
+    if n.bit_length() + quantum > emax + 1:
+        return -math.inf if negative else math.inf
+    r = math.ldexp(float(n), quantum)
+    return -r if negative else r
 
 
 def int_range(ty: ScalarType) -> tuple[int, int]:

@@ -17,8 +17,8 @@ from tessera.base.dtypes import SCALARS
 from tessera.base.errors import DiagnosticSink, SourceFile
 from tessera.base.tune_space import TuneSpace
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.const_ranges import value_range_error
-from tessera.transpile.consts import NotConstant, Value, convert, evaluate, module_env
+from tessera.transpile.const_eval import evaluate
+from tessera.transpile.consts import NotConstant, Value, convert, module_env, value_range_error
 
 MAX_CANDIDATES = 4096  # combinations of one space; beyond this tuning would take hours
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
+from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, common_type, literal_adopts, promote
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, ITERABLES, VALUES
 from tessera.transpile.checks.expr import scalar_type
@@ -129,14 +129,7 @@ class BuiltinCalls(Part):
         types = [t for t in map(scalar_type, args) if t is not None]
         if len(types) < len(args):
             return args, None
-        strong = [t for a, t in zip(args, types) if not self.exprs.is_weak(a)]
-        ty = strong[0] if strong else types[0]
-        for t in strong[1:]:
-            ty = promote(ty, t)
-        for a, t in zip(args, types):
-            # A literal the others' type cannot hold (2.5 next to an i32) widens it, as with operators.
-            if (not strong and a is not args[0]) or (self.exprs.is_weak(a) and not literal_adopts(t, ty)):
-                ty = promote(ty, t)
+        ty = common_type(types, [self.exprs.is_weak(a) for a in args])
         if need_float and not ty.is_float:
             ty = F32
         if ty.kind == "bool":

@@ -1,47 +1,22 @@
 """Range checks on compile-time values (spec section 6), run after a body is typed.
 
 A literal takes the type of the other operand, so it must fit that type (`b + 1000` with `b: i8`,
-`u == -1` with `u: u32`, `1e300` as `f32`); a constant divisor must not be zero; a constant shift
-count must be below the width of the shifted type; constant signed arithmetic must not overflow.
+`u == -1` with `u: u32`, `1e300` as `f32`); a constant integer divisor must not be zero (a float one
+gives IEEE's infinity or NaN); a constant shift count must be below the width of the shifted type;
+constant i32/i64 and float arithmetic must not overflow (what overflows is const_eval's verdict,
+which follows the run-time rules: i8, i16 and unsigned arithmetic wrap).
 Each of these would otherwise reach the C compiler as an error or a warning, far from the `.tsr` line.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-from tessera.base.dtypes import ScalarType, int_range
+from tessera.base.dtypes import ScalarType, promote
 from tessera.base.errors import DiagnosticSink, Loc
-from tessera.base.f32 import round_f32
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
-from tessera.transpile.consts import Value
-
-F32_MAX = 3.4028234663852886e38  # FLT_MAX
-
-
-def value_range_error(v: Value, ty: ScalarType) -> str | None:
-    """Why the compile-time value `v` cannot be a `ty` in the emitted C, or None when it can."""
-    if isinstance(v, bool) or ty.kind == "bool":
-        return None
-    if ty.is_int and isinstance(v, int):
-        lo, hi = int_range(ty)
-        if not lo <= v <= hi:
-            return f"{v} does not fit in {ty} ({lo} to {hi})"
-    elif ty.is_float and ty.bits <= 32:  # f16 and bf16 values are computed in f32
-        try:
-            f = float(v)
-        except OverflowError:
-            return f"{v} is out of the f32 range"
-        if math.isfinite(f):
-            g = round_f32(f)
-            if math.isinf(g):
-                return f"{v!r} is out of the f32 range (at most about 3.4e38)"
-            if f != 0.0 and g == 0.0:
-                return f"{v!r} is too small for f32 (it would round to 0)"
-    return None
-
+from tessera.transpile.consts import NotConstant, Value, value_range_error
 
 # Calls that a constant expression may contain (evaluate() folds them; group_tile_count() is the
 # kernel's constant group size).
@@ -49,23 +24,28 @@ _CONST_CALLS = frozenset(["min", "max", "abs", "group_tile_count"])
 
 
 class ConstRangeChecker:
-    """Walks a typed body. `const` gives the compile-time value of an expression or None."""
+    """Walks a typed body. `const` gives the compile-time value of an expression, the NotConstant
+    that says why it has none (an overflow, among others), or None."""
 
-    def __init__(self, sink: DiagnosticSink, const: Callable[[N.Expr], Value | None]) -> None:
+    def __init__(self, sink: DiagnosticSink, const: Callable[[N.Expr], Value | NotConstant | None]) -> None:
         self.sink = sink
         self._const = const
         self._shaped: dict[int, bool] = {}
-        self._values: dict[int, Value | None] = {}
+        self._values: dict[int, Value | NotConstant | None] = {}
 
-    def const(self, e: N.Expr) -> Value | None:
-        """`e`'s compile-time value; evaluated only where the tree can be a constant at all, and
-        once per node (the checks of a node and of its parent ask again)."""
+    def result(self, e: N.Expr) -> Value | NotConstant | None:
+        """`e`'s compile-time value or why it has none; evaluated only where the tree can be a
+        constant at all, and once per node (the checks of a node and of its parent ask again)."""
         key = id(e)
         if key in self._values:
             return self._values[key]
         v = self._const(e) if self.const_shaped(e) else None
         self._values[key] = v
         return v
+
+    def const(self, e: N.Expr) -> Value | None:
+        v = self.result(e)
+        return None if isinstance(v, NotConstant) else v
 
     def const_shaped(self, e: object) -> bool:
         """Whether `e` is made only of literals, named constants and operators on them (a quick,
@@ -96,8 +76,9 @@ class ConstRangeChecker:
         v = self.const(e)
         return v if isinstance(v, int) else None  # bool is an int here: False divides by zero too
 
-    def divisor(self, op: str, right: N.Expr, loc: Loc) -> bool:
-        if op in ("/", "//", "%") and getattr(right, "ty", None) is not None:
+    def divisor(self, op: str, right: N.Expr, ty: object, loc: Loc) -> bool:
+        """An integer division by a constant 0 (a float one is IEEE's infinity or NaN)."""
+        if op in ("//", "%") and isinstance(ty, ScalarType) and not ty.is_float and getattr(right, "ty", None) is not None:
             v = self.const(right)
             if v is not None and v == 0:
                 self.sink.error(loc, f"division by zero ('{op}' by a constant 0)")
@@ -123,13 +104,14 @@ class ConstRangeChecker:
             return False
         if kind is N.AugAssign:
             assert isinstance(node, N.AugAssign)
-            ty = getattr(node.target, "ty", None)
-            if self.divisor(node.op, node.value, node.loc) or \
+            ty, vt = getattr(node.target, "ty", None), getattr(node.value, "ty", None)
+            op_ty = promote(ty, vt) if isinstance(ty, ScalarType) and isinstance(vt, ScalarType) else None
+            if self.divisor(node.op, node.value, op_ty, node.loc) or \
                     self.shift(node.op, node.value, ty if isinstance(ty, ScalarType) else None, node.loc):
                 return True
         elif kind is N.BinOp:
             assert isinstance(node, N.BinOp)
-            if isinstance(node.ty, ScalarType) and (self.divisor(node.op, node.right, node.loc)
+            if isinstance(node.ty, ScalarType) and (self.divisor(node.op, node.right, node.ty, node.loc)
                                                     or self.shift(node.op, node.right, node.ty, node.loc)):
                 return True
         elif kind is N.Unary:
@@ -145,9 +127,8 @@ class ConstRangeChecker:
             reported = self.visit(c) or reported
         if reported:
             return True
-        if kind is N.BinOp:
-            assert isinstance(node, N.BinOp)
-            return self.overflow(node)
+        if isinstance(node, (N.BinOp, N.Unary)):
+            return self.reported_at(node)
         return False
 
     def leaf(self, node: object) -> bool:
@@ -163,29 +144,14 @@ class ConstRangeChecker:
                 self.sink.error(node.loc, f"float literal {why}")
             return bool(why)
         if isinstance(node, N.Name) and node.ref == "const" and isinstance(node.ty, ScalarType):
-            v = self.const(node)
-            why = value_range_error(v, node.ty) if v is not None else None
-            if why:
-                self.sink.error(node.loc, f"the constant '{node.id}' is used as {node.ty}, but {why}")
-            return bool(why)
+            return self.reported_at(node)  # "the constant 'C' is used as i8, but ..."
         return False
 
-    def overflow(self, node: N.BinOp) -> bool:
-        """A constant operation whose value its type cannot hold."""
-        if not isinstance(node.ty, ScalarType):
-            return False
-        if node.op in ("+", "-", "*", "//", "%") and node.ty.kind == "int":
-            v = self._int_const(node)
-            if v is not None:
-                lo, hi = int_range(node.ty)
-                if not lo <= v <= hi:
-                    self.sink.error(node.loc, f"constant expression overflows {node.ty} (its value is {v}); "
-                                    "convert an operand to a wider type, such as i64(...)")
-                    return True
-        if node.op in ("+", "-", "*", "/") and node.ty.is_float and node.ty.bits <= 32:
-            fv = self.const(node)
-            if isinstance(fv, float) and math.isfinite(fv) and abs(fv) > F32_MAX:
-                self.sink.error(node.loc, f"constant expression overflows f32 (its value is {fv!r}); "
-                                "convert an operand to f64")
-                return True
+    def reported_at(self, node: N.Expr) -> bool:
+        """A constant operation (or named constant) that is wrong where it is: its value overflows
+        its type (signed integers, floats), or it does not fit the type it is used as."""
+        r = self.result(node)
+        if isinstance(r, NotConstant) and r.error and r.loc == node.loc:
+            self.sink.error(node.loc, r.why)
+            return True
         return False

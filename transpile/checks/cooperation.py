@@ -35,7 +35,8 @@ from tessera.base.irnode import ir_node
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
 from tessera.transpile.checks.callgraph import coop_class, tree_children
-from tessera.transpile.consts import NotConstant, Value, evaluate, module_env
+from tessera.transpile.const_eval import evaluate
+from tessera.transpile.consts import NotConstant, Value, module_env
 
 UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeGuard
 
-from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, promote
+from tessera.base.dtypes import BOOL, F32, I32, SCALARS, ScalarType, literal_adopts, operand_types
 from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.scope import BUILTIN_NAMES, Part
@@ -144,32 +144,12 @@ class Expressions(Part):
         ta, tb = scalar_type(a), scalar_type(b)
         if ta is None or tb is None:
             return a, b, None
-        wa, wb = self.is_weak(a), self.is_weak(b)
-        if wa and not wb and literal_adopts(ta, tb):
-            a, ta = retype(a, tb), tb
-        elif wb and not wa and literal_adopts(tb, ta):
-            b, tb = retype(b, ta), ta
-        if op in ("&", "|", "^", "<<", ">>"):
-            for t in (ta, tb):
-                if not t.is_int:
-                    hint = "; for booleans use 'and', 'or' or '!='" if t.kind == "bool" else ""
-                    self.sink.error(loc, f"'{op}' needs integer operands, not {t}{hint}")
-                    return a, b, None
-            if op in ("<<", ">>"):
-                res = ta if ta.kind != "bool" else I32
-                return a, b, res if res.bits >= 32 else I32
-        res = promote(ta, tb)
-        if op == "/" and not res.is_float:
-            self.sink.error(loc, "'/' of two integers is not allowed; use '//' for integer division, "
-                            "or cast an operand to a float type (f32(x))")
+        rule = operand_types(op, ta, self.is_weak(a), tb, self.is_weak(b))
+        if isinstance(rule, str):
+            self.sink.error(loc, rule)
             return a, b, None
-        if res.kind == "bool" and op not in ("&", "|", "^"):
-            res = I32
-        if wa and ta != res and literal_adopts(ta, res):
-            a = retype(a, res)
-        if wb and tb != res and literal_adopts(tb, res):
-            b = retype(b, res)
-        return a, b, res
+        ta2, tb2, res = rule
+        return (retype(a, ta2) if ta2 != ta else a), (retype(b, tb2) if tb2 != tb else b), res
 
     def x_BinOp(self, e: N.BinOp) -> N.Expr:
         a = self.scalar_expr(e.left)

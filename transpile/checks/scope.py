@@ -18,7 +18,8 @@ from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import RESERVED
-from tessera.transpile.consts import NotConstant, Value, evaluate
+from tessera.transpile.const_eval import evaluate
+from tessera.transpile.consts import NotConstant, Value
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.expr import Expressions
@@ -56,7 +57,7 @@ class Scope:
         # Names whose definition was rejected with an error: their uses are not reported again.
         self.quiet: set[str] = set()
         self.later_funcs: dict[str, Loc] = {}  # the functions defined further down the file
-        self._const_env: tuple[tuple[int, int], dict[str, Value]] | None = None
+        self._const_env: tuple[tuple[int, int], dict[str, Value], dict[str, ScalarType]] | None = None
 
     def lookup(self, name: str) -> Sym | None:
         for scope in reversed(self.scopes):
@@ -65,27 +66,30 @@ class Scope:
         return self.module_syms.get(name)
 
     # ---- constants
-    def const_env(self) -> dict[str, Value]:
+    def const_env(self) -> tuple[dict[str, Value], dict[str, ScalarType]]:
         """The values of the constants in scope: the module's and the parameters' (locals are never
-        constants, nor can they hide one); rebuilt only when one of those two scopes has grown."""
+        constants, nor can they hide one), and the types of those that are not literal-like (const
+        parameters); rebuilt only when one of those two scopes has grown."""
         key = (len(self.module_syms), len(self.params))
         cached = self._const_env
         if cached is not None and cached[0] == key:
-            return cached[1]
+            return cached[1], cached[2]
         env: dict[str, Value] = {}
+        types: dict[str, ScalarType] = {}
         for scope in (self.module_syms, self.params):
             for k, s in scope.items():
+                env.pop(k, None)
+                types.pop(k, None)
                 if s.ref == "const" and s.value is not None:
                     env[k] = s.value
-                else:
-                    env.pop(k, None)
-        self._const_env = (key, env)
-        return env
+                    if not s.weak and isinstance(s.ty, ScalarType):
+                        types[k] = s.ty
+        self._const_env = (key, env, types)
+        return env, types
 
     def const_value(self, e: N.Expr, what: str) -> Value | None:
-        env = self.const_env()
         try:
-            return evaluate(e, env)
+            return evaluate(e, *self.const_env())
         except NotConstant as nc:
             why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
             loc = nc.loc or e.loc
@@ -101,14 +105,19 @@ class Scope:
 
     def try_const(self, e: N.Expr) -> Value | None:
         """The value of `e` if it is a compile-time constant, else None (reports nothing)."""
+        v = self.const_or_why(e)
+        return None if isinstance(v, NotConstant) else v
+
+    def const_or_why(self, e: N.Expr) -> Value | NotConstant:
+        """The value of `e` if it is a compile-time constant, else why not (reports nothing)."""
         if isinstance(e, N.Call) and isinstance(e.func, N.Name) and self.tile:
             n = math.prod(self.tile)
             if e.func.id == "group_tile_count":
                 return n
         try:
-            return evaluate(e, self.const_env())
-        except NotConstant:
-            return None
+            return evaluate(e, *self.const_env())
+        except NotConstant as nc:
+            return nc
 
     def const_int(self, e: N.Expr, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
         v = self.const_value(e, what)

@@ -208,7 +208,7 @@ class FunctionChecker:
     def run(self) -> N.FuncDef:
         self.maps.start_map()
         body = self.body(self.fn.body)
-        ConstRangeChecker(self.sink, self.scope.try_const).run(body)
+        ConstRangeChecker(self.sink, self.scope.const_or_why).run(body)
         if not self.in_kernel and (self.fn.ret or self.fn.rets) and not _always_returns(body):
             self.sink.error(self.fn.loc, f"device function '{self.fn.name}' can reach its end without returning "
                             "a value")

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import math
 
-from tessera.base.dtypes import BOOL, I32, ScalarType
+from tessera.base.dtypes import BOOL, I32, ScalarType, round_to
 from tessera.base.errors import Loc
 from tessera.base.irnode import ir_node
-from tessera.transpile.consts import convert
+from tessera.base.scalar_ops import convert
 
 Value = int | float | bool
 
@@ -167,12 +167,13 @@ Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine
 
 
 def converted(x: Expr, ty: ScalarType) -> Expr:
-    """`x` converted to `ty`: `x` itself when it has that type, an unnamed literal's converted value,
-    else an explicit `Cast`."""
+    """`x` converted to `ty`: `x` itself when it has that type, an unnamed literal's converted value
+    (as the C converts the literal of its type), else an explicit `Cast`."""
     if x.dtype == ty:
         return x
-    if isinstance(x, Const) and x.name is None and not (ty.is_int and isinstance(x.value, float)):
-        return Const(convert(x.value, ty), ty)
+    if isinstance(x, Const) and x.name is None:
+        v = round_to(float(x.value), x.dtype) if x.dtype.is_float else x.value
+        return Const(convert(v, x.dtype, ty), ty)
     return Cast(x, ty)
 
 # ---- memory -----------------------------------------------------------------------------------

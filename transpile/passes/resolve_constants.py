@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import DiagnosticSink
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.const_ranges import value_range_error
-from tessera.transpile.consts import NotConstant, Value, convert, evaluate, type_of_value
+from tessera.transpile.const_eval import evaluate, evaluate_constant
+from tessera.transpile.consts import NotConstant, Value, convert, type_of_value, value_range_error
 
 CONSTANT_MEMORY = 64 * 1024
 
@@ -65,8 +65,10 @@ class _Resolver:
         return dataclasses.replace(self.module, items=tuple(items))
 
     def const_def(self, c: N.ConstDef) -> N.ConstDef:
+        literal = True  # made of literals alone: a float value must then fit f32, as its literal
         try:
-            value: Value | None = evaluate(c.value, self.env)
+            value: Value | None
+            value, literal = evaluate_constant(c.value, self.env)
         except NotConstant as e:
             why = e.why if e.why and "compile-time" not in e.why else ""
             later = next((i for i in self.module.items if isinstance(i, N.ConstDef) and i.loc.line > c.loc.line
@@ -74,15 +76,18 @@ class _Resolver:
             if later is not None:
                 why = (f"'{later.name}' is defined later, at line {later.loc.line}; a constant can only use "
                        "constants above it")
-            if why.startswith("constant expression overflows"):
+            if e.error:
                 self.sink.error(e.loc or c.value.loc, why)
             else:
                 self.sink.error(e.loc or c.value.loc, "a module constant must be a compile-time constant"
                                 + (f" ({why})" if why else ""))
             value = None
+        if c.name in self.defines:
+            literal = True
         value = override(self.sink, self.defines, c.name, c.loc, value, "constant")
         if value is not None:
-            range_error = value_range_error(value, type_of_value(value))
+            ty = SCALARS["f32"] if literal and isinstance(value, float) else type_of_value(value)
+            range_error = value_range_error(value, ty)
             if range_error:
                 self.sink.error(c.loc, f"module constant '{c.name}': {range_error}")
             if c.name not in self.env:

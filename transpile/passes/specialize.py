@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.const_ranges import value_range_error
 from tessera.transpile.checks.generics import check_type_params, kernel_bindings, substitute
-from tessera.transpile.consts import NotConstant, Value, convert, evaluate, module_env
+from tessera.transpile.const_eval import evaluate
+from tessera.transpile.consts import NotConstant, Value, convert, module_env, value_range_error
 from tessera.transpile.passes.resolve_constants import override
 
 
@@ -40,6 +40,7 @@ class _Specializer:
         """The function with its const values, or None when it is left out (unbound)."""
         consts: list[tuple[str, Value]] = []
         env = dict(self.env)
+        types: dict[str, ScalarType] = {}  # the const parameters' types (module constants are literal-like)
         seen: set[str] = set()
         unbound = False
         for p in fn.params:
@@ -53,7 +54,7 @@ class _Specializer:
             if p.dims is not None:
                 self.sink.error(p.loc, "a const parameter is a scalar")
                 continue
-            value = self.value(fn, p, ty, given, env)
+            value = self.value(fn, p, ty, given, env, types)
             if value is _UNBOUND:
                 unbound = True
                 continue
@@ -62,19 +63,20 @@ class _Specializer:
             assert not isinstance(value, _Unbound)
             consts.append((p.name, value))
             env[p.name] = value
-        types = {t for t, _ in fn.type_values}
+            types[p.name] = ty
+        type_names = {t for t, _ in fn.type_values}
         for name in given:
-            if name not in types and not any(p.name == name and p.qual == "const" for p in fn.params):
+            if name not in type_names and not any(p.name == name and p.qual == "const" for p in fn.params):
                 self.sink.error(fn.loc, f"kernel '{fn.name}' has no const parameter '{name}'")
         if unbound:
             return None
         return dataclasses.replace(fn, const_values=tuple(consts))
 
     def value(self, fn: N.FuncDef, p: N.Param, ty: ScalarType, given: Mapping[str, Value],
-              env: dict[str, Value]) -> Value | _Unbound | None:
+              env: dict[str, Value], types: dict[str, ScalarType]) -> Value | _Unbound | None:
         value: Value | None = None
         if p.default is not None and p.name not in given:
-            value = self.default(fn, p, env)
+            value = self.default(fn, p, env, types)
             if value is None:
                 return None
         if p.name in given:
@@ -97,10 +99,11 @@ class _Specializer:
             return None
         return convert(value, ty)
 
-    def default(self, fn: N.FuncDef, p: N.Param, env: dict[str, Value]) -> Value | None:
+    def default(self, fn: N.FuncDef, p: N.Param, env: dict[str, Value],
+                types: dict[str, ScalarType]) -> Value | None:
         assert p.default is not None
         try:
-            return evaluate(p.default, env)
+            return evaluate(p.default, env, types)
         except NotConstant as nc:
             loc = nc.loc or p.default.loc
             why = f" ({nc.why})" if nc.why and "not a compile-time constant" not in nc.why else ""
