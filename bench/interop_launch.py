@@ -33,7 +33,8 @@ VADD = ("@kernel tile[(256,)]\ndef vadd(x: f32[n], y: f32[n], out: mut f32[n]):\
 
 class FakeDriver:
     """The part of cuda-bindings' driver module the CUDA backend calls, with no GPU: each call is
-    recorded in `calls` (its name and arguments) and returns success; memory is fake addresses
+    recorded in `calls` (its name and arguments; a launch's first `peek` parameters as u64) and
+    returns success (or failure, for the call named `fail`); memory is fake addresses
     (`cuMemAllocManaged` gives real host memory, so NumPy can use it). `location_api` chooses the
     CUDA 13 signatures of `cuMemPrefetchAsync`/`cuMemAdvise` (a `CUmemLocation`) over CUDA 12's."""
 
@@ -67,9 +68,10 @@ class FakeDriver:
 
     CU_DEVICE_CPU = -1
 
-    def __init__(self, record: bool = True, location_api: bool = True, fail: str = "") -> None:
+    def __init__(self, record: bool = True, location_api: bool = True, fail: str = "", peek: int = 0) -> None:
         self.calls: list[tuple] = []
         self.record = record
+        self.peek = peek  # a launch records the first `peek` kernel parameters as u64 (device pointers)
         self.fail = fail  # the name of a call that returns CUDA_ERROR_LAUNCH_FAILED
         self.next_ptr = 0x10000000
         self.managed: dict[int, Any] = {}
@@ -110,7 +112,11 @@ class FakeDriver:
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):  # noqa: N802
         if self.record:
-            self.calls.append(("cuLaunchKernel", f, (gx, gy, gz), (bx, by, bz), smem, stream, params))
+            import ctypes
+
+            argv = (ctypes.c_void_p * max(self.peek, 1)).from_address(params)
+            values = tuple(ctypes.c_uint64.from_address(argv[i]).value for i in range(self.peek))
+            self.calls.append(("cuLaunchKernel", f, (gx, gy, gz), (bx, by, bz), smem, stream, values))
         return (self.CUresult.CUDA_ERROR_LAUNCH_FAILED,) if self.fail == "cuLaunchKernel" else self._ok
 
     def _alloc(self) -> int:

@@ -89,9 +89,13 @@ def _dlpack(obj: Any) -> np.ndarray | DeviceArray:
     try:
         if where is not None and where()[0] == dlpack.KDL_CPU:
             try:
-                return np.from_dlpack(obj)  # NumPy's own reader, the fastest; it refuses bf16
+                view = np.from_dlpack(obj)  # NumPy's own reader, the fastest; it refuses bf16
             except (BufferError, TypeError, ValueError, RuntimeError):
-                pass
+                view = None
+            # NumPy marks the view of a legacy capsule read-only (it cannot tell); `export` reads the
+            # flag where the capsule has one, and takes a legacy capsule as writable, as DLPack 0.x did.
+            if view is not None and view.flags.writeable:
+                return view
         return _from_export(dlpack.export(obj))
     except dlpack.DLPackError as e:
         raise ForeignArrayError(str(e)) from None
@@ -129,8 +133,9 @@ def _torch(t: Any) -> np.ndarray | DeviceArray:
 
 
 def _torch_dtype(dtype: Any) -> np.dtype:
+    """The NumPy dtype of a PyTorch dtype (the table is made on the first miss)."""
     torch = sys.modules["torch"]
-    if not _TORCH_DTYPES:
+    if dtype not in _TORCH_DTYPES:
         names = {"float16": "f2", "float32": "f4", "float64": "f8", "int8": "i1", "int16": "i2", "int32": "i4",
                  "int64": "i8", "uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8", "bool": "?"}
         for name, code in names.items():
