@@ -1,5 +1,5 @@
 """Launch overhead on CUDA with device arrays (issue 31), each figure next to a baseline measured in
-the same run (medians of 5 rounds of N launches):
+the same run (5 rounds of N launches each, the launches taking turns; median and best round):
 
 * with a GPU (PyTorch with CUDA, and Triton for the baseline): a vector add launched through the
   Python API on PyTorch tensors (`k(x, y, out)`: argument checks, PyTorch's current stream, no
@@ -8,7 +8,9 @@ the same run (medians of 5 rounds of N launches):
 * without one (or with `--mocked`): the Python side of the same launch, with cuda-bindings' driver
   replaced by `FakeDriver` (every call returns success at once) and the tensors by objects with
   `__cuda_array_interface__` (as CuPy's, built at each access), vs the bare fake `cuLaunchKernel`
-  call (the floor: the driver call with its arguments already packed) (goal: <= 10 us a launch).
+  call (the floor: the driver call with its arguments already packed), and vs the same launch on
+  NumPy arrays on the CPU backend (the API's other launch path, with its kernel's run) (goal: <= 10
+  us a launch).
 
     python bench/interop_launch.py [--mocked] [--launches N] [--dry-run]
 
@@ -25,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 VADD = ("@kernel tile[(256,)]\ndef vadd(x: f32[n], y: f32[n], out: mut f32[n]):\n    i = global_linear_id()\n"
@@ -165,43 +169,49 @@ def restore(saved: list[tuple[Any, str, Any]]) -> None:
         setattr(owner, name, value)
 
 
-def _median_us(fn: Any, launches: int, drain: Any = None) -> float:
-    rounds = []
+def _rounds(fns: dict[str, Any], launches: int, drain: Any = None) -> dict[str, tuple[float, float]]:
+    """{name: (median, best)} us per call over 5 rounds of `launches` calls, the functions taking
+    turns in each round (so that another process's load falls on all of them alike)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(launches):
-            fn()
-        if drain is not None:
-            drain()
-        rounds.append((time.perf_counter() - t) / launches * 1e6)
-    return statistics.median(rounds)
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            for _ in range(launches):
+                fn()
+            if drain is not None:
+                drain()
+            times[name].append((time.perf_counter() - t) / launches * 1e6)
+    return {name: (statistics.median(ts), min(ts)) for name, ts in times.items()}
 
 
-def mocked(launches: int) -> tuple[float, float]:
-    """(us per launch through the Python API, us per bare fake cuLaunchKernel call)."""
+def mocked(launches: int) -> dict[str, tuple[float, float]]:
+    """us per launch through the Python API with device arrays on the fake driver (`tessera`), per
+    bare fake cuLaunchKernel call (`floor`), and per launch of the same kernel on NumPy arrays on the
+    CPU backend (`cpu`: the API's other launch path, the kernel's run included)."""
     import ctypes
 
     import tessera
 
+    cpu = tessera.compile(VADD, backend="cpu").vadd
+    a, b, c = (np.zeros(256, np.float32) for _ in range(3))
     fake = FakeDriver(record=False)
     saved = install(fake)
     try:
-        mod = tessera.compile(VADD, backend="cuda", arch="sm_90")
-        n = 1 << 20
-        x, y, out = FakeCudaArray(n, 0x1000000), FakeCudaArray(n, 0x2000000), FakeCudaArray(n, 0x3000000)
-        k = mod.vadd
-        k(x, y, out, grid=n // 256)
+        k = tessera.compile(VADD, backend="cuda", arch="sm_90").vadd
+        x, y, out = FakeCudaArray(256, 0x1000000), FakeCudaArray(256, 0x2000000), FakeCudaArray(256, 0x3000000)
+        k(x, y, out, grid=1)
+        cpu(a, b, c, grid=1)
         argv = (ctypes.c_void_p * 4)()
-        ours = _median_us(lambda: k(x, y, out, grid=n // 256), launches)
-        floor = _median_us(lambda: fake.cuLaunchKernel("f", 4096, 1, 1, 256, 1, 1, 0, 0,
-                                                       ctypes.addressof(argv), 0), launches)
-        return ours, floor
+        return _rounds({"tessera": lambda: k(x, y, out, grid=1),
+                        "floor": lambda: fake.cuLaunchKernel("f", 1, 1, 1, 256, 1, 1, 0, 0, ctypes.addressof(argv), 0),
+                        "cpu": lambda: cpu(a, b, c, grid=1)}, launches)
     finally:
         restore(saved)
 
 
-def on_gpu(launches: int) -> tuple[float, float] | None:
-    """(us per launch through the Python API, us per Triton launch), or None without both."""
+def on_gpu(launches: int) -> dict[str, tuple[float, float]] | None:
+    """us per launch through the Python API (`tessera`) and per Triton launch (`triton`) of the same
+    vector add on the same PyTorch tensors, or None without a GPU, PyTorch and Triton."""
     try:
         import torch
         import triton
@@ -227,9 +237,8 @@ def on_gpu(launches: int) -> tuple[float, float] | None:
     vadd[(grid,)](x, y, ref, n, BLOCK=256)
     torch.cuda.synchronize()
     assert torch.equal(out, ref), "the two vector adds disagree"
-    ours = _median_us(lambda: k(x, y, out, grid=grid), launches, torch.cuda.synchronize)
-    theirs = _median_us(lambda: vadd[(grid,)](x, y, ref, n, BLOCK=256), launches, torch.cuda.synchronize)
-    return ours, theirs
+    return _rounds({"tessera": lambda: k(x, y, out, grid=grid),
+                    "triton": lambda: vadd[(grid,)](x, y, ref, n, BLOCK=256)}, launches, torch.cuda.synchronize)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,13 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     launches = 200 if args.dry_run else args.launches
     real = None if args.mocked or args.dry_run else on_gpu(launches)
     if real is not None:
-        ours, triton = real
-        print(f"launch with PyTorch tensors on a GPU: tessera {ours:.2f} us, Triton {triton:.2f} us, "
-              f"ratio {ours / triton:.2f}x (goal <= 1.5x)")
+        (ours, ours_best), (theirs, theirs_best) = real["tessera"], real["triton"]
+        print(f"launch with PyTorch tensors on a GPU, median (best) of 5 x {launches}: tessera {ours:.2f} us "
+              f"({ours_best:.2f}), Triton {theirs:.2f} us ({theirs_best:.2f}), ratio {ours / theirs:.2f}x "
+              f"({ours_best / theirs_best:.2f}x) (goal <= 1.5x)")
         return 0
-    ours, floor = mocked(launches)
-    print(f"launch with device arrays, mocked driver (Python side): tessera {ours:.2f} us (goal <= 10 us), "
-          f"bare fake cuLaunchKernel {floor:.2f} us, ratio {ours / floor:.1f}x")
+    got = mocked(launches)
+    (ours, ours_best), (floor, _), (cpu, cpu_best) = got["tessera"], got["floor"], got["cpu"]
+    print(f"launch with device arrays, mocked driver (the Python side), median (best) of 5 x {launches}: "
+          f"tessera {ours:.2f} us ({ours_best:.2f}) (goal <= 10 us); the bare fake cuLaunchKernel {floor:.2f} us; "
+          f"the same launch on NumPy arrays on the CPU backend {cpu:.2f} us ({cpu_best:.2f}), ratio "
+          f"{ours / cpu:.2f}x ({ours_best / cpu_best:.2f}x)")
     return 0
 
 

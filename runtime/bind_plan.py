@@ -17,7 +17,7 @@ import numpy as np
 
 from tessera.base.errors import LaunchError
 from tessera.base.kernel_info import KernelInfo
-from tessera.runtime.device_arrays import DeviceArray, ForeignArrayError, adapt
+from tessera.runtime.device_arrays import ADAPTERS, DeviceArray, ForeignArrayError, adapt
 from tessera.runtime.launch_args import (
     INT_RANGES,
     Bound,
@@ -101,37 +101,6 @@ def _address(value: np.ndarray, writeable: bool) -> int:
     return int(value.__array_interface__["data"][0])
 
 
-def _foreign(value: Any, device_ok: bool) -> np.ndarray | DeviceArray | None:
-    """Another library's array as `adapt` gives it (a device array only where the backend takes
-    one), or None for anything `bind` must report."""
-    try:
-        found = adapt(value)
-    except ForeignArrayError:
-        return None
-    if type(found) is DeviceArray:
-        return found if device_ok else None
-    return found if type(found) is np.ndarray else None
-
-
-def _device_checks(d: DeviceArray, accepted: tuple, ndim: int, fixed: tuple, symbols: tuple, mut: bool,
-                   shapes: dict[str, int]) -> bool:
-    """The checks of the tensor loop in `_bind_planned`, on a device array's description."""
-    shape = d.shape
-    if d.dtype not in accepted or len(shape) != ndim or not d.c_contiguous or (mut and d.readonly) \
-            or d.size >= _LIMIT:
-        return False
-    for axis, want in fixed:
-        if shape[axis] != want:
-            return False
-    for axis, sym in symbols:
-        got = shapes.get(sym)
-        if got is None:
-            shapes[sym] = shape[axis]
-        elif got != shape[axis]:
-            return False
-    return True
-
-
 def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, Any], grid: Any,
                   device_ok: bool) -> Bound | None:
     """The checked arguments, or None where any check fails or the arguments are not plain."""
@@ -150,17 +119,37 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
     sizes: dict[str, int] = {}
     for name, slot, accepted, ndim, fixed, symbols, mut in plan.tensors:
         v = values[slot]
-        if type(v) is not np.ndarray:
-            found = _foreign(v, device_ok)
-            if found is None:
+        if type(v) is not np.ndarray:  # another library's array: `adapt` once per class, then its reader
+            try:
+                found = (ADAPTERS.get(type(v)) or adapt)(v)
+            except ForeignArrayError:
                 return None
-            if type(found) is DeviceArray:
-                if not _device_checks(found, accepted, ndim, fixed, symbols, mut, shapes):
+            if type(found) is DeviceArray:  # the checks below, on the description
+                if not device_ok:
                     return None
+                ptr, shape, dtype, contiguous, readonly = found
+                if dtype not in accepted or len(shape) != ndim or not contiguous or (mut and readonly):
+                    return None
+                count = 1
+                for dim in shape:
+                    count *= dim
+                if count >= _LIMIT:
+                    return None
+                for axis, want in fixed:
+                    if shape[axis] != want:
+                        return None
+                for axis, sym in symbols:
+                    got = shapes.get(sym)
+                    if got is None:
+                        shapes[sym] = shape[axis]
+                    elif got != shape[axis]:
+                        return None
                 arrays[name] = v
-                addresses[name] = (v, found.ptr)
-                sizes[name] = found.size * found.dtype.itemsize
+                addresses[name] = (v, ptr)
+                sizes[name] = count * dtype.itemsize
                 continue
+            if type(found) is not np.ndarray:
+                return None
             v = found  # a NumPy view of another library's host array
         if v.dtype not in accepted or v.ndim != ndim:
             return None

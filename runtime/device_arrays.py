@@ -17,6 +17,7 @@ kernel cannot take (an unsupported element type, a tensor that requires grad) is
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, NamedTuple
 
@@ -60,6 +61,7 @@ def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsiz
 
 
 _TYPESTRS: dict[str, np.dtype] = {}
+_new = functools.partial(tuple.__new__, DeviceArray)  # DeviceArray(...) without its Python-level __new__
 
 
 def _from_cai(cai: dict[str, Any]) -> DeviceArray:
@@ -73,7 +75,7 @@ def _from_cai(cai: dict[str, Any]) -> DeviceArray:
         dtype = _TYPESTRS[typestr] = np.dtype(typestr)
     strides = cai.get("strides")
     contiguous = not strides or _contiguous(shape, tuple(strides), dtype.itemsize)
-    return DeviceArray(ptr or 0, shape, dtype, contiguous, bool(readonly))
+    return _new((ptr or 0, shape, dtype, contiguous, bool(readonly)))
 
 
 def _from_export(e: dlpack.Export) -> np.ndarray | DeviceArray:
@@ -123,7 +125,7 @@ _TORCH_DTYPES: dict[Any, np.dtype] = {}
 def _torch(t: Any) -> np.ndarray | DeviceArray:
     if t.is_cuda:
         dtype = _TORCH_DTYPES.get(t.dtype) or _torch_dtype(t.dtype)
-        return DeviceArray(t.data_ptr(), tuple(t.shape), dtype, t.is_contiguous(), False)
+        return _new((t.data_ptr(), tuple(t.shape), dtype, t.is_contiguous(), False))
     if t.device.type == "cpu":
         try:
             return t.numpy()  # a view of the same memory; refuses bf16 and tensors that require grad
@@ -148,10 +150,12 @@ def _torch_dtype(dtype: Any) -> np.dtype:
 
 
 def _cupy(a: Any) -> DeviceArray:
-    return DeviceArray(a.data.ptr, a.shape, a.dtype, a.flags.c_contiguous, False)
+    return _new((a.data.ptr, a.shape, a.dtype, a.flags.c_contiguous, False))
 
 
-_KINDS: dict[type, Any] = {}
+# Per class: the function that `adapt` reads its objects with (bind_plan.py's fast path calls it
+# directly once it is known).
+ADAPTERS: dict[type, Any] = {}
 
 
 def _kind(cls: type) -> Any:
@@ -163,9 +167,9 @@ def _kind(cls: type) -> Any:
         kind = _cupy
     else:
         kind = _generic
-    if len(_KINDS) > 256:
-        _KINDS.clear()
-    _KINDS[cls] = kind
+    if len(ADAPTERS) > 256:
+        ADAPTERS.clear()
+    ADAPTERS[cls] = kind
     return kind
 
 
@@ -175,7 +179,7 @@ def adapt(obj: Any) -> np.ndarray | DeviceArray | None:
     if isinstance(obj, np.ndarray):
         return obj
     cls = type(obj)
-    kind = _KINDS.get(cls) or _kind(cls)
+    kind = ADAPTERS.get(cls) or _kind(cls)
     return kind(obj)
 
 

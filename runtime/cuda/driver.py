@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import statistics
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -156,7 +157,6 @@ class CudaLibrary:
                     "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", k.name)
                 self.opted_in[k.name] = k.dynamic_smem
             self.functions[k.name] = f
-        self.blocks: dict[str, tuple[int, int, int]] = {}
         self.params: dict[str, _Params] = {}  # kernel -> its parameter holders (launches with device arrays)
 
     def _upload(self, info: KernelInfo, bound: Bound, stream: int, allocations: list) -> tuple[dict[str, int], list]:
@@ -185,21 +185,26 @@ class CudaLibrary:
     def _launch(self, info: KernelInfo, bound: Bound, argv: int, stream: int) -> None:
         """cuLaunchKernel with the `void*[]` at address `argv`, on `stream`."""
         f = self.functions[info.name]
-        if bound.smem > max(STATIC_SMEM_LIMIT, self.opted_in.get(info.name, 0)):  # launch-sized arrays
-            drv = _driver()
-            limit = _check(drv.cuDeviceGetAttribute(
-                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device().handle),
-                "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", info.name)
-            check_shared(info, bound, int(limit), f"device {device().name}")
-            _check(drv.cuFuncSetAttribute(
-                f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bound.smem),
-                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", info.name)
-            self.opted_in[info.name] = bound.smem
-        grid, block = bound.grid, self.blocks.get(info.name) or self.blocks.setdefault(info.name, _block(info))
+        if bound.smem > self.opted_in.get(info.name, STATIC_SMEM_LIMIT):
+            self._opt_in(info, bound, f)
+        grid, block = bound.grid, _block(info)
         result = _DRV.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], bound.smem, stream,
                                      argv, 0)
         if result[0] != _DRV.CUresult.CUDA_SUCCESS:
             _check(result, "cuLaunchKernel", info.name)
+
+    def _opt_in(self, info: KernelInfo, bound: Bound, f: Any) -> None:
+        """Let the kernel use the dynamic shared memory of this launch (launch-sized arrays), or
+        refuse the launch where the device has less."""
+        drv = _driver()
+        limit = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device().handle),
+            "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", info.name)
+        check_shared(info, bound, int(limit), f"device {device().name}")
+        _check(drv.cuFuncSetAttribute(
+            f, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bound.smem),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", info.name)
+        self.opted_in[info.name] = bound.smem
 
     def launch(self, info: KernelInfo, bound: Bound, *, stream: Any = None, check_bounds: bool = False,
                timeout: float | None = None) -> None:
@@ -211,19 +216,21 @@ class CudaLibrary:
         if timeout is not None:
             raise LaunchError(f"{info.name}(): timeout= is supported on the CPU backend only (a running GPU "
                               "kernel cannot be cancelled)")
-        _driver()
+        if _DRV is None:
+            _driver()
         arrays = bound.arrays
         handle = handle_of(stream) if stream is not None else current_stream(arrays.values())
-        host = False
         for a in arrays.values():
             if isinstance(a, np.ndarray):
-                host = True
                 break
-        if not host and (arrays or stream is not None):
-            params = self.params.get(info.name) or self.params.setdefault(info.name, _Params(info))
-            params.launch(self, info, bound, handle)
         else:
-            self._launch_and_wait(info, bound, handle)
+            if arrays or stream is not None:
+                params = self.params.get(info.name)
+                if params is None:
+                    params = self.params[info.name] = _Params(info, self.functions[info.name])
+                params.launch(self, info, bound, handle)
+                return
+        self._launch_and_wait(info, bound, handle)
 
     def _launch_and_wait(self, info: KernelInfo, bound: Bound, stream: int) -> None:
         drv = _driver()
@@ -278,36 +285,63 @@ def _free(allocations: list, stream: int, waited: bool) -> None:
             drv.cuMemFree(dptr)
 
 
+_STRUCT_CODES = {"bool": "?", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H", "u32": "I",
+                 "u64": "Q", "f16": "f", "bf16": "f", "f32": "f", "f64": "d"}
+
+
 class _Params:
-    """A kernel's parameters as cuLaunchKernel takes them: a ctypes holder per C parameter and the
-    `void*[]` of their addresses, made once and reused (the driver reads the values during the call).
-    A launch takes a set from this thread's free list (a launch made meanwhile on the same thread,
-    from a signal handler, makes its own set), fills in the values and gives it back."""
+    """A kernel's parameters as cuLaunchKernel takes them, for launches whose arrays are all on the
+    device: one buffer holding every value (each at its C alignment, written by one `pack_into`)
+    and the `void*[]` of their addresses, made once and reused (the driver reads the values during
+    the call). A launch takes a set from this thread's free list (a launch made meanwhile on the
+    same thread, from a signal handler, makes its own set), fills it in and gives it back."""
 
-    __slots__ = ("kinds", "types", "free")
+    __slots__ = ("kinds", "layout", "free", "function", "block")
 
-    def __init__(self, info: KernelInfo) -> None:
-        self.kinds = tuple((p.kind, p.name) for p in info.params)
-        self.types = param_types(info)
+    def __init__(self, info: KernelInfo, function: Any) -> None:
+        self.kinds = tuple((p.kind == "tensor", p.kind == "shape", p.name) for p in info.params)
+        codes = ["Q" if p.kind == "tensor" else "i" if p.kind == "shape" else _STRUCT_CODES[p.dtype] for p in info.params]
+        self.layout = struct.Struct("@" + "".join(codes))  # native alignment, as the C parameters have
         self.free = threading.local()
+        self.function, self.block = function, _block(info)
+
+    def _new_set(self) -> tuple[bytearray, ctypes.Array, int]:
+        """(the values' buffer, the `void*[]`, its address). The buffer is a bytearray (`pack_into`
+        takes it without the format string a ctypes buffer builds at each export); the ctypes view
+        of it, kept with the `void*[]`, gives its address and forbids resizing it."""
+        codes = self.layout.format[1:]
+        buffer = bytearray(max(1, self.layout.size))
+        view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+        offsets = [struct.calcsize("@" + codes[:i + 1]) - struct.calcsize(codes[i]) for i in range(len(codes))]
+        argv = (ctypes.c_void_p * max(1, len(codes)))(*(ctypes.addressof(view) + o for o in offsets))
+        argv._keep = view  # type: ignore[attr-defined]
+        return buffer, argv, ctypes.addressof(argv)
 
     def launch(self, library: CudaLibrary, info: KernelInfo, bound: Bound, stream: int) -> None:
         """Launch with every array already on the device (their addresses in `bound`)."""
         free = getattr(self.free, "sets", None)
         if free is None:
             free = self.free.sets = []
-        if free:
-            holders, argv = free.pop()
-        else:
-            holders = [t() for t in self.types]
-            argv = _argv(holders)
-        shapes, scalars = bound.shapes, bound.scalars
-        for h, (kind, name) in zip(holders, self.kinds):
-            h.value = bound.address(name) if kind == "tensor" else shapes[name] if kind == "shape" else scalars[name]
+        held = free.pop() if free else self._new_set()
+        arrays, addresses, shapes, scalars = bound.arrays, bound.addresses, bound.shapes, bound.scalars
+        values = [(addresses[name][1] if addresses[name][0] is arrays[name] else bound.address(name)) if tensor
+                  else shapes[name] if shape else scalars[name] for tensor, shape, name in self.kinds]
         try:
-            library._launch(info, bound, ctypes.addressof(argv), stream)
+            try:
+                self.layout.pack_into(held[0], 0, *values)
+                argv = held[2]
+            except (struct.error, OverflowError):  # an f32 scalar beyond f32's range: ctypes makes it inf
+                kept = _argv([t(v) for t, v in zip(param_types(info), values)])
+                argv = ctypes.addressof(kept)
+            if bound.smem > library.opted_in.get(info.name, STATIC_SMEM_LIMIT):
+                library._opt_in(info, bound, self.function)
+            grid, block = bound.grid, self.block
+            result = _DRV.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         bound.smem, stream, argv, 0)
+            if result[0] != _DRV.CUresult.CUDA_SUCCESS:
+                _check(result, "cuLaunchKernel", info.name)
         finally:
-            free.append((holders, argv))
+            free.append(held)
 
 
 def _argv(params: list[ctypes._SimpleCData]) -> ctypes.Array:

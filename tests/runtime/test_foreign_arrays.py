@@ -285,6 +285,16 @@ def test_torch_cpu_tensors_in_place(mod) -> None:
             dtype=torch.float64), 1.0, grid=3)
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("doc", ["README.md", "docs/language.md"])
+def test_the_documented_pytorch_example_runs(doc, shared_cache) -> None:
+    from tests.conftest import ROOT
+
+    text = (ROOT / doc).read_text()
+    start = text.index("```python\nimport torch, tessera\n") + len("```python\n")
+    exec(compile(text[start:text.index("```", start)], doc, "exec"), {})  # its own assert checks the result
+
+
 # ---- the differential generator ----------------------------------------------------------------
 
 KINDS = ("memoryview", "array_api", "producer", "legacy", "only_dlpack", "torch")
