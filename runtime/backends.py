@@ -29,7 +29,8 @@ class Library(Protocol):
 class Backend(Protocol):
     name: str
     warmup: int            # untimed launches before `Kernel.benchmark` times any
-    device_arrays: bool    # takes device arrays; NumPy arrays go to fresh (16-byte aligned) allocations
+    device_arrays: bool    # takes device arrays; NumPy arrays go to fresh (16-byte aligned) allocations,
+    #                        but those in unified memory (runtime/managed.py), used in place
 
     def status(self) -> tuple[bool, str]:
         """Whether it can run here, and why (or why not), in words."""

@@ -11,6 +11,7 @@ a launch on CUDA uses a NumPy array inside one in place (`is_managed`), and `pre
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 import weakref
 from typing import Any
@@ -54,7 +55,8 @@ def _forget(start: int, free: Any) -> None:
         ranges.pop(start, None)
         _RANGES, _STARTS = ranges, tuple(sorted(ranges))
     if free is not None:
-        free(start)
+        with contextlib.suppress(Exception):  # a finalizer may not raise (at exit, the driver may be gone)
+            free(start)
 
 
 def extent(array: np.ndarray) -> tuple[int, int]:

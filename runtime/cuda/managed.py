@@ -28,12 +28,8 @@ def managed_buffer(nbytes: int) -> np.ndarray:
     ptr = int(_check(drv.cuMemAllocManaged(max(nbytes, 1), drv.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL.value),
                      "cuMemAllocManaged"))
     raw = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    managed.record(raw, ptr, nbytes, "cuda", _free)
+    managed.record(raw, ptr, nbytes, "cuda", drv.cuMemFree)  # freed by the driver that allocated it
     return np.frombuffer(memoryview(raw).cast("B"), np.uint8, nbytes)
-
-
-def _free(ptr: int) -> None:
-    _driver().cuMemFree(ptr)
 
 
 @functools.cache

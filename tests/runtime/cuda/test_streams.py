@@ -279,6 +279,18 @@ def test_managed_arrays_are_used_in_place_prefetched_and_advised(monkeypatch, tm
     assert ("cuMemFree", start) in drv.calls and managed.find(y) == "cuda"
 
 
+def test_a_misaligned_managed_view_gets_the_generic_variant(fake) -> None:
+    """Managed arrays are used in place on CUDA, so their own alignment picks the variant (NumPy
+    arrays are copied to fresh, aligned allocations)."""
+    from tests.conftest import ROOT
+
+    mod = tessera.load(ROOT / "samples" / "elementwise.tsr", backend="cuda", arch="sm_90")
+    x = tessera.managed_zeros(1025, np.float32, backend="cuda")
+    assert mod.vadd_f32.prepare((x[:1024], x[:1024], np.zeros(1024, np.float32)), {}).info.aligned
+    assert not mod.vadd_f32.prepare((x[1:], x[1:], np.zeros(1024, np.float32)), {}).info.aligned
+    assert mod.vadd_f32.prepare((np.zeros(1025, np.float32)[1:],) * 2 + (np.zeros(1024, np.float32),), {}).info.aligned
+
+
 def test_the_driver_signature_is_read_from_the_installed_bindings() -> None:
     import cuda.bindings
     from cuda.bindings import driver as real
