@@ -195,11 +195,14 @@ MAP_ROWS = (MapRow("vadd_f32", np.float32, False), MapRow("saxpy_f32", np.float3
 
 
 def reference_library() -> str | None:
-    """"CuPy" or "PyTorch" (the one `reference_time` synchronizes), or None without either."""
+    """"CuPy" or "PyTorch" (the one `reference_time` synchronizes), or None without either (a
+    PyTorch built without CUDA counts as none)."""
     for module, name in (("cupy", "CuPy"), ("torch", "PyTorch")):
         try:
-            __import__(module)
+            imported = __import__(module)
         except ImportError:
+            continue
+        if module == "torch" and not imported.cuda.is_available():
             continue
         return name
     return None

@@ -22,13 +22,15 @@ class Library(Protocol):
     def launch(self, info: KernelInfo, bound: Any, *, stream: Any = None, check_bounds: bool = False,
                timeout: float | None = None) -> None: ...
 
-    def benchmark(self, info: KernelInfo, bound: Any, *, repeat: int = 20, warmup: int = 3) -> float: ...
+    def benchmark(self, info: KernelInfo, bound: Any, *, repeat: int = 20, warmup: int = 3,
+                  stream: Any = None) -> float: ...
 
 
 class Backend(Protocol):
     name: str
     warmup: int            # untimed launches before `Kernel.benchmark` times any
-    device_arrays: bool    # takes device arrays; NumPy arrays go to fresh (16-byte aligned) allocations
+    device_arrays: bool    # takes device arrays; NumPy arrays go to fresh (16-byte aligned) allocations,
+    #                        but those in unified memory (runtime/managed.py), used in place
 
     def status(self) -> tuple[bool, str]:
         """Whether it can run here, and why (or why not), in words."""
@@ -58,6 +60,19 @@ class Backend(Protocol):
 
     def load(self, key: str, kernels: tuple[KernelInfo, ...], artifact: Any) -> Library | None:
         """The library with this key, loaded (from `artifact`, else the cache); None if it is gone."""
+        ...
+
+    def managed_buffer(self, nbytes: int) -> Any:
+        """`nbytes` of memory that the host and the kernels share (recorded by runtime/managed.py),
+        as a uint8 NumPy array that owns it."""
+        ...
+
+    def prefetch_memory(self, start: int, nbytes: int, to_gpu: bool, stream: Any) -> None:
+        """Move a range of that memory towards the device (or the host), queued on `stream`."""
+        ...
+
+    def advise_memory(self, start: int, nbytes: int, hint: str) -> None:
+        """Advise where a range of that memory should live (runtime/managed.py `HINTS`)."""
         ...
 
 

@@ -3,9 +3,10 @@ worked out once per argument structure (how many positional arguments, which key
 grid was given), so that a repeated launch only reads each array's dtype, rank, flags, shape and
 address and checks what can differ between launches (dtype, rank, contiguity, writability, sizes,
 shape symbols against each other and against integer parameters, overlap, scalar ranges, the
-grid). Anything unusual (a device array, an array subclass, a NumPy scalar, a check that fails)
-goes to `bind`, which raises the error it always raised: the fast path never reports an error of
-its own."""
+grid). Another library's array is read through `device_arrays.adapt` (a NumPy view of host
+memory, or a device array's description) and checked the same way. Anything unusual (an array
+subclass, a NumPy scalar, an array `adapt` refuses, a check that fails) goes to `bind`, which
+raises the error it always raised: the fast path never reports an error of its own."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from tessera.base.errors import LaunchError
 from tessera.base.kernel_info import KernelInfo
+from tessera.runtime.device_arrays import ADAPTERS, DeviceArray, ForeignArrayError, adapt
 from tessera.runtime.launch_args import (
     INT_RANGES,
     Bound,
@@ -85,7 +87,7 @@ def _plan(info: KernelInfo, nargs: int, keywords: tuple[str, ...], gridded: bool
 def fast_bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, device_ok: bool = False) -> Bound:
     """`bind(info, args, kwargs, grid, device_ok)`, by the kernel's plan where the arguments allow."""
     plan = _plan(info, len(args), tuple(kwargs), grid is not None)
-    bound = _bind_planned(info, plan, args, kwargs, grid) if plan is not None else None
+    bound = _bind_planned(info, plan, args, kwargs, grid, device_ok) if plan is not None else None
     return bound if bound is not None else bind(info, args, kwargs, grid, device_ok)
 
 
@@ -99,7 +101,8 @@ def _address(value: np.ndarray, writeable: bool) -> int:
     return int(value.__array_interface__["data"][0])
 
 
-def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, Any], grid: Any) -> Bound | None:
+def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, Any], grid: Any,
+                  device_ok: bool) -> Bound | None:
     """The checked arguments, or None where any check fails or the arguments are not plain."""
     if kwargs:
         values = list(args) + [None] * (len(plan.slots) - len(args))
@@ -113,9 +116,42 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
         shapes["grid_groups"] = explicit[0] * explicit[1] * explicit[2]
     arrays: dict[str, Any] = {}
     addresses: dict[str, tuple[Any, int]] = {}
+    sizes: dict[str, int] = {}
     for name, slot, accepted, ndim, fixed, symbols, mut in plan.tensors:
         v = values[slot]
-        if type(v) is not np.ndarray or v.dtype not in accepted or v.ndim != ndim:
+        if type(v) is not np.ndarray:  # another library's array: `adapt` once per class, then its reader
+            try:
+                found = (ADAPTERS.get(type(v)) or adapt)(v)
+            except ForeignArrayError:
+                return None
+            if type(found) is DeviceArray:  # the checks below, on the description
+                if not device_ok:
+                    return None
+                ptr, shape, dtype, contiguous, readonly = found
+                if dtype not in accepted or len(shape) != ndim or not contiguous or (mut and readonly):
+                    return None
+                count = 1
+                for dim in shape:
+                    count *= dim
+                if count >= _LIMIT:
+                    return None
+                for axis, want in fixed:
+                    if shape[axis] != want:
+                        return None
+                for axis, sym in symbols:
+                    got = shapes.get(sym)
+                    if got is None:
+                        shapes[sym] = shape[axis]
+                    elif got != shape[axis]:
+                        return None
+                arrays[name] = v
+                addresses[name] = (v, ptr)
+                sizes[name] = count * dtype.itemsize
+                continue
+            if type(found) is not np.ndarray:
+                return None
+            v = found  # a NumPy view of another library's host array
+        if v.dtype not in accepted or v.ndim != ndim:
             return None
         flags = v.flags
         writeable = flags.writeable
@@ -133,6 +169,7 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
                 return None
         arrays[name] = v
         addresses[name] = (v, _address(v, writeable))
+        sizes[name] = v.nbytes
     scalars: dict[str, int | float | bool] = {}
     for name, slot, p, rng, plain_float in plan.scalars:
         v = values[slot]
@@ -149,7 +186,7 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
         scalars[name] = v
     for a, b in plan.pairs:
         a0, b0 = addresses[a][1], addresses[b][1]
-        a1, b1 = a0 + arrays[a].nbytes, b0 + arrays[b].nbytes
+        a1, b1 = a0 + sizes[a], b0 + sizes[b]
         if a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1:
             return None
     for name in plan.symbols_from_scalars:

@@ -39,11 +39,11 @@ def numpy_dtypes(tsr_type: str) -> tuple[np.dtype, ...]:
 
 def tsr_type_of(dtype: Any) -> str | None:
     """The .tsr element type of a NumPy dtype (uint16 is u16: bf16 bits bind a type parameter only
-    by name, `T="bf16"`), or None."""
+    by name, `T="bf16"`, unless the dtype is marked bf16: runtime/dlpack.py `bf16_dtype`), or None."""
     from tessera.base.dtypes import SCALARS
 
     dt = np.dtype(dtype)
-    if dt.name == "bfloat16":
+    if dt.name == "bfloat16" or (dt.metadata is not None and dt.metadata.get("tsr") == "bf16"):
         return "bf16"
     return next((t for t, s in SCALARS.items() if t != "bf16" and np.dtype(s.numpy) == dt), None)
 
@@ -64,12 +64,21 @@ def _type_argument(kernel: str, name: str, value: Any) -> str:
     return found
 
 
+def dtype_name(dt: np.dtype) -> str:
+    """A dtype as messages name it (bf16 data marked on uint16 is "bfloat16")."""
+    return "bfloat16" if tsr_type_of(dt) == "bf16" else str(dt)
+
+
 def _array_dtype(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.dtype
-    from tessera.runtime.device_arrays import describe, is_device_array
+    from tessera.runtime.device_arrays import ForeignArrayError, adapt
 
-    return describe(value).dtype if is_device_array(value) else None
+    try:
+        found = adapt(value)
+    except ForeignArrayError:
+        return None  # bind() reports it
+    return None if found is None else found.dtype
 
 
 def bind_types(kernel: str, generic: dict[str, Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, str]:
@@ -97,13 +106,14 @@ def bind_types(kernel: str, generic: dict[str, Any], args: tuple, kwargs: dict[s
         if tname in out:
             if dt not in numpy_dtypes(out[tname]):
                 raise LaunchError(f"{kernel}(): type parameter '{tname}' is {out[tname]} from {origin[tname]}, but "
-                                  f"parameter '{pname}' has dtype {dt}; every argument of type {tname} must agree")
+                                  f"parameter '{pname}' has dtype {dtype_name(dt)}; every argument of type {tname} "
+                                  "must agree")
             continue
         found = tsr_type_of(dt)
         if found is None:
             raise _fail(kernel, pname, f"dtype {dt} is no .tsr element type, so it cannot bind '{tname}'")
         out[tname] = found
-        origin[tname] = f"parameter '{pname}' (dtype {dt})"
+        origin[tname] = f"parameter '{pname}' (dtype {dtype_name(dt)})"
     for name, allowed in params:
         if name not in out:
             raise LaunchError(f"{kernel}(): type parameter '{name}' is not bound: no array argument has it as its "
@@ -123,16 +133,23 @@ class Bound:
     scalars: dict[str, int | float | bool]
     shapes: dict[str, int]
     smem: int = 0                 # dynamic shared memory bytes: constant arrays, then launch-sized ones
-    # Where each NumPy array's data starts, read once (`__array_interface__` builds a dict: 3 us)
-    # for the overlap check, the alignment check and the CPU launch: (the array, its address), so
-    # that a user of the address can tell whether `arrays` still holds that array (see `address`).
+    # Where each array's data starts (host or device address), read once (`__array_interface__`
+    # builds a dict: 3 us) for the overlap check, the alignment check and the launch: (the array,
+    # its address), so that a user of the address can tell whether `arrays` still holds that array
+    # (see `address`).
     addresses: dict[str, tuple[Any, int]] = field(default_factory=dict)
 
     def address(self, name: str) -> int:
-        """Where the NumPy array of tensor parameter `name` now in `arrays` starts."""
+        """Where the array of tensor parameter `name` now in `arrays` starts."""
         a = self.arrays[name]
         known = self.addresses.get(name)
-        return known[1] if known is not None and known[0] is a else int(a.__array_interface__["data"][0])
+        if known is not None and known[0] is a:
+            return known[1]
+        if isinstance(a, np.ndarray):
+            return int(a.__array_interface__["data"][0])
+        from tessera.runtime.device_arrays import describe
+
+        return describe(a).ptr
 
 
 def _fail(kernel: str, param: str, message: str) -> LaunchError:
@@ -153,17 +170,28 @@ def normalize_grid(kernel: str, grid: Any) -> tuple[int, int, int]:
 
 
 def _check_array(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str],
-                 device_ok: bool) -> Any:
-    arr = value
-    if not isinstance(value, np.ndarray):
-        from tessera.runtime.device_arrays import describe, is_device_array
+                 device_ok: bool) -> tuple[Any, int, int]:
+    """(what the launch keeps, where its data starts, its size in bytes): a NumPy array as it is,
+    another library's host array as a NumPy view of it, a device array as it is (on CUDA)."""
+    if isinstance(value, np.ndarray):
+        _check_layout(info, p, value, shapes, origin)
+        return value, int(value.__array_interface__["data"][0]), value.nbytes
+    from tessera.runtime.device_arrays import ForeignArrayError, adapt
 
-        if not (device_ok and is_device_array(value)):
-            what = "a NumPy or CUDA array" if device_ok else "a NumPy array"
-            raise _fail(info.name, p.name, f"expected {what} of {p.dtype}, got {type(value).__name__}")
-        arr = describe(value)
-    _check_layout(info, p, arr, shapes, origin)
-    return value
+    try:
+        found = adapt(value)
+    except ForeignArrayError as e:
+        raise _fail(info.name, p.name, f"cannot take this {type(value).__name__}: {e}") from None
+    if isinstance(found, np.ndarray):
+        _check_layout(info, p, found, shapes, origin)
+        return found, int(found.__array_interface__["data"][0]), found.nbytes  # the caller's memory, in place
+    if found is None or not device_ok:
+        what = "a NumPy or CUDA array" if device_ok else \
+            "a NumPy array (or another array in host memory, with DLPack or the buffer protocol)"
+        where = ", which is in CUDA device memory (the CPU backend takes host arrays)" if found is not None else ""
+        raise _fail(info.name, p.name, f"expected {what} of {p.dtype}, got {type(value).__name__}{where}")
+    _check_layout(info, p, found, shapes, origin)
+    return value, found.ptr, found.size * found.dtype.itemsize
 
 
 def _check_layout(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, int], origin: dict[str, str]) -> None:
@@ -171,7 +199,7 @@ def _check_layout(info: KernelInfo, p: ParamInfo, value: Any, shapes: dict[str, 
     accepted = numpy_dtypes(p.dtype)
     if value.dtype not in accepted:
         names = " or ".join(str(d) for d in accepted)
-        raise _fail(info.name, p.name, f"expected dtype {names} ({p.dtype}), got {value.dtype}")
+        raise _fail(info.name, p.name, f"expected dtype {names} ({p.dtype}), got {dtype_name(value.dtype)}")
     if len(value.shape) != len(p.dims):
         raise _fail(info.name, p.name, f"expected {len(p.dims)} dimension{'s' if len(p.dims) != 1 else ''}, "
                     f"got an array of shape {value.shape}")
@@ -218,25 +246,11 @@ def _check_scalar(info: KernelInfo, p: ParamInfo, value: Any) -> int | float | b
     return float(value)
 
 
-def _byte_range(value: Any, start: int | None) -> tuple[int, int]:
-    """[start, end) of a C-contiguous array's elements in memory (host or device addresses);
-    `start` is a NumPy array's, already read."""
-    if isinstance(value, np.ndarray):
-        assert start is not None
-        return start, start + value.nbytes
-    from tessera.runtime.device_arrays import describe
-
-    d = describe(value)
-    return d.ptr, d.ptr + d.size * d.dtype.itemsize
-
-
-def _check_overlap(info: KernelInfo, params: list[ParamInfo], arrays: dict[str, Any],
-                   addresses: dict[str, tuple[Any, int]]) -> None:
+def _check_overlap(info: KernelInfo, params: list[ParamInfo], ranges: dict[str, tuple[int, int]]) -> None:
     """The kernel declares its tensor parameters __restrict__: a mut array may not share memory
-    with any other array argument (the results would depend on the compiler's optimizations)."""
+    with any other array argument (the results would depend on the compiler's optimizations).
+    `ranges`: [start, end) of each tensor argument's elements (host or device addresses)."""
     tensors = [p for p in params if p.kind == "tensor"]
-    ranges = {p.name: _byte_range(arrays[p.name], addresses[p.name][1] if p.name in addresses else None)
-              for p in tensors}
     for i, a in enumerate(tensors):
         for b in tensors[i + 1:]:
             if not (a.mut or b.mut):
@@ -281,14 +295,18 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
         origin["grid_groups"] = "the grid"
     arrays: dict[str, Any] = {}
     scalars: dict[str, int | float | bool] = {}
+    addresses: dict[str, tuple[Any, int]] = {}
+    ranges: dict[str, tuple[int, int]] = {}
     for p in user:
         if p.kind == "tensor":
-            arrays[p.name] = _check_array(info, p, values[p.name], shapes, origin, device_ok)
+            kept, start, nbytes = _check_array(info, p, values[p.name], shapes, origin, device_ok)
+            arrays[p.name] = kept
+            addresses[p.name] = (kept, start)
+            ranges[p.name] = (start, start + nbytes)
         else:
             scalars[p.name] = _check_scalar(info, p, values[p.name])
-    addresses = {name: (a, a.__array_interface__["data"][0]) for name, a in arrays.items() if isinstance(a, np.ndarray)}
     if info.restrict:
-        _check_overlap(info, user, arrays, addresses)
+        _check_overlap(info, user, ranges)
     for name, extent in shapes.items():
         if name in scalars and scalars[name] != extent:
             raise LaunchError(f"{info.name}(): parameter '{name}' is {scalars[name]} but {origin[name]} is {extent}")

@@ -8,9 +8,10 @@
 #
 # Steps, each under its own time limit: install the carried wheels and Tessera itself offline into
 # a fresh target folder (nothing is fetched: pip --no-index); print the GPU, driver and CUDA
-# versions; run every GPU test (`pytest -m gpu`, on several workers); run bench/gpu_bench.py (all
-# rows, with the PyTorch/CuPy baselines of the image); gather the records. The dry run does the same
-# install and versions, then only collects the GPU tests and runs the benchmark's --dry-run.
+# versions; run every GPU test and every PyTorch test (`pytest -m "gpu or torch"`, on several
+# workers); run bench/gpu_bench.py (all rows, with the PyTorch/CuPy baselines of the image) and
+# bench/interop_launch.py (a launch on PyTorch tensors vs Triton's); gather the records. The dry run
+# does the same install and versions, then only collects those tests and runs the benchmarks' --dry-run.
 # Everything goes to OUT ($OUT where the device tool sets it, else ./gpu-check-out): the log
 # (gpu_check.log), results.json (machine-readable), RESULTS-section.md (for bench/RESULTS.md), the
 # tests' JUnit XML and the benchmark's JSON. Exit status 0 when every step succeeded.
@@ -84,14 +85,16 @@ cd "$run"
 step versions 60 "$py" scripts/gpu_report.py versions "$out" || exit 1
 
 if [ "$dry" -eq 1 ]; then
-    step gpu-tests-collect 180 "$py" -m pytest -m gpu --collect-only -q -p no:cacheprovider
+    step gpu-tests-collect 180 "$py" -m pytest -m "gpu or torch" --collect-only -q -p no:cacheprovider
     step gpu-bench-dry-run 300 "$py" bench/gpu_bench.py --dry-run
+    step interop-launch-dry-run 120 "$py" bench/interop_launch.py --dry-run
 else
     echo "=== the device"
     nvidia-smi || true
-    step gpu-tests 270 "$py" -m pytest -m gpu -n 4 -q -p no:cacheprovider -o addopts="-ra" \
+    step gpu-tests 270 "$py" -m pytest -m "gpu or torch" -n 4 -q -p no:cacheprovider -o addopts="-ra" \
         --junitxml="$out/gpu-tests.xml"
     step gpu-bench 150 "$py" bench/gpu_bench.py --json "$out/gpu_bench.json"
+    step interop-launch 60 "$py" bench/interop_launch.py
 fi
 
 "$py" scripts/gpu_report.py report "$out"

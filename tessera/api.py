@@ -269,17 +269,19 @@ def local_shards(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, 
 def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:
     """Whether a launch may use the kernel's aligned variant: its copied tensors start on a
     16-byte boundary and the shape symbols that set their strides are multiples of 16. With
-    `uploaded` (the CUDA backend), NumPy arrays are copied to fresh, aligned device allocations."""
-    from tessera.runtime.device_arrays import describe, is_device_array
+    `uploaded` (the CUDA backend), NumPy arrays are copied to fresh, aligned device allocations,
+    except managed ones (tessera.managed_empty), used in place."""
+    import numpy as np
+
+    from tessera.runtime.managed import is_managed
 
     if any(bound.shapes.get(s, 0) % 16 for s in info.align_symbols):
         return False
     for name in info.align_tensors:
         a = bound.arrays[name]
-        if is_device_array(a):
-            if describe(a).ptr % 16:
-                return False
-        elif not uploaded and bound.address(name) % 16:
+        if uploaded and isinstance(a, np.ndarray) and not is_managed(a):
+            continue  # copied to a fresh allocation
+        if bound.address(name) % 16:
             return False
     return True
 

@@ -25,18 +25,22 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` run only where a CUDA driver and device are present, `multi_gpu` ones
-    only where there are at least two devices."""
+    only where there are at least two devices, `torch` ones only where PyTorch is installed."""
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
     count = int(why.split()[0]) if ok else 0  # "N CUDA device(s) found"
     skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
     skip_multi = pytest.mark.skip(reason=f"needs two GPUs: {why if not ok else f'{count} found'}")
+    skip_torch = pytest.mark.skip(reason="needs PyTorch (pip install torch)")
+    has_torch = importlib.util.find_spec("torch") is not None
     for item in items:
         if "gpu" in item.keywords and not ok:
             item.add_marker(skip)
         elif "multi_gpu" in item.keywords and count < 2:
             item.add_marker(skip_multi)
+        elif "torch" in item.keywords and not has_torch:
+            item.add_marker(skip_torch)
 
 
 @pytest.fixture

@@ -46,5 +46,21 @@ class CudaBackend:
 
         return loaded_library(key, kernels, artifact)
 
+    def managed_buffer(self, nbytes: int) -> Any:
+        from tessera.runtime.cuda.managed import managed_buffer
+
+        return managed_buffer(nbytes)
+
+    def prefetch_memory(self, start: int, nbytes: int, to_gpu: bool, stream: Any) -> None:
+        from tessera.runtime.cuda.managed import prefetch
+        from tessera.runtime.cuda.streams import handle_of
+
+        prefetch(start, nbytes, to_gpu, 0 if stream is None else handle_of(stream))
+
+    def advise_memory(self, start: int, nbytes: int, hint: str) -> None:
+        from tessera.runtime.cuda.managed import advise
+
+        advise(start, nbytes, hint)
+
 
 BACKEND = CudaBackend()

@@ -47,5 +47,17 @@ class CpuBackend:
         path = artifact or cached_library(key)
         return CpuLibrary(path) if path is not None else None
 
+    def managed_buffer(self, nbytes: int) -> Any:
+        """Ordinary host memory: the kernels run on the host."""
+        from tessera.runtime.managed import host_buffer
+
+        return host_buffer(nbytes)
+
+    def prefetch_memory(self, start: int, nbytes: int, to_gpu: bool, stream: Any) -> None:
+        """Nothing to move: there is one memory."""
+
+    def advise_memory(self, start: int, nbytes: int, hint: str) -> None:
+        """Nothing to advise: there is one memory."""
+
 
 BACKEND = CpuBackend()

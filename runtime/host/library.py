@@ -195,9 +195,10 @@ class CpuLibrary:
             prepared.kinds = tuple((p.kind, p.name) for p in info.params)
         return prepared
 
-    def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3) -> float:
+    def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3,
+                  stream: Any = None) -> float:
         """Median milliseconds per launch, wall time, after `warmup` launches that are not timed
-        (the CUDA library's method of the same name, measured with events there)."""
+        (the CUDA library's method of the same name, measured with events there; `stream` is its)."""
         import statistics  # with fractions, 5-9 ms: not on a first launch's path
 
         for _ in range(warmup):

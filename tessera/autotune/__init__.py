@@ -137,11 +137,15 @@ def _shape_and_type(kernel: str, name: str, value: Any) -> tuple[tuple[int, ...]
     from tessera.runtime.launch_args import tsr_type_of
 
     if not isinstance(value, np.ndarray):
-        from tessera.runtime.device_arrays import describe, is_device_array
+        from tessera.runtime.device_arrays import ForeignArrayError, adapt
 
-        if not is_device_array(value):
+        try:
+            found = adapt(value)  # another library's array: a NumPy view, or a device array's description
+        except ForeignArrayError as e:
+            raise LaunchError(f"{kernel}(): parameter '{name}': cannot take this {type(value).__name__}: {e}") from None
+        if found is None:
             raise LaunchError(f"{kernel}(): parameter '{name}': expected an array, got {type(value).__name__}")
-        value = describe(value)
+        value = found
     return tuple(int(d) for d in value.shape), tsr_type_of(value.dtype) or str(value.dtype)
 
 
