@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import threading
 import weakref
 from typing import Any
 
 import numpy as np
 
 from tessera.base.errors import TesseraError
+from tessera.base.forksafe import ForkSafeLock
 
 PLACES = ("gpu", "cpu")
 HINTS = ("device", "host", "read_mostly")
@@ -27,7 +27,7 @@ HINTS = ("device", "host", "read_mostly")
 # that a reader sees one consistent pair without taking it.
 _STARTS: tuple[int, ...] = ()
 _RANGES: dict[int, tuple[int, str]] = {}
-_LOCK = threading.Lock()
+_LOCK = ForkSafeLock()
 
 
 class _Owner:
