@@ -44,7 +44,17 @@ class Fragments(Part):
         self.frag_shape: tuple[int | str, ...] | None = None
 
     def rules(self) -> dict[str, Rule]:
-        return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore}
+        return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore,
+                "frag_coord": self.rule_frag_coord}
+
+    # ---- row_index(), col_index()
+    def rule_frag_coord(self, e: N.Call, name: str) -> N.Expr:
+        check_arity(self.sink, e, name, 0)
+        if self.frag_shape is None:
+            self.sink.error(e.loc, f"{name}() is the coordinate of the element being computed in a whole-fragment "
+                            f"statement (acc[:] = ...); it has no value elsewhere")
+            return e
+        return typed_call(e, name, (), SCALARS["i32"])
 
     # ---- acc = tfrag(f32[M, N], init)
     def frag_decl(self, s: N.Assign, name: str) -> N.Stmt:

@@ -90,6 +90,10 @@ class BuiltinPrinter:
     def c_warp_id(self, e: L.Intrinsic) -> tuple[str, int]:
         return f"({self.tid()} >> 5)", PRIMARY
 
+    def c_frag_coord(self, e: L.Intrinsic) -> tuple[str, int]:
+        """The element's row or column in a whole-fragment statement (emit/frags.py declares them)."""
+        return ("tsr_r" if e.op == "row_index" else "tsr_c"), PRIMARY
+
     def c_math(self, e: L.Intrinsic) -> tuple[str, int]:
         ty = e.dtype
         b = BUILTINS[e.op]

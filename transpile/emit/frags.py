@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from tessera.base.errors import Loc
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import MMA_KINDS, FragLayout, choose, uses_ldmatrix
+from tessera.transpile.lir.visit import walk
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:
@@ -202,13 +203,23 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     _close(bp)
 
 
+def _uses_coordinates(e: L.Expr) -> bool:
+    return any(isinstance(x, L.Intrinsic) and x.op in ("row_index", "col_index") for x in walk(e))
+
+
 def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
     lay = layout_of(bp, s.acc)
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
     lhs = f"{c_ident(s.acc)}[tsr_e]"
-    _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
-    bp.depth += 1
+    coordinates = _uses_coordinates(s.value)
+    if coordinates:  # row_index() and col_index(): the element's position, tsr_r and tsr_c
+        bp.emit(f"{{  // {s.acc}[:] = ... (with the element's coordinates)", s.loc)
+        bp.depth += 1
+        _positions(bp, lay)
+    else:
+        _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+        bp.depth += 1
 
     def body() -> str:
         if s.op is None:
@@ -218,6 +229,9 @@ def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
         return ""
 
     _with_fragments(bp, body)
+    if coordinates:
+        _close(bp)
+        return
     bp.depth -= 1
     bp.emit("}")
 

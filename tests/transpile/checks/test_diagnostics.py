@@ -302,6 +302,18 @@ CATALOG: list[Case] = [
          "'acc' is a fragment spread over the group's warps: use it whole"),
     Case("fragment-shapes-differ", kern("acc = tfrag(f32[64, 64], 0.0)\nb = tfrag(f32[32, 64], 0.0)\nacc[:] = b",
                                         TC_HEAD), 5, 14, "'b' is a [32, 64] fragment but the statement assigns a [64, 64] one"),
+    Case("fragment-statement-per-tile-value",
+         kern("acc = tfrag(f32[64, 64], 0.0)\nacc[:] = acc + x[tile_linear_id() % 64]", TC_HEAD.replace(
+             "m: i32", "x: f32[N], m: i32")), 4, 22,
+         ("tile_linear_id() differs between tiles", "use row_index() and col_index()")),
+    Case("fragment-statement-per-tile-local",
+         kern("acc = tfrag(f32[64, 64], 0.0)\nw = warp_id() * 2\nacc[:] = acc * 2.0 + w", TC_HEAD), 5, 26,
+         "'w' differs between tiles, but a whole-fragment statement computes each element"),
+    Case("fragment-statement-under-tile-condition",
+         kern("acc = tfrag(f32[64, 64], 0.0)\nif lane_id() < 8:\n    acc[:] = acc + 1.0", TC_HEAD), 5, 9,
+         "a whole-fragment statement must be reached by every tile of the group", note="condition or loop is here"),
+    Case("row-index-outside-a-fragment-statement", kern("r = row_index()", TC_HEAD), 3, 9,
+         "row_index() is the coordinate of the element being computed in a whole-fragment statement"),
     # ---- asynchronous copies and tpipeline
     Case("tcopy-async-to-global",
          kern("s = tshared.alloc(f32[128])\ntcopy_async(out[0:128], s)"), 4, 5,
