@@ -82,6 +82,10 @@ TABLE: tuple[Builtin, ...] = (
             doc="the row of the element being computed, within the fragment"),
     Builtin("col_index", "frag_coord", "intrinsic", printer="frag_coord",
             doc="the column of the element being computed, within the fragment"),
+    # ---- reductions of a fragment's rows in a whole-fragment statement (spec section 14)
+    Builtin("tmax", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the largest element of each row (axis=1)"),
+    Builtin("tmin", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the smallest element of each row (axis=1)"),
+    Builtin("tsum", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the sum of each row (axis=1)"),
     # ---- math (f16/bf16 compute in f32 and round back)
     _math("exp", "math1", "expf", "e**x"),
     _math("exp2", "math1", "exp2f", "2**x"),

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import MMA_KINDS, FragLayout, choose, uses_ldmatrix
+from tessera.transpile.lir.frag_layout import (
+    MMA_KINDS,
+    REDUCTIONS,
+    ROW_LANE_MASKS,
+    FragLayout,
+    layout_of_buffer,
+    uses_ldmatrix,
+)
 from tessera.transpile.lir.visit import walk
 from tessera.transpile.names import c_ident
 
@@ -31,24 +38,32 @@ if TYPE_CHECKING:
 
 
 def layout_of(bp: BodyPrinter, name: str) -> FragLayout:
+    return layout_of_buffer(bp.fn, name)
+
+
+def is_vector(bp: BodyPrinter, name: str) -> bool:
     b = bp.fn.buffer(name)
-    assert b is not None and b.space == "frag"
-    m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
-    layout = choose(m, n, bp.fn.tile_count // 32)
-    assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
-    return layout
+    return b is not None and b.space == "frag" and len(b.shape) == 1
+
+
+def per_lane(bp: BodyPrinter, name: str) -> int:
+    """Registers of the fragment `name` in each lane (a row vector: its slots)."""
+    lay = layout_of(bp, name)
+    return lay.slots if is_vector(bp, name) else lay.per_lane
 
 
 def print_alloc(bp: BodyPrinter, b: L.Buffer, loc: Loc) -> None:
     lay = layout_of(bp, b.name)
-    bp.emit(f"{b.elem.c_compute} {c_ident(b.name)}[{lay.per_lane}];  // {lay.describe(b.name)}", loc)
+    what = f"{b.name}: a row vector, one register per row the lane holds" if is_vector(bp, b.name) \
+        else lay.describe(b.name)
+    bp.emit(f"{b.elem.c_compute} {c_ident(b.name)}[{per_lane(bp, b.name)}];  // {what}", loc)
 
 
 def print_fill(bp: BodyPrinter, s: L.Fill) -> None:
     b = bp.fn.buffer(s.buf)
     assert b is not None
-    lay = layout_of(bp, s.buf)
-    bp.emit(f"tsr_fill<{lay.per_lane}, {b.elem.c_compute}>(&{c_ident(s.buf)}[0], {bp.pr.expr(s.value)});", s.loc)
+    n = per_lane(bp, s.buf)
+    bp.emit(f"tsr_fill<{n}, {b.elem.c_compute}>(&{c_ident(s.buf)}[0], {bp.pr.expr(s.value)});", s.loc)
 
 
 def _lanes(bp: BodyPrinter) -> None:
@@ -141,12 +156,11 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
 def _positions(bp: BodyPrinter, lay: FragLayout) -> None:
     """Opens the loop over the lane's elements with `tsr_r`, `tsr_c` their row and column."""
     _lanes(bp)
-    bp.emit(f"const int tsr_r0 = (tsr_warp / {lay.warps_n}) * {lay.warp_m} + (tsr_lane >> 2), "
-            f"tsr_c0 = (tsr_warp % {lay.warps_n}) * {lay.warp_n} + (tsr_lane & 3) * 2;")
+    bp.emit(lay.c_origin())
     _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
     bp.depth += 1
-    bp.emit(f"const int tsr_r = tsr_r0 + (tsr_e / {4 * lay.tiles_n}) * 16 + ((tsr_e >> 1) & 1) * 8;")
-    bp.emit(f"const int tsr_c = tsr_c0 + ((tsr_e >> 2) % {lay.tiles_n}) * 8 + (tsr_e & 1);")
+    bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
+    bp.emit(f"const int tsr_c = {lay.c_col('tsr_e')};")
 
 
 def _view_frame(bp: BodyPrinter, v: L.View, const: bool) -> tuple[str, str, str]:
@@ -179,14 +193,29 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     bp.emit(f"{{  // tload({s.acc}, {s.src.buf}[...])", s.loc)
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.src, True)
-    _positions(bp, lay)
+    if is_vector(bp, s.acc):
+        _vector_positions(bp, lay)
+        element = f"{c_ident(s.acc)}[tsr_q]"
+    else:
+        _positions(bp, lay)
+        element = f"{c_ident(s.acc)}[tsr_e]"
     saved = bp.pr.elements.get(s.src.buf)
     bp.pr.elements[s.src.buf] = f"tsr_p[{_offset(rs, cs)}]"
     value = bp.pr.cast_to(L.Load(s.src.buf, (), src.elem), acc.elem)
     _restore(bp, s.src.buf, saved)
     zero = "0.0f" if acc.elem.is_float else "0"
-    bp.emit(f"{c_ident(s.acc)}[tsr_e] = {inside} ? {value} : {zero};")
+    bp.emit(f"{element} = {inside} ? {value} : {zero};")
     _close(bp)
+
+
+def _vector_positions(bp: BodyPrinter, lay: FragLayout) -> None:
+    """Opens the loop over a row vector's slots (`tsr_q`) for a 1-D view: `tsr_r` is the view's one
+    row (0), `tsr_c` the slot's row of the fragment, the position in the view."""
+    _lanes(bp)
+    bp.emit(f"const int tsr_r0 = {lay.c_row0()};")
+    _unrolled(bp, "tsr_q", lay.slots, 1, "{")
+    bp.depth += 1
+    bp.emit(f"const int tsr_r = 0, tsr_c = {lay.c_slot_row('tsr_q')};")
 
 
 def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
@@ -197,7 +226,11 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     bp.emit(f"{{  // tstore({s.dst.buf}[...], {s.acc})", s.loc)
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.dst, False)
-    _positions(bp, lay)
+    if is_vector(bp, s.acc):  # the 4 lanes of a quad hold the row: its first lane writes it
+        _vector_positions(bp, lay)
+        inside = f"{lay.c_row_leader()} && {inside}"
+    else:
+        _positions(bp, lay)
     value = _with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
     bp.emit(f"if ({inside}) tsr_p[{_offset(rs, cs)}] = {value};")
     _close(bp)
@@ -211,6 +244,11 @@ def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
     lay = layout_of(bp, s.acc)
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
+    vector, reductions = is_vector(bp, s.acc), _reductions(s.value)
+    reads_vectors = any(isinstance(x, L.Load) and is_vector(bp, x.buf) for x in walk(s.value))
+    if vector or reductions or reads_vectors:
+        _print_row_statement(bp, s, lay, reductions)
+        return
     lhs = f"{c_ident(s.acc)}[tsr_e]"
     coordinates = _uses_coordinates(s.value)
     if coordinates:  # row_index() and col_index(): the element's position, tsr_r and tsr_c
@@ -220,18 +258,99 @@ def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
     else:
         _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
         bp.depth += 1
-
-    def body() -> str:
-        if s.op is None:
-            bp.emit(f"{lhs} = {bp.pr.cast_to(s.value, acc.elem)};", s.loc)
-        else:
-            bp.update(lhs, L.Load(s.acc, (), acc.elem), s.op, s.op_type, s.value, s.loc, None)
-        return ""
-
-    _with_fragments(bp, body)
+    _with_fragments(bp, lambda: _assign(bp, s, lhs))
     if coordinates:
         _close(bp)
         return
+    bp.depth -= 1
+    bp.emit("}")
+
+
+def _assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
+    acc = bp.fn.buffer(s.acc)
+    assert acc is not None
+    if s.op is None:
+        bp.emit(f"{lhs} = {bp.pr.cast_to(s.value, acc.elem)};", s.loc)
+    else:
+        bp.update(lhs, L.Load(s.acc, (), acc.elem), s.op, s.op_type, s.value, s.loc, None)
+    return ""
+
+
+def _reductions(e: L.Expr) -> list[L.Intrinsic]:
+    """The row reductions `e` reads (`tsum(S, axis=1)`: Intrinsic tsum of S's element), each once."""
+    out: list[L.Intrinsic] = []
+    for x in walk(e):
+        if isinstance(x, L.Intrinsic) and x.op in REDUCTIONS and x not in out:
+            out.append(x)
+    return out
+
+
+def _reduced(x: L.Intrinsic) -> str:
+    load = x.args[0]
+    assert isinstance(load, L.Load)
+    return load.buf
+
+
+def _print_row_statement(bp: BodyPrinter, s: L.FragAssign, lay: FragLayout, reductions: list[L.Intrinsic]) -> None:
+    """A statement with row vectors or row reductions: each reduction first, one value per slot
+    (the lane's elements of the row, then the other lanes of its quad), then the statement over the
+    lane's elements (tsr_e, its slot tsr_q) or, for a row-vector target, over its slots."""
+    coords = {x.op for x in walk(s.value) if isinstance(x, L.Intrinsic) and x.op in ("row_index", "col_index")}
+    bp.emit(f"{{  // {s.acc}[:] = ... (rows)", s.loc)
+    bp.depth += 1
+    if coords:
+        _lanes(bp)
+        origin = [f"tsr_{x} = {c}" for x, c, op in (("r0", lay.c_row0(), "row_index"), ("c0", lay.c_col0(), "col_index"))
+                  if op in coords]
+        bp.emit(f"const int {', '.join(origin)};")
+    for k, x in enumerate(reductions):
+        _print_reduction(bp, layout_of(bp, _reduced(x)), x, f"tsr_red{k}")
+        bp.pr.elements[f"{x.op}({_reduced(x)})"] = f"tsr_red{k}[tsr_q]"
+    if is_vector(bp, s.acc):
+        _unrolled(bp, "tsr_q", lay.slots, 1, "{")
+        bp.depth += 1
+        if "row_index" in coords:
+            bp.emit(f"const int tsr_r = {lay.c_slot_row('tsr_q')};")
+        lhs = f"{c_ident(s.acc)}[tsr_q]"
+    else:
+        _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+        bp.depth += 1
+        bp.emit(f"const int tsr_q = {lay.c_slot('tsr_e')};")
+        if "row_index" in coords:
+            bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
+        if "col_index" in coords:
+            bp.emit(f"const int tsr_c = {lay.c_col('tsr_e')};")
+        lhs = f"{c_ident(s.acc)}[tsr_e]"
+    _with_fragments(bp, lambda: _assign(bp, s, lhs))
+    for x in reductions:
+        bp.pr.elements.pop(f"{x.op}({_reduced(x)})", None)
+    _close(bp)
+
+
+def _print_reduction(bp: BodyPrinter, lay: FragLayout, x: L.Intrinsic, name: str) -> None:
+    src = _reduced(x)
+    b = bp.fn.buffer(src)
+    assert b is not None
+    ctype = b.elem.c_compute
+    if x.op == "tsum":
+        def op(a: str, c: str) -> str:
+            return f"{a} + {c}"
+    else:
+        fn = ("fmaxf" if x.op == "tmax" else "fminf") if b.elem.is_float else ("max" if x.op == "tmax" else "min")
+
+        def op(a: str, c: str) -> str:
+            return f"{fn}({a}, {c})"
+    bp.emit(f"{ctype} {name}[{lay.slots}];  // {x.op}({src}, axis=1): one value per row the lane holds")
+    _unrolled(bp, "tsr_q", lay.slots, 1, "{")
+    bp.depth += 1
+    first, other = lay.c_slot_element("tsr_q", "0"), lay.c_slot_element("tsr_q", "tsr_k + 1")
+    bp.emit(f"{ctype} tsr_v = {c_ident(src)}[{first}];")
+    nxt = op("tsr_v", f"{c_ident(src)}[{other}]")
+    _unrolled(bp, "tsr_k", 2 * lay.tiles_n - 1, 1, f"tsr_v = {nxt};")
+    for mask in ROW_LANE_MASKS:  # the other lanes of the row (whole rows per warp: no other warp)
+        shuffled = op("tsr_v", f"__shfl_xor_sync(0xffffffffu, tsr_v, {mask})")
+        bp.emit(f"tsr_v = {shuffled};")
+    bp.emit(f"{name}[tsr_q] = tsr_v;")
     bp.depth -= 1
     bp.emit("}")
 
@@ -241,7 +360,7 @@ def _with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:
     names = [b.name for b in bp.fn.buffers if b.space == "frag"]
     saved = {n: bp.pr.elements.get(n) for n in names}
     for n in names:
-        bp.pr.elements[n] = f"{c_ident(n)}[tsr_e]"
+        bp.pr.elements[n] = f"{c_ident(n)}[{'tsr_q' if is_vector(bp, n) else 'tsr_e'}]"
     try:
         return f()
     finally:
