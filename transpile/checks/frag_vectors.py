@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 
 def uses_rows(fn: N.FuncDef) -> bool:
-    """Whether a kernel divides its fragments into whole rows per warp: it declares a row vector or
-    reduces rows (the same decision as frag_layout.kernel_whole_rows on the lowered kernel)."""
+    """Whether a kernel divides its fragments into whole rows per warp: it declares a row vector or an
+    operand fragment, or reduces rows (the same decision as frag_layout.kernel_whole_rows on the
+    lowered kernel)."""
     stack: list[object] = list(fn.body)
     while stack:
         n = stack.pop()
@@ -38,8 +39,9 @@ def uses_rows(fn: N.FuncDef) -> bool:
             if n.func.id in REDUCTIONS:
                 return True
             spec = n.args[0] if n.func.id == "tfrag" and n.args else None
-            if isinstance(spec, N.Index) and len(spec.indices) == 1:
-                return True
+            if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
+                                              and spec.base.id in ("f16", "bf16")):
+                return True  # a row vector, or an operand fragment (each warp's A rows, all of K)
         stack.extend(tree_children(n))
     return False
 

@@ -83,8 +83,9 @@ class Fragments(Part):
             self.sink.error(v.loc, "tfrag() is only allowed at the top level of a kernel body (a fragment belongs "
                             "to the whole group)")
             return s
-        if len(v.args) != 2 or v.kwargs:
-            self.sink.error(v.loc, "tfrag() takes a type like f32[64, 64] and an initial value")
+        if len(v.args) not in (1, 2) or v.kwargs:
+            self.sink.error(v.loc, "tfrag() takes a type like f32[64, 64] and an initial value (which may be left "
+                            "out for a fragment that is written before it is read)")
             return s
         spec = v.args[0]
         if not (isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in SCALARS
@@ -93,9 +94,16 @@ class Fragments(Part):
                             "dimensions, such as f32[64, 64] (or one, f32[64], for a row vector)")
             return s
         elem = SCALARS[spec.base.id]
-        if elem.name not in ("f32", "i32"):
+        if elem.name in ("i8", "u8"):
+            self.sink.error(spec.base.loc, f"operand fragments of {elem} are not supported yet (f16 and bf16 are); "
+                            f"give tmma() the shared array")
+            return s
+        if elem.name not in ("f32", "i32", "f16", "bf16"):
             self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
-                            f"(for i8 or u8 inputs), not {elem}")
+                            f"(for i8 or u8 inputs), or is an f16 or bf16 operand, not {elem}")
+            return s
+        if elem.is_half and len(spec.indices) != 2:
+            self.sink.error(spec.loc, f"an operand fragment of {elem} has two dimensions (rows and K)")
             return s
         dims = [self.scope.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices]
         if None in dims:
@@ -114,7 +122,8 @@ class Fragments(Part):
         elif self.whole_rows:
             layout = whole_row_division(m, n, tiles // 32)
             if layout is None:
-                self.sink.error(spec.loc, f"in a kernel with row vectors or row reductions each warp owns whole rows "
+                self.sink.error(spec.loc, f"in a kernel with row vectors, operand fragments or row reductions each warp "
+                                f"owns whole rows "
                                 f"of every fragment: over {tiles // 32} warps a {m} x {n} fragment needs M a multiple "
                                 f"of {MMA_M * (tiles // 32)} and N a multiple of {MMA_N}")
                 return s
@@ -128,13 +137,15 @@ class Fragments(Part):
             self.sink.error(spec.loc, f"a {m} x {n} fragment over {tiles // 32} warps needs {layout.per_lane} "
                             f"registers per tile (at most {MAX_PER_LANE}); use more warps or a smaller fragment")
             return s
-        init = self.exprs.scalar_expr(v.args[1], "initial value of tfrag()")
-        if init.ty is None:
-            return s
-        init = self.exprs.assignable(init, elem, v.args[1].loc, "a fragment element")
+        inits: tuple[N.Expr, ...] = ()
+        if len(v.args) == 2:
+            init = self.exprs.scalar_expr(v.args[1], "initial value of tfrag()")
+            if init.ty is None:
+                return s
+            inits = (self.exprs.assignable(init, elem, v.args[1].loc, "a fragment element"),)
         ty = N.ArrayType(elem, tuple(d for d in dims if d is not None), "frag")
         self.fc.locals[name] = Sym(name, "frag", ty, s.loc, block=self.fc.block, extra={"layout": layout})
-        call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), (init,), (), ty)
+        call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), inits, (), ty)
         return N.replace(s, target=N.replace(s.target, ty=ty, ref="frag"), value=call, declares=True)
 
     def fragment(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
@@ -148,7 +159,25 @@ class Fragments(Part):
         self.sink.error(e.loc, f"the {what} of {name}() must be a fragment (acc = tfrag(f32[M, N], 0.0))")
         return None
 
+    def register_operand(self, e: N.Expr, name: str) -> N.ArrayType | None:
+        """tmma's first operand when it is an operand fragment (f16/bf16 in registers), else None."""
+        sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
+        if sym is None or sym.ref != "frag" or not isinstance(sym.ty, N.ArrayType):
+            return None
+        if not sym.ty.elem.is_half:
+            self.sink.error(e.loc, f"the first operand of {name}() from registers is an f16 or bf16 operand fragment; "
+                            f"'{sym.name}' is a fragment of {sym.ty.elem} (give tmma() a shared array)")
+            return None
+        return sym.ty
+
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
+        sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
+        if sym is not None and sym.ref == "frag":
+            if what == "first operand":
+                return None  # reported by register_operand
+            self.sink.error(e.loc, f"the {what} of {name}() must be a shared array; operands from registers are "
+                            f"supported as the first operand (A) only")
+            return None
         t = self.fc.expr(e) if isinstance(e, N.Name) else None
         if t is None or t.ty is None:
             if t is None:
@@ -175,13 +204,13 @@ class Fragments(Part):
                 return e
             trans = value
         acc = self.fragment(e.args[0], name, "accumulator")
-        a = self.operand(e.args[1], name, "first operand")
+        a = self.register_operand(e.args[1], name) or self.operand(e.args[1], name, "first operand")
         b = self.operand(e.args[2], name, "second operand")
         if acc is None or a is None or b is None:
             return e
         assert isinstance(acc.ty, N.ArrayType)
-        if len(acc.ty.shape) != 2:
-            self.sink.error(e.args[0].loc, "the accumulator of tmma() is a 2-D fragment, not a row vector")
+        if len(acc.ty.shape) != 2 or acc.ty.elem.is_half:
+            self.sink.error(e.args[0].loc, "the accumulator of tmma() is a 2-D fragment of f32 or i32")
             return e
         if a.elem != b.elem:
             self.sink.error(e.loc, f"tmma() operands have different element types: {a.elem} and {b.elem}")
@@ -207,7 +236,9 @@ class Fragments(Part):
         if int(ak) % kind.k:
             self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
             return e
-        args = (acc, self.fc.expr(e.args[1]), self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        first = self.fragment(e.args[1], name, "first operand") if a.space == "frag" else self.fc.expr(e.args[1])
+        assert first is not None
+        args = (acc, first, self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
         return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)

@@ -17,17 +17,26 @@ over the lane's elements.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
+from tessera.transpile.emit import frag_operands, frag_rows
+from tessera.transpile.emit.frag_common import (
+    assign,
+    close,
+    is_vector,
+    lanes,
+    layout_of,
+    per_lane,
+    restore,
+    unrolled,
+    with_fragments,
+)
+from tessera.transpile.emit.terms import store_fn
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import (
     MMA_KINDS,
-    REDUCTIONS,
-    ROW_LANE_MASKS,
     FragLayout,
-    layout_of_buffer,
     uses_ldmatrix,
 )
 from tessera.transpile.lir.visit import walk
@@ -37,44 +46,21 @@ if TYPE_CHECKING:
     from tessera.transpile.emit.stmts import BodyPrinter
 
 
-def layout_of(bp: BodyPrinter, name: str) -> FragLayout:
-    return layout_of_buffer(bp.fn, name)
-
-
-def is_vector(bp: BodyPrinter, name: str) -> bool:
-    b = bp.fn.buffer(name)
-    return b is not None and b.space == "frag" and len(b.shape) == 1
-
-
-def per_lane(bp: BodyPrinter, name: str) -> int:
-    """Registers of the fragment `name` in each lane (a row vector: its slots)."""
-    lay = layout_of(bp, name)
-    return lay.slots if is_vector(bp, name) else lay.per_lane
-
-
 def print_alloc(bp: BodyPrinter, b: L.Buffer, loc: Loc) -> None:
     lay = layout_of(bp, b.name)
     what = f"{b.name}: a row vector, one register per row the lane holds" if is_vector(bp, b.name) \
         else lay.describe(b.name)
-    bp.emit(f"{b.elem.c_compute} {c_ident(b.name)}[{per_lane(bp, b.name)}];  // {what}", loc)
+    ctype = b.elem.c_storage if b.elem.is_half else b.elem.c_compute  # operands: 16-bit registers, packed by tmma
+    bp.emit(f"{ctype} {c_ident(b.name)}[{per_lane(bp, b.name)}];  // {what}", loc)
 
 
 def print_fill(bp: BodyPrinter, s: L.Fill) -> None:
     b = bp.fn.buffer(s.buf)
     assert b is not None
     n = per_lane(bp, s.buf)
-    bp.emit(f"tsr_fill<{n}, {b.elem.c_compute}>(&{c_ident(s.buf)}[0], {bp.pr.expr(s.value)});", s.loc)
-
-
-def _lanes(bp: BodyPrinter) -> None:
-    bp.emit(f"const int tsr_tid = {bp.pr.tid()};")
-    bp.emit("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;")
-
-
-def _unrolled(bp: BodyPrinter, var: str, stop: int, step: int, text: str) -> None:
-    bp.emit("#pragma unroll")
-    inc = f"++{var}" if step == 1 else f"{var} += {step}"
-    bp.emit(f"for (int {var} = 0; {var} < {stop}; {inc}) {text}")
+    ctype, value = (b.elem.c_storage, bp.pr.stored(s.value, b.elem)) if b.elem.is_half else \
+        (b.elem.c_compute, bp.pr.expr(s.value))
+    bp.emit(f"tsr_fill<{n}, {ctype}>(&{c_ident(s.buf)}[0], {value});", s.loc)
 
 
 def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
@@ -84,7 +70,8 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     elem = a_buf.elem
     kind = MMA_KINDS[elem.name]
     k_total = [x for x in s.a.extents if x is not None][1]
-    pa, sa_all, _, _ = bp.view_lists(s.a)
+    regs_a = a_buf.space == "frag"  # A from an operand fragment: packed from its elements, no loads
+    pa, sa_all, _, _ = bp.view_lists(s.a) if not regs_a else ("", ["", ""], [], [])
     pb, sb_all, _, _ = bp.view_lists(s.b)
     sa, sb = sa_all[1], sb_all[1]
     ctype = elem.c_storage
@@ -95,25 +82,28 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     what = f"tmma({s.acc}, {s.a.buf}, {s.b.buf}{', trans_b=True' if s.trans_b else ''})"
     bp.emit(f"{{  // {what}: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
-    _lanes(bp)
-    bp.emit(f"const {ctype}* tsr_pa = {pa} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {sa};")
+    lanes(bp)
+    if not regs_a:
+        bp.emit(f"const {ctype}* tsr_pa = {pa} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {sa};")
     warp_col = f"(tsr_warp % {lay.warps_n}) * {lay.warp_n}"
     bp.emit(f"const {ctype}* tsr_pb = {pb} + {warp_col}{f' * {sb}' if s.trans_b else ''};")
-    _unrolled(bp, "tsr_k", k_total, kind.k, "{")
+    unrolled(bp, "tsr_k", k_total, kind.k, "{")
     bp.depth += 1
     bp.emit(f"unsigned tsr_a[{tm}][4], tsr_b[{tn}][2];")
-    if uses_ldmatrix(elem, "a", s.trans_b):
-        _unrolled(bp, "tsr_i", tm, 1, f"tsr_ldmatrix_x4(tsr_a[tsr_i], tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {sa} "
+    if regs_a:
+        frag_operands.a_from_registers(bp, s.a.buf)
+    elif uses_ldmatrix(elem, "a", s.trans_b):
+        unrolled(bp, "tsr_i", tm, 1, f"tsr_ldmatrix_x4(tsr_a[tsr_i], tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {sa} "
                   f"+ tsr_k + (tsr_lane >> 4) * {per16}, tsr_tid{line and f'{line}, {elem.size}'});")
     else:
-        _unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
+        unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
                   f"tsr_tid{line});")
     _b_loads(bp, s, elem.size, tn, sb, per16, line)
     fn = {"f16": "tsr_mma_m16n8k16_f16", "bf16": "tsr_mma_m16n8k16_bf16", "f32": "tsr_mma_m16n8k8_tf32",
           "i8": "tsr_mma_m16n8k32_s8", "u8": "tsr_mma_m16n8k32_u8"}[elem.name]
-    _unrolled(bp, "tsr_i", tm, 1, "{")
+    unrolled(bp, "tsr_i", tm, 1, "{")
     bp.depth += 1
-    _unrolled(bp, "tsr_j", tn, 1, f"{fn}(&{c_ident(s.acc)}[(tsr_i * {tn} + tsr_j) * 4], tsr_a[tsr_i], tsr_b[tsr_j], "
+    unrolled(bp, "tsr_j", tn, 1, f"{fn}(&{c_ident(s.acc)}[(tsr_i * {tn} + tsr_j) * 4], tsr_a[tsr_i], tsr_b[tsr_j], "
               "tsr_tid);")
     bp.depth -= 1
     bp.emit("}")
@@ -134,7 +124,7 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
                     if s.trans_b else "tsr_load_b_tf32(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});")
         else:
             call = "tsr_load_b_8bit(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});"
-        _unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb, line=line))
+        unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb, line=line))
         return
     if s.trans_b:  # Bt[N, K]: rows are n, matrices (n tile, k half)
         def addr(pair: bool, j: str) -> str:
@@ -148,16 +138,16 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
             return f"tsr_pb + (tsr_k + (tsr_lane & 7) + ((tsr_lane >> 3) & 1) * 8) * {sb} + {col}"
         x4, x2 = "tsr_ldmatrix_x4_trans", "tsr_ldmatrix_x2_trans"
     if tn >= 2:
-        _unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
+        unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
     if tn % 2:
         bp.emit(f"{x2}(tsr_b[{tn - 1}], {addr(False, str(tn - 1))}, tsr_tid{line});")
 
 
 def _positions(bp: BodyPrinter, lay: FragLayout) -> None:
     """Opens the loop over the lane's elements with `tsr_r`, `tsr_c` their row and column."""
-    _lanes(bp)
+    lanes(bp)
     bp.emit(lay.c_origin())
-    _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+    unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
     bp.depth += 1
     bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
     bp.emit(f"const int tsr_c = {lay.c_col('tsr_e')};")
@@ -190,6 +180,9 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     acc = bp.fn.buffer(s.acc)
     src = bp.pr.ctx.buffers[s.src.buf]
     assert acc is not None
+    if frag_operands.loads_with_ldmatrix(bp, s):
+        frag_operands.print_ldmatrix_load(bp, s)
+        return
     bp.emit(f"{{  // tload({s.acc}, {s.src.buf}[...])", s.loc)
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.src, True)
@@ -201,19 +194,25 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
         element = f"{c_ident(s.acc)}[tsr_e]"
     saved = bp.pr.elements.get(s.src.buf)
     bp.pr.elements[s.src.buf] = f"tsr_p[{_offset(rs, cs)}]"
-    value = bp.pr.cast_to(L.Load(s.src.buf, (), src.elem), acc.elem)
-    _restore(bp, s.src.buf, saved)
+    if acc.elem.is_half:  # an operand fragment: its own type moves as is, another one rounds once
+        value = bp.pr.elements[s.src.buf] if src.elem == acc.elem else bp.pr.stored(L.Load(s.src.buf, (), src.elem),
+                                                                                    acc.elem)
+    else:
+        value = bp.pr.cast_to(L.Load(s.src.buf, (), src.elem), acc.elem)
+    restore(bp, s.src.buf, saved)
     zero = "0.0f" if acc.elem.is_float else "0"
+    if acc.elem.is_half:
+        zero = f"{store_fn(acc.elem)}(0.0f)"
     bp.emit(f"{element} = {inside} ? {value} : {zero};")
-    _close(bp)
+    close(bp)
 
 
 def _vector_positions(bp: BodyPrinter, lay: FragLayout) -> None:
     """Opens the loop over a row vector's slots (`tsr_q`) for a 1-D view: `tsr_r` is the view's one
     row (0), `tsr_c` the slot's row of the fragment, the position in the view."""
-    _lanes(bp)
+    lanes(bp)
     bp.emit(f"const int tsr_r0 = {lay.c_row0()};")
-    _unrolled(bp, "tsr_q", lay.slots, 1, "{")
+    unrolled(bp, "tsr_q", lay.slots, 1, "{")
     bp.depth += 1
     bp.emit(f"const int tsr_r = 0, tsr_c = {lay.c_slot_row('tsr_q')};")
 
@@ -231,9 +230,9 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
         inside = f"{lay.c_row_leader()} && {inside}"
     else:
         _positions(bp, lay)
-    value = _with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
+    value = with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
     bp.emit(f"if ({inside}) tsr_p[{_offset(rs, cs)}] = {value};")
-    _close(bp)
+    close(bp)
 
 
 def _uses_coordinates(e: L.Expr) -> bool:
@@ -244,10 +243,10 @@ def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
     lay = layout_of(bp, s.acc)
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
-    vector, reductions = is_vector(bp, s.acc), _reductions(s.value)
+    vector, reductions = is_vector(bp, s.acc), frag_rows.reductions(s.value)
     reads_vectors = any(isinstance(x, L.Load) and is_vector(bp, x.buf) for x in walk(s.value))
     if vector or reductions or reads_vectors:
-        _print_row_statement(bp, s, lay, reductions)
+        frag_rows.print_row_statement(bp, s, lay, reductions)
         return
     lhs = f"{c_ident(s.acc)}[tsr_e]"
     coordinates = _uses_coordinates(s.value)
@@ -256,131 +255,14 @@ def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
         bp.depth += 1
         _positions(bp, lay)
     else:
-        _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+        unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
         bp.depth += 1
-    _with_fragments(bp, lambda: _assign(bp, s, lhs))
+    with_fragments(bp, lambda: assign(bp, s, lhs))
     if coordinates:
-        _close(bp)
+        close(bp)
         return
     bp.depth -= 1
     bp.emit("}")
 
 
-def _assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
-    acc = bp.fn.buffer(s.acc)
-    assert acc is not None
-    if s.op is None:
-        bp.emit(f"{lhs} = {bp.pr.cast_to(s.value, acc.elem)};", s.loc)
-    else:
-        bp.update(lhs, L.Load(s.acc, (), acc.elem), s.op, s.op_type, s.value, s.loc, None)
-    return ""
-
-
-def _reductions(e: L.Expr) -> list[L.Intrinsic]:
-    """The row reductions `e` reads (`tsum(S, axis=1)`: Intrinsic tsum of S's element), each once."""
-    out: list[L.Intrinsic] = []
-    for x in walk(e):
-        if isinstance(x, L.Intrinsic) and x.op in REDUCTIONS and x not in out:
-            out.append(x)
-    return out
-
-
-def _reduced(x: L.Intrinsic) -> str:
-    load = x.args[0]
-    assert isinstance(load, L.Load)
-    return load.buf
-
-
-def _print_row_statement(bp: BodyPrinter, s: L.FragAssign, lay: FragLayout, reductions: list[L.Intrinsic]) -> None:
-    """A statement with row vectors or row reductions: each reduction first, one value per slot
-    (the lane's elements of the row, then the other lanes of its quad), then the statement over the
-    lane's elements (tsr_e, its slot tsr_q) or, for a row-vector target, over its slots."""
-    coords = {x.op for x in walk(s.value) if isinstance(x, L.Intrinsic) and x.op in ("row_index", "col_index")}
-    bp.emit(f"{{  // {s.acc}[:] = ... (rows)", s.loc)
-    bp.depth += 1
-    if coords:
-        _lanes(bp)
-        origin = [f"tsr_{x} = {c}" for x, c, op in (("r0", lay.c_row0(), "row_index"), ("c0", lay.c_col0(), "col_index"))
-                  if op in coords]
-        bp.emit(f"const int {', '.join(origin)};")
-    for k, x in enumerate(reductions):
-        _print_reduction(bp, layout_of(bp, _reduced(x)), x, f"tsr_red{k}")
-        bp.pr.elements[f"{x.op}({_reduced(x)})"] = f"tsr_red{k}[tsr_q]"
-    if is_vector(bp, s.acc):
-        _unrolled(bp, "tsr_q", lay.slots, 1, "{")
-        bp.depth += 1
-        if "row_index" in coords:
-            bp.emit(f"const int tsr_r = {lay.c_slot_row('tsr_q')};")
-        lhs = f"{c_ident(s.acc)}[tsr_q]"
-    else:
-        _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
-        bp.depth += 1
-        bp.emit(f"const int tsr_q = {lay.c_slot('tsr_e')};")
-        if "row_index" in coords:
-            bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
-        if "col_index" in coords:
-            bp.emit(f"const int tsr_c = {lay.c_col('tsr_e')};")
-        lhs = f"{c_ident(s.acc)}[tsr_e]"
-    _with_fragments(bp, lambda: _assign(bp, s, lhs))
-    for x in reductions:
-        bp.pr.elements.pop(f"{x.op}({_reduced(x)})", None)
-    _close(bp)
-
-
-def _print_reduction(bp: BodyPrinter, lay: FragLayout, x: L.Intrinsic, name: str) -> None:
-    src = _reduced(x)
-    b = bp.fn.buffer(src)
-    assert b is not None
-    ctype = b.elem.c_compute
-    if x.op == "tsum":
-        def op(a: str, c: str) -> str:
-            return f"{a} + {c}"
-    else:
-        fn = ("fmaxf" if x.op == "tmax" else "fminf") if b.elem.is_float else ("max" if x.op == "tmax" else "min")
-
-        def op(a: str, c: str) -> str:
-            return f"{fn}({a}, {c})"
-    bp.emit(f"{ctype} {name}[{lay.slots}];  // {x.op}({src}, axis=1): one value per row the lane holds")
-    _unrolled(bp, "tsr_q", lay.slots, 1, "{")
-    bp.depth += 1
-    first, other = lay.c_slot_element("tsr_q", "0"), lay.c_slot_element("tsr_q", "tsr_k + 1")
-    bp.emit(f"{ctype} tsr_v = {c_ident(src)}[{first}];")
-    nxt = op("tsr_v", f"{c_ident(src)}[{other}]")
-    _unrolled(bp, "tsr_k", 2 * lay.tiles_n - 1, 1, f"tsr_v = {nxt};")
-    for mask in ROW_LANE_MASKS:  # the other lanes of the row (whole rows per warp: no other warp)
-        shuffled = op("tsr_v", f"__shfl_xor_sync(0xffffffffu, tsr_v, {mask})")
-        bp.emit(f"tsr_v = {shuffled};")
-    bp.emit(f"{name}[tsr_q] = tsr_v;")
-    bp.depth -= 1
-    bp.emit("}")
-
-
-def _with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:
-    """`f()` printed with every fragment's name meaning its element `tsr_e`."""
-    names = [b.name for b in bp.fn.buffers if b.space == "frag"]
-    saved = {n: bp.pr.elements.get(n) for n in names}
-    for n in names:
-        bp.pr.elements[n] = f"{c_ident(n)}[{'tsr_q' if is_vector(bp, n) else 'tsr_e'}]"
-    try:
-        return f()
-    finally:
-        for n in names:
-            _restore(bp, n, saved[n])
-
-
-def _restore(bp: BodyPrinter, name: str, saved: str | None) -> None:
-    if saved is None:
-        bp.pr.elements.pop(name, None)
-    else:
-        bp.pr.elements[name] = saved
-
-
-def _close(bp: BodyPrinter) -> None:
-    bp.depth -= 1
-    bp.emit("}")
-    bp.depth -= 1
-    bp.emit("}")
-
-
-__all__ = ["layout_of", "print_alloc", "print_fill", "print_frag_assign", "print_frag_load", "print_frag_store",
-           "print_mma"]
+__all__ = ["print_alloc", "print_fill", "print_frag_assign", "print_frag_load", "print_frag_store", "print_mma"]

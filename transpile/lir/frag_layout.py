@@ -124,6 +124,17 @@ class FragLayout:
         """Element `k` (0 ... 2 tiles_n - 1) of the lane's elements in the row of slot `q`."""
         return f"(({q} >> 1) * {self.tiles_n} + (({k}) >> 1)) * 4 + ({q} & 1) * 2 + (({k}) & 1)"
 
+    def c_a_register(self, i: str, k: str, x: str) -> str:
+        """The element holding the low half of A register `x` (0 ... 3) of m16 tile `i` at the k
+        offset `k` (a multiple of 16), in an operand fragment of 16-bit elements: registers 0 and 1
+        are the row-g and row-(g + 8) pairs of the n8 tile k / 8, registers 2 and 3 those of the
+        next one (the PTX ISA's A layout of m16n8k16 is its C layout, two n8 tiles side by side)."""
+        return f"(({i}) * {self.tiles_n} + (({k}) >> 3) + (({x}) >> 1)) * 4 + (({x}) & 1) * 2"
+
+    def a_register_element(self, i: int, k: int, x: int) -> int:
+        """The model of c_a_register."""
+        return (i * self.tiles_n + (k >> 3) + (x >> 1)) * 4 + (x & 1) * 2
+
     def c_row_leader(self) -> str:
         """The one lane of the group that writes a row's value (the first lane of its quad)."""
         return "(tsr_lane & 3) == 0"
@@ -146,13 +157,13 @@ def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
 
 def kernel_whole_rows(fn: object) -> bool:
     """Whether a lowered kernel divides its fragments into whole rows per warp: it has a row vector
-    (a 1-D fragment) or a row reduction. The type checker decides the same from the syntax tree
+    (a 1-D fragment), an operand fragment (f16/bf16: a warp's A rows with all of K) or a row reduction. The type checker decides the same from the syntax tree
     (checks/frag_vectors.py `uses_rows`)."""
     from tessera.transpile.lir import nodes as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
     from tessera.transpile.lir.visit import all_exprs  # noqa: PLC0415
 
     assert isinstance(fn, L.Function)
-    if any(b.space == "frag" and len(b.shape) == 1 for b in fn.buffers):
+    if any(b.space == "frag" and (len(b.shape) == 1 or b.elem.is_half) for b in fn.buffers):
         return True
     return any(isinstance(e, L.Intrinsic) and e.op in REDUCTIONS for e in all_exprs(fn.body))
 
