@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import tessera
+from samples.runner import check_kernel
 from tessera.base.errors import LaunchError
 from tessera.runtime.host import library as cpu
+from tests.conftest import sample_of
 from tests.language.frag_expr_gen import Gen, model
 from tests.language.ptx_fragments import accumulator, whole_row_tile_owner
 
@@ -111,7 +113,7 @@ def _lane_dump(monkeypatch: pytest.MonkeyPatch, plant: tuple[str, str] | None, x
     monkeypatch.setattr(cpu, "build_library", dumped)
     d, dr = np.zeros(2048, np.float32), np.zeros(256, np.float32)
     y, r = np.zeros((64, 32), np.float32), np.zeros(64, np.float32)
-    tag = f"# {plant}\n" if plant else ""  # other C: the clean library is not reused for a planted one
+    tag = f"# dump {plant}\n"  # other C: no library is reused from the cache (a cached one was built unplanted)
     tessera.compile(tag + LANES, backend="cpu", path="lanes.tsr").lanes(x, d, dr, y, r, grid=1)
     return d.reshape(4, 32, 16), dr.reshape(4, 32, 2)
 
@@ -186,3 +188,11 @@ def k(X: f32[M, N], Y: mut f32[M, N]):
     tessera.compile(src.replace("BARRIER", "tbarrier()"), backend="cpu", check_bounds=True, path="race.tsr").k(
         x, y, grid=1)
     np.testing.assert_array_equal(y, np.full((64, 32), 33.0, np.float32))
+
+
+@pytest.mark.parametrize("name", ["gemm_epilogue", "layer_norm", "rms_norm"])
+def test_the_register_tile_samples_match_numpy_with_check_bounds(name: str) -> None:
+    """(test_cpu_backend.py runs every sample without check_bounds.)"""
+    mod = tessera.load(sample_of(name), backend="cpu", check_bounds=True)
+    ok, message = check_kernel(mod, name, seed=3)
+    assert ok, message
