@@ -320,6 +320,32 @@ def _norm(layer: bool) -> Case:
     return _by_type(("f32", "f16", "bf16"), make, run, reference, tol=2e-2)  # |y| < 8: a bf16 ulp is 1/32
 
 
+def _flash_attention() -> Case:
+    """samples/flash_attention.tsr: f16 with head dim 64, bf16 causal with head dim 128; 2 heads of
+    100 queries and keys (ragged: the second block of keys and queries is partial)."""
+    heads, n = 2, 100
+
+    def make(rng: np.random.Generator, t: str) -> Arrays:
+        hd = 64 if t == "f16" else 128
+        q, k, v = (_typed(rng, (heads, n, hd), t) for _ in range(3))
+        return {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)}
+
+    def run(k: Kernel, a: Arrays, types: dict[str, Any]) -> np.ndarray:
+        hd = a["Q"].shape[2]
+        k(a["Q"], a["K"], a["V"], a["O"], float(1 / np.sqrt(hd)), causal=int(bool(types)), HD=hd, grid=(2, heads),
+          **types)
+        return _as_f64(a["O"], "bf16" if types else "f16")
+
+    def reference(a: Arrays, t: str) -> np.ndarray:
+        q, k, v = (_as_f64(a[x], t) for x in "QKV")
+        s = np.einsum("hnd,hmd->hnm", q, k) / np.sqrt(q.shape[2])
+        if t == "bf16":  # causal
+            s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return np.einsum("hnm,hmd->hnd", p / p.sum(-1, keepdims=True), v)
+    return _by_type(("f16", "bf16"), make, run, reference, tol=2e-2)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "block_scan": _block_scan,
     "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
@@ -329,7 +355,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
     "blend": _blend, "tc_gemm_f16": _tc_gemm_f16, "tc_gemm_bf16_bias_relu": _tc_gemm_bf16_bias_relu,
     "tc_gemm_i8": _tc_gemm_i8, "gemm_epilogue": _gemm_epilogue, "layer_norm": lambda: _norm(True),
-    "rms_norm": lambda: _norm(False)}
+    "rms_norm": lambda: _norm(False), "flash_attention": _flash_attention}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

@@ -1,9 +1,11 @@
 """A seeded random generator of whole-fragment programs (spec section 14) and their NumPy model:
 2-D statements with row-vector broadcasts (`v[:, None]`), row reductions broadcast back
 (`tmax(S, axis=1)[:, None]`), broadcasts of 1-D views of memory (`b[0:32][None, :]`,
-`c[m0:m0 + 64][:, None]`), element coordinates, conditional expressions; row-vector statements
-with reductions; inside uniform loops and conditions. The model computes in float32 on the
-zero-padded blocks (what the fragments hold), so only the order of the sums differs."""
+`c[m0:m0 + 64][:, None]`), element coordinates, conditional expressions, conversions (the f16
+fragment H: assigning to it rounds to nearest even); row-vector statements with reductions; inside
+uniform loops and conditions. The model computes in float32 on the zero-padded blocks (what the
+fragments hold), so only the order of the sums differs (which can flip a rounding of H: the
+tolerance of a long run must allow an f16 ulp where that happens)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ HEAD = f"""
 def gen(X: f32[M, N], b: f32[N], c: f32[M], Y: mut f32[M, N], R: mut f32[M], k: i32):
     S = tfrag(f32[{BM}, {BN}], 0.0)
     T = tfrag(f32[{BM}, {BN}], 1.0)
+    H = tfrag(f16[{BM}, {BN}], 0.25)
     v = tfrag(f32[{BM}], 0.5)
     w = tfrag(f32[{BM}], -1.0)
     m0 = group_id(0) * {BM}
@@ -46,7 +49,7 @@ class Gen:
         return self.pick(*leaves, self.binary2, self.binary2, self.minmax2, self.ternary2, depth=depth)
 
     def frag2(self, depth: int) -> Expr:
-        name = self.rng.choice("ST")
+        name = self.rng.choice("STH")
         return name, lambda e: e[name]
 
     def const(self, depth: int) -> Expr:
@@ -94,7 +97,7 @@ class Gen:
         return "row_index()", lambda e: e["rows"].astype(np.float32)
 
     def reduction(self, depth: int) -> Expr:
-        op, name = self.rng.choice(["tmax", "tmin", "tsum"]), self.rng.choice("ST")
+        op, name = self.rng.choice(["tmax", "tmin", "tsum"]), self.rng.choice("STH")
         f = {"tmax": np.max, "tmin": np.min, "tsum": np.sum}[op]
         return f"{op}({name}, axis=1)", lambda e: f(e[name], axis=1, dtype=np.float32) if op == "tsum" \
             else f(e[name], axis=1)
@@ -120,12 +123,14 @@ class Gen:
 
     # ---- statements
     def statement(self, indent: str) -> tuple[str, Callable[[Env], None]]:
-        target = self.rng.choice("STvw")
-        text, f = (self.matrix if target in "ST" else self.vector)(self.rng.randint(1, 3))
-        shape = (BM, BN) if target in "ST" else (BM,)
+        target = self.rng.choice("STHvw")
+        text, f = (self.matrix if target in "STH" else self.vector)(self.rng.randint(1, 3))
+        shape = (BM, BN) if target in "STH" else (BM,)
 
         def run(e: Env) -> None:
             e[target] = np.clip(np.broadcast_to(f(e), shape).astype(np.float32), -1e3, 1e3)
+            if target == "H":  # an f16 fragment: the value rounded to nearest even
+                e[target] = e[target].astype(np.float16).astype(np.float32)
 
         # values are kept small: a clamp in the program too, so that products stay exact enough
         return f"{indent}{target}[:] = max(min({text}, 1000.0), -1000.0)\n", run
@@ -162,7 +167,8 @@ def model(steps: list[Callable[[Env], None]], x: np.ndarray, b: np.ndarray, c: n
         s[:rows.stop - rows.start, :n] = x[rows]
         cp = np.zeros(BM, np.float32)
         cp[:rows.stop - rows.start] = c[rows]
-        env: Env = {"S": s, "T": np.ones((BM, BN), np.float32), "v": np.full(BM, 0.5, np.float32),
+        env: Env = {"S": s, "T": np.ones((BM, BN), np.float32), "H": np.full((BM, BN), 0.25, np.float32),
+                    "v": np.full(BM, 0.5, np.float32),
                     "w": np.full(BM, -1.0, np.float32), "b": bp, "c": cp, "rows": np.arange(BM)}
         for step in steps:
             step(env)

@@ -13,8 +13,11 @@ import pytest
 
 import tessera
 from samples.runner import check_kernel
-from tessera.base.errors import LaunchError
+from tessera.base.errors import LaunchError, SourceFile
+from tessera.base.options import CompileOptions
+from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import library as cpu
+from tessera.transpile.driver import compile_source
 from tests.conftest import sample_of
 from tests.language.frag_expr_gen import Gen, model
 from tests.language.ptx_fragments import accumulator, whole_row_tile_owner
@@ -190,9 +193,21 @@ def k(X: f32[M, N], Y: mut f32[M, N]):
     np.testing.assert_array_equal(y, np.full((64, 32), 33.0, np.float32))
 
 
-@pytest.mark.parametrize("name", ["gemm_epilogue", "layer_norm", "rms_norm"])
+@pytest.mark.parametrize("name", ["gemm_epilogue", "layer_norm", "rms_norm", "flash_attention"])
 def test_the_register_tile_samples_match_numpy_with_check_bounds(name: str) -> None:
     """(test_cpu_backend.py runs every sample without check_bounds.)"""
     mod = tessera.load(sample_of(name), backend="cpu", check_bounds=True)
     ok, message = check_kernel(mod, name, seed=3)
     assert ok, message
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_fragment_programs_compile_with_nvrtc(arch: str) -> None:
+    for seed in range(3):
+        src, _ = Gen(seed).program(6)
+        result = compile_source(SourceFile(f"gen{seed}.tsr", src), options=CompileOptions(arch=arch))
+        nv = compile_cuda(result.cuda, name="gen.cu", arch=arch)
+        assert nv.warnings == (), (nv.warnings, src)
+        for k in result.kernels:
+            res = nv.kernel(k.c_name)
+            assert res.spill_stores == 0 and res.spill_loads == 0, (res, src)

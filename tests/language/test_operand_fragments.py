@@ -22,6 +22,8 @@ from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
+from tessera.transpile.lir import nodes as L
+from tests.conftest import ROOT
 from tests.language.ptx_fragments import a_operand_16bit
 
 TWO_MMAS = """
@@ -196,3 +198,15 @@ def test_operands_from_registers_move_no_data_between_lanes(arch: str, elem: str
         assert sum(n for op, n in ops.items() if op.startswith("HMMA")) == 2 * 4 * 8  # 2 mmas x 4 k steps x 8 n tiles
         assert ops["LDSM.16.M88.4"] == 4 + 4 * 4  # Q (4 k steps) and K^T (4 k steps x 4 pairs of n tiles)
         assert sum(n for op, n in ops.items() if op.startswith("F2FP")) >= 16  # P = S: 32 elements, packed in pairs
+
+
+def test_flash_attention_keeps_s_p_and_the_statistics_in_registers() -> None:
+    """The sample's shared memory is its Q, K and V staging only (K and V double-buffered by
+    tpipeline); S, P, the row maxima and sums and the rescaling are fragments."""
+    result = compile_source(SourceFile("fa.tsr", (ROOT / "samples" / "flash_attention.tsr").read_text()))
+    for fn in result.module.kernels:
+        spaces = {b.name: b.space for b in fn.buffers}
+        shared = {b.name: [int(d.value) for d in b.shape if isinstance(d, L.Const)] for b in fn.buffers
+                  if b.space == "shared"}
+        assert shared == {"Qs": [64, 64], "Ks": [2, 64, 64], "Vs": [2, 64, 64]}, shared
+        assert {n for n, sp in spaces.items() if sp == "frag"} == {"Qf", "S", "P", "Of", "m", "l", "m_new", "alpha"}

@@ -32,6 +32,7 @@ from tessera.transpile.emit.frag_common import (
     unrolled,
     with_fragments,
 )
+from tessera.transpile.emit.terms import load_fn
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import REDUCTIONS, ROW_LANE_MASKS, FragLayout
 from tessera.transpile.lir.visit import walk
@@ -109,8 +110,12 @@ def _print_reduction(bp: BodyPrinter, lay: FragLayout, x: L.Intrinsic, name: str
     unrolled(bp, "tsr_q", lay.slots, 1, "{")
     bp.depth += 1
     first, other = lay.c_slot_element("tsr_q", "0"), lay.c_slot_element("tsr_q", "tsr_k + 1")
-    bp.emit(f"{ctype} tsr_v = {c_ident(src)}[{first}];")
-    nxt = op("tsr_v", f"{c_ident(src)}[{other}]")
+    conv = load_fn(b.elem)  # an operand fragment's 16-bit elements, computed in f32
+
+    def element(k: str) -> str:
+        return f"{conv}({c_ident(src)}[{k}])" if conv else f"{c_ident(src)}[{k}]"
+    bp.emit(f"{ctype} tsr_v = {element(first)};")
+    nxt = op("tsr_v", element(other))
     unrolled(bp, "tsr_k", 2 * lay.tiles_n - 1, 1, f"tsr_v = {nxt};")
     for mask in ROW_LANE_MASKS:  # the other lanes of the row (whole rows per warp: no other warp)
         shuffled = op("tsr_v", f"__shfl_xor_sync(0xffffffffu, tsr_v, {mask})")
