@@ -18,6 +18,7 @@ import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
+from tessera.cli.compile import run
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.runtime.host import library as cpu
@@ -210,3 +211,12 @@ def test_flash_attention_keeps_s_p_and_the_statistics_in_registers() -> None:
                   if b.space == "shared"}
         assert shared == {"Qs": [64, 64], "Ks": [2, 64, 64], "Vs": [2, 64, 64]}, shared
         assert {n for n, sp in spaces.items() if sp == "frag"} == {"Qf", "S", "P", "Of", "m", "l", "m_new", "alpha"}
+
+
+def test_info_prints_row_vectors_and_the_whole_row_division(tmp_path, capsys) -> None:
+    src = ROOT / "samples" / "flash_attention.tsr"
+    assert run([str(src), "--info", "-D", "T=f16", "-o", str(tmp_path / "fa.cu")]) == 0
+    err = capsys.readouterr().err
+    assert "S: 4x1 warps, 16x64 per warp, 1x8 mma tiles, 32 registers per tile" in err
+    assert "m: a row vector of 64 rows, 2 registers per tile" in err
+    assert "Qs: rows padded by 8 elements (chosen by the compiler)" in err
