@@ -247,6 +247,105 @@ def _block_scan() -> Case:
                 lambda a: {"out": np.cumsum(a["x"]).astype(np.float32)}, rtol=0, atol=0)
 
 
+def _typed(rng: np.random.Generator, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """Standard normal values of element type `name` (bf16 as its uint16 bits)."""
+    x = rng.standard_normal(shape)
+    return bf16_bits(x) if name == "bf16" else x.astype(np.float16 if name == "f16" else np.float32)
+
+
+def _as_f64(x: np.ndarray, name: str) -> np.ndarray:
+    return (bf16_values(x) if name == "bf16" else x).astype(np.float64)
+
+
+def _by_type(kinds: tuple[str, ...], make: Callable[[np.random.Generator, str], Arrays],
+             run: Callable[[Kernel, Arrays, dict[str, Any]], np.ndarray],
+             reference: Callable[[Arrays, str], np.ndarray], tol: float) -> Case:
+    """One launch per element type T (`run` returns what it computed as float64 values); compared
+    with the float64 reference within `tol` relative and absolute: the rounding of the output type
+    and f32 sums in another order."""
+    def make_all(rng: np.random.Generator) -> Arrays:
+        return {f"{k}_{t}": v for t in kinds for k, v in make(rng, t).items()}
+
+    def launch(k: Kernel, a: Arrays) -> None:
+        for t in kinds:
+            own = {key[:-len(t) - 1]: v for key, v in a.items() if key.endswith("_" + t)}
+            a[f"values_{t}"] = run(k, own, {"T": t} if t == "bf16" else {})
+
+    return Case(make_all, launch, lambda a: {f"values_{t}": reference(
+        {key[:-len(t) - 1]: v for key, v in a.items() if key.endswith("_" + t)}, t) for t in kinds}, rtol=tol, atol=tol)
+
+
+def _gemm_epilogue() -> Case:
+    """samples/gemm_epilogue.tsr: GELU for f16, SiLU for bf16 (act=1), ragged M, N and K."""
+    def make(rng: np.random.Generator, t: str) -> Arrays:
+        return {"A": _typed(rng, (90, 80), t), "B": _typed(rng, (80, 70), t),
+                "bias": rng.standard_normal(70).astype(np.float32), "C": np.zeros((90, 70), _typed(rng, (1,), t).dtype)}
+
+    def run(k: Kernel, a: Arrays, types: dict[str, Any]) -> np.ndarray:
+        k(a["A"], a["B"], a["bias"], a["C"], act=int(bool(types)), grid=(2, 2), **types)
+        return _as_f64(a["C"], "bf16" if types else "f16")
+
+    def reference(a: Arrays, t: str) -> np.ndarray:
+        y = _as_f64(a["A"], t) @ _as_f64(a["B"], t) + a["bias"]
+        if t == "bf16":
+            return y / (1 + np.exp(-y))
+        return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+    return _by_type(("f16", "bf16"), make, run, reference, tol=2e-2)  # values up to 32: a bf16 ulp is 0.125
+
+
+def _norm(layer: bool) -> Case:
+    """samples/layer_norm.tsr and rms_norm.tsr on 100 x 150 (ragged in both), for f32, f16 and bf16."""
+    def make(rng: np.random.Generator, t: str) -> Arrays:
+        x = _typed(rng, (100, 150), t)
+        out = {"X": x, "gamma": rng.standard_normal(150).astype(np.float32), "Y": np.zeros_like(x)}
+        if layer:
+            out |= {"beta": rng.standard_normal(150).astype(np.float32), "Mean": np.zeros(100, np.float32),
+                    "Rstd": np.zeros(100, np.float32)}
+        return out
+
+    def run(k: Kernel, a: Arrays, types: dict[str, Any]) -> np.ndarray:
+        t = "bf16" if types else {np.float16: "f16", np.float32: "f32"}[a["X"].dtype.type]
+        if not layer:
+            k(a["X"], a["gamma"], a["Y"], 1e-5, grid=(2,), **types)
+            return _as_f64(a["Y"], t)
+        k(a["X"], a["gamma"], a["beta"], a["Y"], a["Mean"], a["Rstd"], 1e-5, grid=(2,), **types)
+        return np.concatenate([_as_f64(a["Y"], t).ravel(), a["Mean"], a["Rstd"]])  # Y, then the saved statistics
+
+    def reference(a: Arrays, t: str) -> np.ndarray:
+        x = _as_f64(a["X"], t)
+        if not layer:
+            return x / np.sqrt((x ** 2).mean(1)[:, None] + 1e-5) * a["gamma"]
+        mean, rstd = x.mean(1), 1 / np.sqrt(x.var(1) + 1e-5)
+        return np.concatenate([((x - mean[:, None]) * rstd[:, None] * a["gamma"] + a["beta"]).ravel(), mean, rstd])
+    return _by_type(("f32", "f16", "bf16"), make, run, reference, tol=2e-2)  # |y| < 8: a bf16 ulp is 1/32
+
+
+def _flash_attention() -> Case:
+    """samples/flash_attention.tsr: f16 with head dim 64, bf16 causal with head dim 128; 2 heads of
+    100 queries and keys (ragged: the second block of keys and queries is partial)."""
+    heads, n = 2, 100
+
+    def make(rng: np.random.Generator, t: str) -> Arrays:
+        hd = 64 if t == "f16" else 128
+        q, k, v = (_typed(rng, (heads, n, hd), t) for _ in range(3))
+        return {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)}
+
+    def run(k: Kernel, a: Arrays, types: dict[str, Any]) -> np.ndarray:
+        hd = a["Q"].shape[2]
+        k(a["Q"], a["K"], a["V"], a["O"], float(1 / np.sqrt(hd)), causal=int(bool(types)), HD=hd, grid=(2, heads),
+          **types)
+        return _as_f64(a["O"], "bf16" if types else "f16")
+
+    def reference(a: Arrays, t: str) -> np.ndarray:
+        q, k, v = (_as_f64(a[x], t) for x in "QKV")
+        s = np.einsum("hnd,hmd->hnm", q, k) / np.sqrt(q.shape[2])
+        if t == "bf16":  # causal
+            s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return np.einsum("hnm,hmd->hnd", p / p.sum(-1, keepdims=True), v)
+    return _by_type(("f16", "bf16"), make, run, reference, tol=2e-2)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "block_scan": _block_scan,
     "sum_reduce": _sum_reduce, "warp_reduce": _warp_reduce, "transpose": _transpose, "matmul": _matmul,
@@ -255,7 +354,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "saxpy_f32": lambda: _map(100_003, np.float32, True), "saxpy_f16": lambda: _map(100_003, np.float16, True),
     "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
     "blend": _blend, "tc_gemm_f16": _tc_gemm_f16, "tc_gemm_bf16_bias_relu": _tc_gemm_bf16_bias_relu,
-    "tc_gemm_i8": _tc_gemm_i8}
+    "tc_gemm_i8": _tc_gemm_i8, "gemm_epilogue": _gemm_epilogue, "layer_norm": lambda: _norm(True),
+    "rms_norm": lambda: _norm(False), "flash_attention": _flash_attention}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

@@ -77,6 +77,15 @@ TABLE: tuple[Builtin, ...] = (
     _index("grid_tile_count", Vary.UNIFORM, "tiles in the whole grid", positive=True),
     _index("lane_id", Vary.LANE, "the tile's lane within its warp"),
     _index("warp_id", Vary.WARP, "the tile's warp within its group"),
+    # ---- element coordinates in a whole-fragment statement (spec section 14; i32)
+    Builtin("row_index", "frag_coord", "intrinsic", printer="frag_coord",
+            doc="the row of the element being computed, within the fragment"),
+    Builtin("col_index", "frag_coord", "intrinsic", printer="frag_coord",
+            doc="the column of the element being computed, within the fragment"),
+    # ---- reductions of a fragment's rows in a whole-fragment statement (spec section 14)
+    Builtin("tmax", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the largest element of each row (axis=1)"),
+    Builtin("tmin", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the smallest element of each row (axis=1)"),
+    Builtin("tsum", "frag_reduce", "intrinsic", printer="frag_reduce", doc="the sum of each row (axis=1)"),
     # ---- math (f16/bf16 compute in f32 and round back)
     _math("exp", "math1", "expf", "e**x"),
     _math("exp2", "math1", "exp2f", "2**x"),

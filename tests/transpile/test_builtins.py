@@ -87,7 +87,8 @@ def test_the_table_covers_the_language() -> None:
              "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exch", "atomic_cas",
              "warp_any", "warp_all", "warp_ballot", "shfl_up", "warp_cumsum", "group_cumsum", "atomic_inc",
              "atomic_dec",
-             "popc", "clz", "ffs", "brev", "mulhi", "bitcast", "tmma", "tload", "tstore"}
+             "popc", "clz", "ffs", "brev", "mulhi", "bitcast", "tmma", "tload", "tstore", "tmax", "tmin", "tsum",
+             "row_index", "col_index"}
     assert names <= set(BUILTINS)
     assert {"grid_groups", "WARP_SIZE", "inf", "nan", "tshared", "tregs", "range", "static_range",
             "tpipeline", "tfrag"} <= RESERVED

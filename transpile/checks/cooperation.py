@@ -101,7 +101,7 @@ class _Walker:
         self.var: dict[str, Taint] = {}
         self.escapes: dict[int, Taint] = {}   # per loop (id of the node): taint of its early exits
         self.changed = False
-        self.found: list[tuple[Loc, str, Note]] = []  # what this round would report
+        self.found: list[tuple[Loc, str, Note | None]] = []  # what this round would report
         self.result = NONE
         self.requires: dict[int, tuple[int, str, Loc]] = {}
 
@@ -255,6 +255,9 @@ class _Walker:
             for target, vt in zip(s.target.items, taints):
                 self.assign_target(target, vt.join(ctl.taint), ctl)
             return NONE, NONE
+        if isinstance(s, (N.Assign, N.AugAssign)) and _is_fragment_statement(s.target):
+            self.fragment_statement(s, ctl)
+            return NONE, NONE
         if isinstance(s, (N.Assign, N.AugAssign)):
             value = self.expr(s.value, ctl).join(ctl.taint)
             if isinstance(s.target, N.Name):
@@ -277,6 +280,37 @@ class _Walker:
         base = target.base if isinstance(target, N.Index) else None
         if isinstance(base, N.Name) and isinstance(base.ty, N.ArrayType) and base.ty.space == "regs":
             self.set(base.id, value.join(where))
+
+    # ---- whole-fragment statements (spec section 14)
+    def fragment_statement(self, s: N.Assign | N.AugAssign, ctl: _Ctl) -> None:
+        """`acc[:] = ...` computes every element in whichever lane holds it: the whole group runs it
+        (like a cooperative operation), and nothing in it may differ between tiles (the element's
+        own coordinates are `row_index()` and `col_index()`)."""
+        mark = len(self.found)
+        if self.expr(s.value, ctl).level == UNIFORM:
+            if ctl.taint.level > UNIFORM:
+                self.found.append((s.loc, "a whole-fragment statement must be reached by every tile of the group "
+                                   "(each element is computed by whichever lane holds it), but it is under control "
+                                   "flow that depends on the tile index",
+                                   Note("the tile-dependent condition or loop is here", ctl.where)))
+            return
+        part = self.varying_part(s.value, ctl)
+        del self.found[mark:]  # the walk into the parts repeats what the first walk found
+        self.expr(s.value, ctl)
+        what = f"'{part.id}'" if isinstance(part, N.Name) else "this value"
+        if isinstance(part, N.Call) and isinstance(part.func, N.Name):
+            what = f"{part.func.id}()"
+        self.found.append((part.loc, f"{what} differs between tiles, but a whole-fragment statement computes each "
+                           "element in whichever lane holds it, so the result would depend on the fragment's layout; "
+                           "use row_index() and col_index() for the element's coordinates, or a row or column "
+                           "vector", None))
+
+    def varying_part(self, e: N.Expr, ctl: _Ctl) -> N.Expr:
+        """The innermost part of `e` (varying itself) whose value differs between tiles."""
+        for child in tree_children(e):
+            if isinstance(child, N.Expr) and self.expr(child, ctl).level > UNIFORM:
+                return self.varying_part(child, ctl)
+        return e
 
     # ---- cooperative calls
     def need(self, name: str, coop: Coop, e: N.Call, ctl: _Ctl) -> None:
@@ -325,9 +359,14 @@ class _Walker:
             if not self.changed:
                 break
         for loc, message, note in self.found:
-            self.sink.error(loc, message, note)
+            self.sink.error(loc, message, *([note] if note is not None else []))
         return FunctionFacts(result=self.result, requires=self.requires)
 
+
+
+def _is_fragment_statement(target: N.Expr) -> bool:
+    """`acc[:] = ...` on a fragment (typed: `Index(acc, ())`)."""
+    return isinstance(target, N.Index) and isinstance(target.base.ty, N.ArrayType) and target.base.ty.space == "frag"
 
 
 def _is_tile_linear_id(e: object) -> bool:

@@ -17,14 +17,24 @@ hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
+from tessera.transpile.checks.frag_vectors import FragVectors, uses_rows
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
-from tessera.transpile.lir.frag_layout import MAX_PER_LANE, MMA_KINDS, choose, working_extents
+from tessera.transpile.lir.frag_layout import (
+    MAX_PER_LANE,
+    MMA_KINDS,
+    MMA_M,
+    MMA_N,
+    choose,
+    whole_row_division,
+    working_extents,
+)
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.typecheck import FunctionChecker
@@ -40,11 +50,30 @@ class Fragments(Part):
 
     def __init__(self, fc: FunctionChecker) -> None:
         super().__init__(fc)
-        # Inside an elementwise statement (frag_value): the shape of its fragments.
+        # Inside an elementwise statement (frag_value): the shape of the values computed here, and
+        # the context (frag_vectors.py): full (2-D), rows or cols; the rank of the statement's target.
         self.frag_shape: tuple[int | str, ...] | None = None
+        self.frag_kind: str | None = None
+        self.stmt_rank = 0
+        self.vectors = FragVectors(self)
+        self.whole_rows = fc.in_kernel and uses_rows(fc.fn)
 
     def rules(self) -> dict[str, Rule]:
-        return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore}
+        return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore,
+                "frag_coord": self.rule_frag_coord, "frag_reduce": self.vectors.rule_reduce}
+
+    # ---- row_index(), col_index()
+    def rule_frag_coord(self, e: N.Call, name: str) -> N.Expr:
+        check_arity(self.sink, e, name, 0)
+        if self.frag_shape is None:
+            self.sink.error(e.loc, f"{name}() is the coordinate of the element being computed in a whole-fragment "
+                            f"statement (acc[:] = ...); it has no value elsewhere")
+            return e
+        if name == "col_index" and self.stmt_rank == 1:
+            self.sink.error(e.loc, "col_index() has no value in a statement that assigns a row vector (one value "
+                            "per row)")
+            return e
+        return typed_call(e, name, (), SCALARS["i32"])
 
     # ---- acc = tfrag(f32[M, N], init)
     def frag_decl(self, s: N.Assign, name: str) -> N.Stmt:
@@ -54,29 +83,52 @@ class Fragments(Part):
             self.sink.error(v.loc, "tfrag() is only allowed at the top level of a kernel body (a fragment belongs "
                             "to the whole group)")
             return s
-        if len(v.args) != 2 or v.kwargs:
-            self.sink.error(v.loc, "tfrag() takes a type like f32[64, 64] and an initial value")
+        if len(v.args) not in (1, 2) or v.kwargs:
+            self.sink.error(v.loc, "tfrag() takes a type like f32[64, 64] and an initial value (which may be left "
+                            "out for a fragment that is written before it is read)")
             return s
         spec = v.args[0]
         if not (isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in SCALARS
-                and len(spec.indices) == 2):
+                and len(spec.indices) in (1, 2)):
             self.sink.error(spec.loc, "the first argument of tfrag() is an element type with two constant "
-                            "dimensions, such as f32[64, 64]")
+                            "dimensions, such as f32[64, 64] (or one, f32[64], for a row vector)")
             return s
         elem = SCALARS[spec.base.id]
-        if elem.name not in ("f32", "i32"):
+        if elem.name in ("i8", "u8"):
+            self.sink.error(spec.base.loc, f"operand fragments of {elem} are not supported yet (f16 and bf16 are); "
+                            f"give tmma() the shared array")
+            return s
+        if elem.name not in ("f32", "i32", "f16", "bf16"):
             self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
-                            f"(for i8 or u8 inputs), not {elem}")
+                            f"(for i8 or u8 inputs), or is an f16 or bf16 operand, not {elem}")
             return s
-        m, n = (self.scope.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices)
-        if m is None or n is None:
+        if elem.is_half and len(spec.indices) != 2:
+            self.sink.error(spec.loc, f"an operand fragment of {elem} has two dimensions (rows and K)")
             return s
+        dims = [self.scope.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices]
+        if None in dims:
+            return s
+        m, n = dims[0], dims[-1]
+        assert m is not None and n is not None
         tiles = math.prod(self.fc.tile) if self.fc.tile else 0
         if tiles % 32:
             self.sink.error(v.loc, f"a fragment is spread over the group's warps: the group has {tiles} tiles, "
                             "which is not a multiple of 32")
             return s
-        layout = choose(m, n, tiles // 32)
+        if len(dims) == 1:
+            if not self.vectors.vector_rows(spec, m, tiles // 32):
+                return s
+            layout = whole_row_division(m, MMA_N, tiles // 32)
+        elif self.whole_rows:
+            layout = whole_row_division(m, n, tiles // 32)
+            if layout is None:
+                self.sink.error(spec.loc, f"in a kernel with row vectors, operand fragments or row reductions each warp "
+                                f"owns whole rows "
+                                f"of every fragment: over {tiles // 32} warps a {m} x {n} fragment needs M a multiple "
+                                f"of {MMA_M * (tiles // 32)} and N a multiple of {MMA_N}")
+                return s
+        else:
+            layout = choose(m, n, tiles // 32)
         if layout is None:
             self.sink.error(spec.loc, f"no division of a {m} x {n} fragment over {tiles // 32} warps gives whole "
                             f"16 x 8 mma tiles; extents that work are multiples of {working_extents(tiles // 32)}")
@@ -85,13 +137,15 @@ class Fragments(Part):
             self.sink.error(spec.loc, f"a {m} x {n} fragment over {tiles // 32} warps needs {layout.per_lane} "
                             f"registers per tile (at most {MAX_PER_LANE}); use more warps or a smaller fragment")
             return s
-        init = self.exprs.scalar_expr(v.args[1], "initial value of tfrag()")
-        if init.ty is None:
-            return s
-        init = self.exprs.assignable(init, elem, v.args[1].loc, "a fragment element")
-        ty = N.ArrayType(elem, (m, n), "frag")
+        inits: tuple[N.Expr, ...] = ()
+        if len(v.args) == 2:
+            init = self.exprs.scalar_expr(v.args[1], "initial value of tfrag()")
+            if init.ty is None:
+                return s
+            inits = (self.exprs.assignable(init, elem, v.args[1].loc, "a fragment element"),)
+        ty = N.ArrayType(elem, tuple(d for d in dims if d is not None), "frag")
         self.fc.locals[name] = Sym(name, "frag", ty, s.loc, block=self.fc.block, extra={"layout": layout})
-        call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), (init,), (), ty)
+        call = N.Call(v.loc, N.Name(v.loc, "tfrag", ref="builtin"), inits, (), ty)
         return N.replace(s, target=N.replace(s.target, ty=ty, ref="frag"), value=call, declares=True)
 
     def fragment(self, e: N.Expr, name: str, what: str) -> N.Expr | None:
@@ -105,7 +159,25 @@ class Fragments(Part):
         self.sink.error(e.loc, f"the {what} of {name}() must be a fragment (acc = tfrag(f32[M, N], 0.0))")
         return None
 
+    def register_operand(self, e: N.Expr, name: str) -> N.ArrayType | None:
+        """tmma's first operand when it is an operand fragment (f16/bf16 in registers), else None."""
+        sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
+        if sym is None or sym.ref != "frag" or not isinstance(sym.ty, N.ArrayType):
+            return None
+        if not sym.ty.elem.is_half:
+            self.sink.error(e.loc, f"the first operand of {name}() from registers is an f16 or bf16 operand fragment; "
+                            f"'{sym.name}' is a fragment of {sym.ty.elem} (give tmma() a shared array)")
+            return None
+        return sym.ty
+
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
+        sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
+        if sym is not None and sym.ref == "frag":
+            if what == "first operand":
+                return None  # reported by register_operand
+            self.sink.error(e.loc, f"the {what} of {name}() must be a shared array; operands from registers are "
+                            f"supported as the first operand (A) only")
+            return None
         t = self.fc.expr(e) if isinstance(e, N.Name) else None
         if t is None or t.ty is None:
             if t is None:
@@ -132,11 +204,14 @@ class Fragments(Part):
                 return e
             trans = value
         acc = self.fragment(e.args[0], name, "accumulator")
-        a = self.operand(e.args[1], name, "first operand")
+        a = self.register_operand(e.args[1], name) or self.operand(e.args[1], name, "first operand")
         b = self.operand(e.args[2], name, "second operand")
         if acc is None or a is None or b is None:
             return e
         assert isinstance(acc.ty, N.ArrayType)
+        if len(acc.ty.shape) != 2 or acc.ty.elem.is_half:
+            self.sink.error(e.args[0].loc, "the accumulator of tmma() is a 2-D fragment of f32 or i32")
+            return e
         if a.elem != b.elem:
             self.sink.error(e.loc, f"tmma() operands have different element types: {a.elem} and {b.elem}")
             return e
@@ -161,7 +236,9 @@ class Fragments(Part):
         if int(ak) % kind.k:
             self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
             return e
-        args = (acc, self.fc.expr(e.args[1]), self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        first = self.fragment(e.args[1], name, "first operand") if a.space == "frag" else self.fc.expr(e.args[1])
+        assert first is not None
+        args = (acc, first, self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
         return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)
@@ -211,12 +288,21 @@ class Fragments(Part):
 
     def frag_value(self, e: N.Expr, shape: tuple[int | str, ...]) -> N.Expr:
         """The right side of an elementwise statement, its fragments read as their elements."""
-        saved = self.frag_shape
-        self.frag_shape = shape
+        self.stmt_rank = len(shape)
         try:
-            return self.exprs.scalar_expr(e, "value")
+            return self.in_context(shape, "full" if len(shape) == 2 else "rows",
+                                   lambda: self.exprs.scalar_expr(e, "value"))
         finally:
-            self.frag_shape = saved
+            self.stmt_rank = 0
+
+    def in_context(self, shape: tuple[int | str, ...], kind: str, check: Callable[[], N.Expr]) -> N.Expr:
+        """`check()` with the values computed being of `shape`, in the context `kind` (frag_vectors.py)."""
+        saved = self.frag_shape, self.frag_kind
+        self.frag_shape, self.frag_kind = shape, kind
+        try:
+            return check()
+        finally:
+            self.frag_shape, self.frag_kind = saved
 
     def name(self, e: N.Name, t: N.Expr) -> N.Expr:
         """Name `e`, typed `t` by the plain rule: a fragment's name is its element inside an
@@ -228,6 +314,17 @@ class Fragments(Part):
             self.sink.error(e.loc, f"'{e.id}' is a fragment spread over the group's warps: use it whole, in tmma(), "
                             f"tload(), tstore() or an elementwise statement ({e.id}[:] = {e.id} * 2.0)")
             return N.replace(t, ty=None)
+        if self.frag_kind == "cols":
+            self.sink.error(e.loc, f"'{e.id}' is a fragment; inside v[None, :] only scalars, col_index() and 1-D "
+                            f"views of memory are supported (column-vector fragments are not)")
+            return N.replace(t, ty=None)
+        if len(ty.shape) == 1 and self.frag_kind == "full":
+            self.sink.error(e.loc, f"'{e.id}' is a row vector: broadcast it along the columns with {e.id}[:, None]")
+            return N.replace(t, ty=None)
+        if len(ty.shape) == 2 and self.frag_kind == "rows":
+            self.sink.error(e.loc, f"'{e.id}' is a {list(ty.shape)} fragment, but here one value per row is computed: "
+                            f"reduce it (tsum({e.id}, axis=1)), or assign a 2-D fragment")
+            return N.replace(t, ty=None)
         if tuple(ty.shape) != self.frag_shape:
             self.sink.error(e.loc, f"'{e.id}' is a {list(ty.shape)} fragment but the statement assigns a "
                             f"{list(self.frag_shape)} one: an elementwise statement uses fragments of one shape")
@@ -235,7 +332,11 @@ class Fragments(Part):
         return N.Index(e.loc, t, (), ty.elem)
 
     def refuse_index(self, e: N.Index) -> N.Expr | None:
-        """`e` after its error if it indexes a fragment, else None (the plain rule checks it)."""
+        """`e` after its error if it indexes a fragment, else None (the plain rule checks it); a
+        broadcast in a whole-fragment statement is checked here (frag_vectors.py)."""
+        broadcast = self.vectors.broadcast(e)
+        if broadcast is not None:
+            return broadcast
         sym = self.scope.lookup(e.base.id) if isinstance(e.base, N.Name) else None
         if sym is not None and sym.ref == "frag":
             self.sink.error(e.loc, f"the elements of the fragment '{sym.name}' are spread over the group's warps and "

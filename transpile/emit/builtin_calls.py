@@ -25,6 +25,7 @@ class BuiltinPrinter:
     p: Callable[[L.Expr], tuple[str, int]]
     wrap: Callable[[L.Expr, int], str]
     element: Callable[[str, tuple[L.Expr, ...]], str]
+    elements: dict[str, str]
 
     def p_Intrinsic(self, e: L.Intrinsic) -> tuple[str, int]:
         if e.op == "grid_groups":
@@ -89,6 +90,17 @@ class BuiltinPrinter:
 
     def c_warp_id(self, e: L.Intrinsic) -> tuple[str, int]:
         return f"({self.tid()} >> 5)", PRIMARY
+
+    def c_frag_coord(self, e: L.Intrinsic) -> tuple[str, int]:
+        """The element's row or column in a whole-fragment statement (emit/frags.py declares them)."""
+        return ("tsr_r" if e.op == "row_index" else "tsr_c"), PRIMARY
+
+    def c_frag_reduce(self, e: L.Intrinsic) -> tuple[str, int]:
+        """A row reduction in a whole-fragment statement: its value for the element's row, computed
+        before the statement's loop (emit/frags.py)."""
+        load = e.args[0]
+        assert isinstance(load, L.Load)
+        return self.elements[f"{e.op}({load.buf})"], PRIMARY
 
     def c_math(self, e: L.Intrinsic) -> tuple[str, int]:
         ty = e.dtype

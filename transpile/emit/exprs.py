@@ -190,7 +190,7 @@ class CPrinter(BuiltinPrinter):
     def p_Load(self, e: L.Load) -> tuple[str, int]:
         buf = self.ctx.buffers[e.buf]
         text = self.access(e.buf, e.index, "read")
-        f = load_fn(buf.elem) if buf.space in ("global", "shared", "ref") else None
+        f = load_fn(buf.elem) if buf.space in ("global", "shared", "ref", "frag") else None  # frag: f16/bf16 operands
         return (f"{f}({text})", PRIMARY) if f else (text, PRIMARY)
 
     def element(self, name: str, index: tuple[L.Expr, ...]) -> str:

@@ -17,48 +17,50 @@ over the lane's elements.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
+from tessera.transpile.emit import frag_operands, frag_rows
+from tessera.transpile.emit.frag_common import (
+    assign,
+    close,
+    is_vector,
+    lanes,
+    layout_of,
+    per_lane,
+    restore,
+    unrolled,
+    with_fragments,
+)
+from tessera.transpile.emit.terms import store_fn
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import MMA_KINDS, FragLayout, choose, uses_ldmatrix
+from tessera.transpile.lir.frag_layout import (
+    MMA_KINDS,
+    FragLayout,
+    uses_ldmatrix,
+)
+from tessera.transpile.lir.visit import walk
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:
     from tessera.transpile.emit.stmts import BodyPrinter
 
 
-def layout_of(bp: BodyPrinter, name: str) -> FragLayout:
-    b = bp.fn.buffer(name)
-    assert b is not None and b.space == "frag"
-    m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
-    layout = choose(m, n, bp.fn.tile_count // 32)
-    assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
-    return layout
-
-
 def print_alloc(bp: BodyPrinter, b: L.Buffer, loc: Loc) -> None:
     lay = layout_of(bp, b.name)
-    bp.emit(f"{b.elem.c_compute} {c_ident(b.name)}[{lay.per_lane}];  // {lay.describe(b.name)}", loc)
+    what = f"{b.name}: a row vector, one register per row the lane holds" if is_vector(bp, b.name) \
+        else lay.describe(b.name)
+    ctype = b.elem.c_storage if b.elem.is_half else b.elem.c_compute  # operands: 16-bit registers, packed by tmma
+    bp.emit(f"{ctype} {c_ident(b.name)}[{per_lane(bp, b.name)}];  // {what}", loc)
 
 
 def print_fill(bp: BodyPrinter, s: L.Fill) -> None:
     b = bp.fn.buffer(s.buf)
     assert b is not None
-    lay = layout_of(bp, s.buf)
-    bp.emit(f"tsr_fill<{lay.per_lane}, {b.elem.c_compute}>(&{c_ident(s.buf)}[0], {bp.pr.expr(s.value)});", s.loc)
-
-
-def _lanes(bp: BodyPrinter) -> None:
-    bp.emit(f"const int tsr_tid = {bp.pr.tid()};")
-    bp.emit("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;")
-
-
-def _unrolled(bp: BodyPrinter, var: str, stop: int, step: int, text: str) -> None:
-    bp.emit("#pragma unroll")
-    inc = f"++{var}" if step == 1 else f"{var} += {step}"
-    bp.emit(f"for (int {var} = 0; {var} < {stop}; {inc}) {text}")
+    n = per_lane(bp, s.buf)
+    ctype, value = (b.elem.c_storage, bp.pr.stored(s.value, b.elem)) if b.elem.is_half else \
+        (b.elem.c_compute, bp.pr.expr(s.value))
+    bp.emit(f"tsr_fill<{n}, {ctype}>(&{c_ident(s.buf)}[0], {value});", s.loc)
 
 
 def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
@@ -68,7 +70,8 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     elem = a_buf.elem
     kind = MMA_KINDS[elem.name]
     k_total = [x for x in s.a.extents if x is not None][1]
-    pa, sa_all, _, _ = bp.view_lists(s.a)
+    regs_a = a_buf.space == "frag"  # A from an operand fragment: packed from its elements, no loads
+    pa, sa_all, _, _ = bp.view_lists(s.a) if not regs_a else ("", ["", ""], [], [])
     pb, sb_all, _, _ = bp.view_lists(s.b)
     sa, sb = sa_all[1], sb_all[1]
     ctype = elem.c_storage
@@ -79,25 +82,28 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     what = f"tmma({s.acc}, {s.a.buf}, {s.b.buf}{', trans_b=True' if s.trans_b else ''})"
     bp.emit(f"{{  // {what}: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
-    _lanes(bp)
-    bp.emit(f"const {ctype}* tsr_pa = {pa} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {sa};")
+    lanes(bp)
+    if not regs_a:
+        bp.emit(f"const {ctype}* tsr_pa = {pa} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {sa};")
     warp_col = f"(tsr_warp % {lay.warps_n}) * {lay.warp_n}"
     bp.emit(f"const {ctype}* tsr_pb = {pb} + {warp_col}{f' * {sb}' if s.trans_b else ''};")
-    _unrolled(bp, "tsr_k", k_total, kind.k, "{")
+    unrolled(bp, "tsr_k", k_total, kind.k, "{")
     bp.depth += 1
     bp.emit(f"unsigned tsr_a[{tm}][4], tsr_b[{tn}][2];")
-    if uses_ldmatrix(elem, "a", s.trans_b):
-        _unrolled(bp, "tsr_i", tm, 1, f"tsr_ldmatrix_x4(tsr_a[tsr_i], tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {sa} "
+    if regs_a:
+        frag_operands.a_from_registers(bp, s.a.buf)
+    elif uses_ldmatrix(elem, "a", s.trans_b):
+        unrolled(bp, "tsr_i", tm, 1, f"tsr_ldmatrix_x4(tsr_a[tsr_i], tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {sa} "
                   f"+ tsr_k + (tsr_lane >> 4) * {per16}, tsr_tid{line and f'{line}, {elem.size}'});")
     else:
-        _unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
+        unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
                   f"tsr_tid{line});")
     _b_loads(bp, s, elem.size, tn, sb, per16, line)
     fn = {"f16": "tsr_mma_m16n8k16_f16", "bf16": "tsr_mma_m16n8k16_bf16", "f32": "tsr_mma_m16n8k8_tf32",
           "i8": "tsr_mma_m16n8k32_s8", "u8": "tsr_mma_m16n8k32_u8"}[elem.name]
-    _unrolled(bp, "tsr_i", tm, 1, "{")
+    unrolled(bp, "tsr_i", tm, 1, "{")
     bp.depth += 1
-    _unrolled(bp, "tsr_j", tn, 1, f"{fn}(&{c_ident(s.acc)}[(tsr_i * {tn} + tsr_j) * 4], tsr_a[tsr_i], tsr_b[tsr_j], "
+    unrolled(bp, "tsr_j", tn, 1, f"{fn}(&{c_ident(s.acc)}[(tsr_i * {tn} + tsr_j) * 4], tsr_a[tsr_i], tsr_b[tsr_j], "
               "tsr_tid);")
     bp.depth -= 1
     bp.emit("}")
@@ -118,7 +124,7 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
                     if s.trans_b else "tsr_load_b_tf32(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});")
         else:
             call = "tsr_load_b_8bit(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});"
-        _unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb, line=line))
+        unrolled(bp, "tsr_j", tn, 1, call.format(sb=sb, line=line))
         return
     if s.trans_b:  # Bt[N, K]: rows are n, matrices (n tile, k half)
         def addr(pair: bool, j: str) -> str:
@@ -132,20 +138,19 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
             return f"tsr_pb + (tsr_k + (tsr_lane & 7) + ((tsr_lane >> 3) & 1) * 8) * {sb} + {col}"
         x4, x2 = "tsr_ldmatrix_x4_trans", "tsr_ldmatrix_x2_trans"
     if tn >= 2:
-        _unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
+        unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
     if tn % 2:
         bp.emit(f"{x2}(tsr_b[{tn - 1}], {addr(False, str(tn - 1))}, tsr_tid{line});")
 
 
 def _positions(bp: BodyPrinter, lay: FragLayout) -> None:
     """Opens the loop over the lane's elements with `tsr_r`, `tsr_c` their row and column."""
-    _lanes(bp)
-    bp.emit(f"const int tsr_r0 = (tsr_warp / {lay.warps_n}) * {lay.warp_m} + (tsr_lane >> 2), "
-            f"tsr_c0 = (tsr_warp % {lay.warps_n}) * {lay.warp_n} + (tsr_lane & 3) * 2;")
-    _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+    lanes(bp)
+    bp.emit(lay.c_origin())
+    unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
     bp.depth += 1
-    bp.emit(f"const int tsr_r = tsr_r0 + (tsr_e / {4 * lay.tiles_n}) * 16 + ((tsr_e >> 1) & 1) * 8;")
-    bp.emit(f"const int tsr_c = tsr_c0 + ((tsr_e >> 2) % {lay.tiles_n}) * 8 + (tsr_e & 1);")
+    bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
+    bp.emit(f"const int tsr_c = {lay.c_col('tsr_e')};")
 
 
 def _view_frame(bp: BodyPrinter, v: L.View, const: bool) -> tuple[str, str, str]:
@@ -175,17 +180,41 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     acc = bp.fn.buffer(s.acc)
     src = bp.pr.ctx.buffers[s.src.buf]
     assert acc is not None
+    if frag_operands.loads_with_ldmatrix(bp, s):
+        frag_operands.print_ldmatrix_load(bp, s)
+        return
     bp.emit(f"{{  // tload({s.acc}, {s.src.buf}[...])", s.loc)
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.src, True)
-    _positions(bp, lay)
+    if is_vector(bp, s.acc):
+        _vector_positions(bp, lay)
+        element = f"{c_ident(s.acc)}[tsr_q]"
+    else:
+        _positions(bp, lay)
+        element = f"{c_ident(s.acc)}[tsr_e]"
     saved = bp.pr.elements.get(s.src.buf)
     bp.pr.elements[s.src.buf] = f"tsr_p[{_offset(rs, cs)}]"
-    value = bp.pr.cast_to(L.Load(s.src.buf, (), src.elem), acc.elem)
-    _restore(bp, s.src.buf, saved)
+    if acc.elem.is_half:  # an operand fragment: its own type moves as is, another one rounds once
+        value = bp.pr.elements[s.src.buf] if src.elem == acc.elem else bp.pr.stored(L.Load(s.src.buf, (), src.elem),
+                                                                                    acc.elem)
+    else:
+        value = bp.pr.cast_to(L.Load(s.src.buf, (), src.elem), acc.elem)
+    restore(bp, s.src.buf, saved)
     zero = "0.0f" if acc.elem.is_float else "0"
-    bp.emit(f"{c_ident(s.acc)}[tsr_e] = {inside} ? {value} : {zero};")
-    _close(bp)
+    if acc.elem.is_half:
+        zero = f"{store_fn(acc.elem)}(0.0f)"
+    bp.emit(f"{element} = {inside} ? {value} : {zero};")
+    close(bp)
+
+
+def _vector_positions(bp: BodyPrinter, lay: FragLayout) -> None:
+    """Opens the loop over a row vector's slots (`tsr_q`) for a 1-D view: `tsr_r` is the view's one
+    row (0), `tsr_c` the slot's row of the fragment, the position in the view."""
+    lanes(bp)
+    bp.emit(f"const int tsr_r0 = {lay.c_row0()};")
+    unrolled(bp, "tsr_q", lay.slots, 1, "{")
+    bp.depth += 1
+    bp.emit(f"const int tsr_r = 0, tsr_c = {lay.c_slot_row('tsr_q')};")
 
 
 def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
@@ -196,58 +225,44 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     bp.emit(f"{{  // tstore({s.dst.buf}[...], {s.acc})", s.loc)
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.dst, False)
-    _positions(bp, lay)
-    value = _with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
+    if is_vector(bp, s.acc):  # the 4 lanes of a quad hold the row: its first lane writes it
+        _vector_positions(bp, lay)
+        inside = f"{lay.c_row_leader()} && {inside}"
+    else:
+        _positions(bp, lay)
+    value = with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
     bp.emit(f"if ({inside}) tsr_p[{_offset(rs, cs)}] = {value};")
-    _close(bp)
+    close(bp)
+
+
+def _uses_coordinates(e: L.Expr) -> bool:
+    return any(isinstance(x, L.Intrinsic) and x.op in ("row_index", "col_index") for x in walk(e))
 
 
 def print_frag_assign(bp: BodyPrinter, s: L.FragAssign) -> None:
     lay = layout_of(bp, s.acc)
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
+    vector, reductions = is_vector(bp, s.acc), frag_rows.reductions(s.value)
+    reads_vectors = any(isinstance(x, L.Load) and is_vector(bp, x.buf) for x in walk(s.value))
+    if vector or reductions or reads_vectors:
+        frag_rows.print_row_statement(bp, s, lay, reductions)
+        return
     lhs = f"{c_ident(s.acc)}[tsr_e]"
-    _unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
-    bp.depth += 1
-
-    def body() -> str:
-        if s.op is None:
-            bp.emit(f"{lhs} = {bp.pr.cast_to(s.value, acc.elem)};", s.loc)
-        else:
-            bp.update(lhs, L.Load(s.acc, (), acc.elem), s.op, s.op_type, s.value, s.loc, None)
-        return ""
-
-    _with_fragments(bp, body)
-    bp.depth -= 1
-    bp.emit("}")
-
-
-def _with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:
-    """`f()` printed with every fragment's name meaning its element `tsr_e`."""
-    names = [b.name for b in bp.fn.buffers if b.space == "frag"]
-    saved = {n: bp.pr.elements.get(n) for n in names}
-    for n in names:
-        bp.pr.elements[n] = f"{c_ident(n)}[tsr_e]"
-    try:
-        return f()
-    finally:
-        for n in names:
-            _restore(bp, n, saved[n])
-
-
-def _restore(bp: BodyPrinter, name: str, saved: str | None) -> None:
-    if saved is None:
-        bp.pr.elements.pop(name, None)
+    coordinates = _uses_coordinates(s.value)
+    if coordinates:  # row_index() and col_index(): the element's position, tsr_r and tsr_c
+        bp.emit(f"{{  // {s.acc}[:] = ... (with the element's coordinates)", s.loc)
+        bp.depth += 1
+        _positions(bp, lay)
     else:
-        bp.pr.elements[name] = saved
-
-
-def _close(bp: BodyPrinter) -> None:
+        unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
+        bp.depth += 1
+    with_fragments(bp, lambda: assign(bp, s, lhs))
+    if coordinates:
+        close(bp)
+        return
     bp.depth -= 1
     bp.emit("}")
-    bp.depth -= 1
-    bp.emit("}")
 
 
-__all__ = ["layout_of", "print_alloc", "print_fill", "print_frag_assign", "print_frag_load", "print_frag_store",
-           "print_mma"]
+__all__ = ["print_alloc", "print_fill", "print_frag_assign", "print_frag_load", "print_frag_store", "print_mma"]

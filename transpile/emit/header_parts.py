@@ -85,8 +85,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
         used |= _halves(_types(fn, stmts, exprs)) | _builtins(exprs)
         if any(isinstance(s, L.Copy) for s in stmts):
             used.add("copy")
-        if any(isinstance(s, L.Mma) for s in stmts):
-            used.add("mma")
+        if any(isinstance(s, L.Mma) for s in stmts) or any(b.space == "frag" and b.elem.is_half for b in fn.buffers):
+            used.add("mma")  # (operand fragments: tload from shared memory uses ldmatrix)
         if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):

@@ -8,6 +8,14 @@ A lane holds 4 elements of each mma tile, in the PTX ISA's m16n8 accumulator lay
 `g = lane / 4` and `t = lane % 4`, elements 0 and 1 are at row `g`, columns `2t` and `2t + 1`;
 elements 2 and 3 at row `g + 8`. The per-lane array is indexed `(i * tiles_n + j) * 4 + r` for
 mma tile (i, j).
+
+Row vectors (`tfrag(f32[M])`, spec section 14) follow the rows of the M-row fragments: a lane holds
+one *slot* per row it holds (rows `g` and `g + 8` of each m16 tile, slot `2 i + h`), and the 4 lanes
+of a quad hold the same rows. A kernel with row vectors or row reductions divides every fragment
+into whole rows per warp (`warps_n` = 1), so a row reduction is the lane's own elements and then
+shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier. This module is the
+one place that knows the mma.sync layout: the printers ask it for the C of rows, columns, slots and
+the lanes that share a row (a warpgroup MMA layout would give other answers here, and nowhere else).
 """
 
 from __future__ import annotations
@@ -80,6 +88,99 @@ class FragLayout:
         row = (warp // self.warps_n) * self.warp_m + i * MMA_M + g + (8 if r >= 2 else 0)
         col = (warp % self.warps_n) * self.warp_n + j * MMA_N + 2 * t + (r & 1)
         return row, col
+
+
+    # ---- rows, columns and row slots (the C the printers use; `e` the lane's element, `q` its slot)
+    @property
+    def slots(self) -> int:
+        """Row-vector elements each lane holds: one per row it holds."""
+        return self.tiles_m * 2
+
+    def c_row0(self) -> str:
+        """The row of the lane's first element (`tsr_r0`; needs tsr_warp and tsr_lane)."""
+        return f"(tsr_warp / {self.warps_n}) * {self.warp_m} + (tsr_lane >> 2)"
+
+    def c_col0(self) -> str:
+        return f"(tsr_warp % {self.warps_n}) * {self.warp_n} + (tsr_lane & 3) * 2"
+
+    def c_origin(self) -> str:
+        """Declares `tsr_r0`, `tsr_c0`: the row and column of the lane's first element."""
+        return f"const int tsr_r0 = {self.c_row0()}, tsr_c0 = {self.c_col0()};"
+
+    def c_row(self, e: str) -> str:
+        return f"tsr_r0 + ({e} / {4 * self.tiles_n}) * 16 + (({e} >> 1) & 1) * 8"
+
+    def c_col(self, e: str) -> str:
+        return f"tsr_c0 + (({e} >> 2) % {self.tiles_n}) * 8 + ({e} & 1)"
+
+    def c_slot(self, e: str) -> str:
+        """The slot (row-vector element) of the row of element `e`."""
+        return f"({e} / {4 * self.tiles_n}) * 2 + (({e} >> 1) & 1)"
+
+    def c_slot_row(self, q: str) -> str:
+        return f"tsr_r0 + ({q} >> 1) * 16 + ({q} & 1) * 8"
+
+    def c_slot_element(self, q: str, k: str) -> str:
+        """Element `k` (0 ... 2 tiles_n - 1) of the lane's elements in the row of slot `q`."""
+        return f"(({q} >> 1) * {self.tiles_n} + (({k}) >> 1)) * 4 + ({q} & 1) * 2 + (({k}) & 1)"
+
+    def c_a_register(self, i: str, k: str, x: str) -> str:
+        """The element holding the low half of A register `x` (0 ... 3) of m16 tile `i` at the k
+        offset `k` (a multiple of 16), in an operand fragment of 16-bit elements: registers 0 and 1
+        are the row-g and row-(g + 8) pairs of the n8 tile k / 8, registers 2 and 3 those of the
+        next one (the PTX ISA's A layout of m16n8k16 is its C layout, two n8 tiles side by side)."""
+        return f"(({i}) * {self.tiles_n} + (({k}) >> 3) + (({x}) >> 1)) * 4 + (({x}) & 1) * 2"
+
+    def a_register_element(self, i: int, k: int, x: int) -> int:
+        """The model of c_a_register."""
+        return (i * self.tiles_n + (k >> 3) + (x >> 1)) * 4 + (x & 1) * 2
+
+    def c_row_leader(self) -> str:
+        """The one lane of the group that writes a row's value (the first lane of its quad)."""
+        return "(tsr_lane & 3) == 0"
+
+    def slot_position(self, warp: int, lane: int, q: int) -> int:
+        """The row of slot `q` of `lane` in `warp` (the model of c_slot_row)."""
+        return (warp // self.warps_n) * self.warp_m + (q >> 1) * MMA_M + (lane >> 2) + (q & 1) * 8
+
+
+ROW_LANE_MASKS = (1, 2)  # lanes `lane ^ mask` hold the other columns of the lane's rows (a quad)
+REDUCTIONS = {"tmax": "max", "tmin": "min", "tsum": "+"}
+
+
+def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
+    """Each warp owns M / warps whole rows (the division of kernels with row vectors)."""
+    if m % (MMA_M * warps) or n % MMA_N:
+        return None
+    return FragLayout(m, n, warps, 1)
+
+
+def kernel_whole_rows(fn: object) -> bool:
+    """Whether a lowered kernel divides its fragments into whole rows per warp: it has a row vector
+    (a 1-D fragment), an operand fragment (f16/bf16: a warp's A rows with all of K) or a row reduction. The type checker decides the same from the syntax tree
+    (checks/frag_vectors.py `uses_rows`)."""
+    from tessera.transpile.lir import nodes as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
+    from tessera.transpile.lir.visit import all_exprs  # noqa: PLC0415
+
+    assert isinstance(fn, L.Function)
+    if any(b.space == "frag" and (len(b.shape) == 1 or b.elem.is_half) for b in fn.buffers):
+        return True
+    return any(isinstance(e, L.Intrinsic) and e.op in REDUCTIONS for e in all_exprs(fn.body))
+
+
+def layout_of_buffer(fn: object, name: str) -> FragLayout:
+    """The division of the fragment `name` of a lowered kernel (a row vector: that of its rows)."""
+    from tessera.transpile.lir import nodes as L  # noqa: PLC0415
+
+    assert isinstance(fn, L.Function)
+    b = fn.buffer(name)
+    assert b is not None and b.space == "frag"
+    dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
+    warps = fn.tile_count // 32
+    layout = (whole_row_division(dims[0], dims[1] if len(dims) == 2 else MMA_N, warps) if kernel_whole_rows(fn)
+              else choose(dims[0], dims[1], warps))
+    assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
+    return layout
 
 
 def divisions(m: int, n: int, warps: int) -> list[FragLayout]:
@@ -159,12 +260,11 @@ def fragment_info(fn: object) -> list[str]:
     assert isinstance(fn, L.Function)
     out = []
     for b in fn.buffers:
-        if b.space != "frag":
-            continue
-        m, n = (int(d.value) for d in b.shape if isinstance(d, L.Const))
-        layout = choose(m, n, fn.tile_count // 32)
-        if layout is not None:
-            out.append(layout.describe(b.name))
+        if b.space == "frag" and len(b.shape) == 1:
+            lay = layout_of_buffer(fn, b.name)
+            out.append(f"{b.name}: a row vector of {lay.m} rows, {lay.slots} registers per tile")
+        elif b.space == "frag":
+            out.append(layout_of_buffer(fn, b.name).describe(b.name))
     if out:
         for b in fn.buffers:
             if b.space == "shared" and b.pad:
@@ -173,5 +273,6 @@ def fragment_info(fn: object) -> list[str]:
     return out
 
 
-__all__ = ["MAX_PER_LANE", "MMA_KINDS", "FragLayout", "MmaKind", "choose", "divisions", "fragment_info", "needs_column_pad",
-           "operand_pad", "uses_ldmatrix", "working_extents"]
+__all__ = ["MAX_PER_LANE", "MMA_KINDS", "REDUCTIONS", "ROW_LANE_MASKS", "FragLayout", "MmaKind", "choose", "divisions",
+           "fragment_info", "kernel_whole_rows", "layout_of_buffer", "needs_column_pad", "operand_pad", "uses_ldmatrix",
+           "whole_row_division", "working_extents"]

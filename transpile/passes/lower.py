@@ -240,9 +240,9 @@ class _Function:
         auto_pad = ty.space == "shared" and isinstance(s.value, N.Call) and not s.value.kwargs
         self.buffers.append(L.Buffer(name, ty.space, ty.elem, shape, s.value.loc, mut=True, pad=ty.pad,
                                      auto_pad=auto_pad))
-        if ty.space == "shared":
-            return [L.Alloc(s.loc, name)]
         assert isinstance(s.value, N.Call)
+        if ty.space == "shared" or not s.value.args:  # no initial value: written before it is read
+            return [L.Alloc(s.loc, name)]
         init = L.converted(self.expr(s.value.args[0]), ty.elem)
         return [L.Alloc(s.loc, name), L.Fill(s.loc, name, init)]
 

@@ -1,6 +1,6 @@
 """The `plan-fragments` pass (spec section 12): tensor-core fragments need sm_80 or newer, and the
-shared arrays that `tmma` reads get rows padded so that its operand loads are free of bank
-conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
+shared arrays that `tmma` reads (and those that an operand fragment is loaded from, with ldmatrix,
+as an A operand) get rows padded so that the operand loads are free of bank conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
 written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes).
 
 Before (f16, `As: shared f16[64, 32]` without pad=):
@@ -38,11 +38,18 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
         return fn
     pads: dict[str, int] = {}
     for s in statements(fn.body):
+        src = fn.buffer(s.src.buf) if isinstance(s, L.FragLoad) else None
+        acc = fn.buffer(s.acc) if isinstance(s, L.FragLoad) else None
+        if src is not None and acc is not None and acc.elem.is_half and src.auto_pad and src.name not in pads \
+                and isinstance(src.shape[-1], L.Const):  # an operand fragment's ldmatrix source: as an A operand
+            pads[src.name] = operand_pad(src.elem, int(src.shape[-1].value), False)
         if not isinstance(s, L.Mma):
             continue
         for view, role in ((s.a, "a"), (s.b, "b")):
             b = fn.buffer(view.buf)
             assert b is not None and isinstance(b.shape[-1], L.Const)
+            if b.space == "frag":  # an operand fragment: in registers
+                continue
             row = int(b.shape[-1].value)
             if b.auto_pad and b.name not in pads:
                 pads[b.name] = operand_pad(b.elem, row, needs_column_pad(b.elem, role, s.trans_b))

@@ -1,0 +1,160 @@
+"""Type checking of row vectors, row reductions and broadcasts in whole-fragment statements (spec
+section 14): `m = tfrag(f32[BM], -inf)`, `m[:] = max(m, tmax(S, axis=1))`, `S[:] = S - m[:, None]`,
+`acc[:] = acc + bias[n0:n0 + BN][None, :]`.
+
+Before:  S[:] = S - tmax(S, axis=1)[:, None] + b[n0:n0 + 64][None, :]
+After:   Assign(Index(S, ()), S - Call(tmax, (Index(S, ()), 1)) + (b[n0 + col_index()] if 0 <= n0 + col_index()
+         and n0 + col_index() < N else 0.0))
+
+A whole-fragment statement is checked in a *context*: `full` (a 2-D statement, every element of the
+fragment), `rows` (a row-vector statement, or the inside of `[:, None]`: one value per row) or
+`cols` (the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
+computes every element where it is held, so a row vector read in a 2-D statement is the slot of the
+element's row, and a 1-D view of memory is read at the element's row or column (the guarded load
+above: parts outside the tensor read as zero). `FragVectors` is a helper of frags.Fragments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tessera.base.dtypes import SCALARS
+from tessera.frontend import nodes as N
+from tessera.transpile.checks.callgraph import tree_children
+from tessera.transpile.checks.rules import check_arity, typed_call
+from tessera.transpile.lir.frag_layout import MMA_M, REDUCTIONS
+
+if TYPE_CHECKING:
+    from tessera.transpile.checks.frags import Fragments
+
+
+def uses_rows(fn: N.FuncDef) -> bool:
+    """Whether a kernel divides its fragments into whole rows per warp: it declares a row vector or an
+    operand fragment, or reduces rows (the same decision as frag_layout.kernel_whole_rows on the
+    lowered kernel)."""
+    stack: list[object] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, N.Call) and isinstance(n.func, N.Name):
+            if n.func.id in REDUCTIONS:
+                return True
+            spec = n.args[0] if n.func.id == "tfrag" and n.args else None
+            if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
+                                              and spec.base.id in ("f16", "bf16")):
+                return True  # a row vector, or an operand fragment (each warp's A rows, all of K)
+        stack.extend(tree_children(n))
+    return False
+
+
+def _is_none(e: N.Expr) -> bool:
+    return isinstance(e, N.Name) and e.id == "None"
+
+
+def _is_all(e: N.Expr) -> bool:
+    return isinstance(e, N.Slice) and e.lo is None and e.hi is None
+
+
+class FragVectors:
+    """Row vectors, reductions and broadcasts for frags.Fragments (which holds the context)."""
+
+    def __init__(self, frags: Fragments) -> None:
+        self.frags = frags
+        self.sink = frags.sink
+
+    def broadcast(self, e: N.Index) -> N.Expr | None:
+        """`v[:, None]` or `v[None, :]` in a 2-D statement, and a 1-D view of memory in a row or
+        column context, as the value of the element being computed; None for other indexing."""
+        fr = self.frags
+        shape, kind = fr.frag_shape, fr.frag_kind
+        if shape is None:
+            return None
+        if len(e.indices) == 2 and (_is_none(e.indices[1]) and _is_all(e.indices[0])
+                                    or _is_none(e.indices[0]) and _is_all(e.indices[1])):
+            along = "rows" if _is_none(e.indices[1]) else "cols"
+            if kind != "full" or len(shape) != 2:
+                self.sink.error(e.loc, "a broadcast (v[:, None] or v[None, :]) belongs in a statement that assigns a "
+                                "2-D fragment")
+                return N.replace(e, ty=None)
+            return fr.in_context((shape[0],) if along == "rows" else (shape[1],), along,
+                                 lambda: fr.exprs.scalar_expr(e.base, "value"))
+        if kind in ("rows", "cols") and sum(isinstance(i, N.Slice) for i in e.indices) == 1:
+            return self.view_element(e, kind, shape[0])
+        return None
+
+    def view_element(self, e: N.Index, kind: str, extent: int | str) -> N.Expr:
+        """A 1-D view of global or shared memory, read at the element's row or column."""
+        fr = self.frags
+        view = fr.fc.memory.view(e, "a broadcast", "value")
+        if view is None:
+            return N.replace(e, ty=None)
+        assert isinstance(view.ty, N.ViewType)
+        if view.ty.extents != (extent,):
+            self.sink.error(e.loc, f"this view has the extent {view.ty.extents[0]}, but the fragment has {extent} "
+                            f"{'rows' if kind == 'rows' else 'columns'}")
+            return N.replace(e, ty=None)
+        elem = view.ty.base.elem
+        if elem.kind == "bool":
+            self.sink.error(e.loc, "a broadcast view holds numbers, not bool elements")
+            return N.replace(e, ty=None)
+        base = view.base
+        dims = base.ty.dims if isinstance(base.ty, N.TensorType) else \
+            tuple(N.IntLit(e.loc, int(d)) for d in base.ty.shape) if isinstance(base.ty, N.ArrayType) else ()
+        loc = e.loc
+        coord = N.Call(loc, N.Name(loc, "row_index" if kind == "rows" else "col_index"), ())
+        index: list[N.Expr] = []
+        inside: list[N.Expr] = []
+        for i, d in zip(e.indices, dims):
+            pos = (coord if i.lo is None else N.BinOp(loc, "+", i.lo, coord)) if isinstance(i, N.Slice) else i
+            index.append(pos)
+            if not (isinstance(i, N.Slice) and i.lo is None):
+                inside.append(N.Compare(loc, ("<=",), (N.IntLit(loc, 0), pos)))
+            inside.append(N.Compare(loc, ("<",), (pos, d)))
+        guard = inside[0]
+        for c in inside[1:]:
+            guard = N.BoolOp(loc, "and", guard, c)
+        zero: N.Expr = N.FloatLit(loc, 0.0) if elem.is_float else N.IntLit(loc, 0)
+        return fr.exprs.scalar_expr(N.Ternary(loc, guard, N.Index(loc, e.base, tuple(index)), zero), "value")
+
+    # ---- tmax(F, axis=1), tmin, tsum
+    def rule_reduce(self, e: N.Call, name: str) -> N.Expr:
+        fr = self.frags
+        if not check_arity(self.sink, e, name, 1, 2, ("axis",)):
+            return e
+        axis_node = e.args[1] if len(e.args) == 2 else next((k.value for k in e.kwargs if k.name == "axis"), None)
+        if axis_node is None:
+            self.sink.error(e.loc, f"{name}() needs the axis it reduces: {name}(F, axis=1) for a row vector")
+            return e
+        axis = fr.scope.const_int(axis_node, f"the axis of {name}()", 0, 1)
+        if axis is None:
+            return e
+        if axis == 0:
+            self.sink.error(axis_node.loc, f"{name}(F, axis=0) (a column vector) is not supported yet; reduce rows "
+                            f"with axis=1, or transpose the fragment's roles")
+            return e
+        if fr.frag_shape is None or fr.frag_kind != "rows":
+            self.sink.error(e.loc, f"{name}(F, axis=1) is a row vector: use it in a row-vector statement "
+                            f"(m[:] = {name}(F, axis=1)) or broadcast it ({name}(F, axis=1)[:, None])")
+            return e
+        f = fr.fragment(e.args[0], name, "first argument")
+        if f is None:
+            return e
+        assert isinstance(f.ty, N.ArrayType)
+        if len(f.ty.shape) != 2 or f.ty.shape[0] != fr.frag_shape[0]:
+            self.sink.error(e.args[0].loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} rows here, not a "
+                            f"{list(f.ty.shape)} one")
+            return e
+        element = N.Index(f.loc, f, (), f.ty.elem)
+        return typed_call(e, name, (element, N.IntLit(axis_node.loc, 1, SCALARS["i32"])), f.ty.elem)
+
+    # ---- m = tfrag(f32[M], init)
+    def vector_rows(self, spec: N.Index, m: int, warps: int) -> bool:
+        """Whether a row vector of `m` rows fits the whole-row division over `warps` warps (else an error)."""
+        if m % (MMA_M * warps):
+            self.sink.error(spec.loc, f"a row vector follows the rows of the {m}-row fragments, each warp owning whole "
+                            f"rows in 16-row mma tiles: with {warps} warps the row count must be a multiple of "
+                            f"{MMA_M * warps}, not {m}")
+            return False
+        return True
+
+
+__all__ = ["FragVectors", "uses_rows"]

@@ -1,0 +1,83 @@
+"""Printing operand fragments (spec section 14: `Q = tfrag(f16[BM, K])`) as C. An operand fragment
+holds 16-bit elements in the accumulator layout of its shape (lir/frag_layout.py), so that the
+mma.sync A registers of a k16 step are pairs of its elements (the C layout of two n8 tiles is the A
+layout of one k16 step): `P[:] = S` converts in place, lane by lane, and tmma packs the registers
+without moving data between lanes. `tload` from a shared array of the same type uses ldmatrix (the
+A loads of tmma, unpacked into the elements); from anywhere else it loads element by element
+(emit/frags.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tessera.transpile.emit.frag_common import lanes, layout_of, unrolled
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.names import c_ident
+
+if TYPE_CHECKING:
+    from tessera.transpile.emit.stmts import BodyPrinter
+
+
+def loads_with_ldmatrix(bp: BodyPrinter, s: L.FragLoad) -> bool:
+    """A whole shared array of the fragment's 16-bit type, with rows of a multiple of 16 bytes."""
+    acc, src = bp.fn.buffer(s.acc), bp.pr.ctx.buffers[s.src.buf]
+    if acc is None or not acc.elem.is_half or src.space != "shared" or src.elem != acc.elem:
+        return False
+    whole = all(isinstance(x, L.Const) and x.value == 0 for x in s.src.starts)
+    row = src.shape[-1]
+    return whole and isinstance(row, L.Const) and (int(row.value) + src.pad) * 2 % 16 == 0
+
+
+def print_ldmatrix_load(bp: BodyPrinter, s: L.FragLoad) -> None:
+    lay = layout_of(bp, s.acc)
+    acc = bp.fn.buffer(s.acc)
+    assert acc is not None
+    ptr, strides, _, _ = bp.view_lists(s.src)
+    stride = strides[1]
+    line = f", {s.loc.line}, 2" if bp.pr.ctx.check_bounds else ""  # the race detector sees the reads
+    half = "__ushort_as_half" if acc.elem.name == "f16" else "__ushort_as_bfloat16"
+    name = c_ident(s.acc)
+    bp.emit(f"{{  // tload({s.acc}, {s.src.buf}) with ldmatrix: {lay.describe(s.acc)}", s.loc)
+    bp.depth += 1
+    lanes(bp)
+    bp.emit(f"const {acc.elem.c_storage}* tsr_pa = {ptr} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {stride};")
+    unrolled(bp, "tsr_k", lay.n, 16, "{")
+    bp.depth += 1
+    unrolled(bp, "tsr_i", lay.tiles_m, 1, "{")
+    bp.depth += 1
+    bp.emit("unsigned tsr_w[4];")
+    bp.emit(f"tsr_ldmatrix_x4(tsr_w, tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {stride} + tsr_k + (tsr_lane >> 4) * 8, "
+            f"tsr_tid{line});")
+    unrolled(bp, "tsr_x", 4, 1, "{")
+    bp.depth += 1
+    bp.emit(f"const int tsr_at = {lay.c_a_register('tsr_i', 'tsr_k', 'tsr_x')};")
+    bp.emit(f"{name}[tsr_at] = {half}((unsigned short)(tsr_w[tsr_x] & 0xffffu));")
+    bp.emit(f"{name}[tsr_at + 1] = {half}((unsigned short)(tsr_w[tsr_x] >> 16));")
+    for _ in range(4):  # the loops over x, i and k, and the block
+        bp.depth -= 1
+        bp.emit("}")
+
+
+def a_from_registers(bp: BodyPrinter, name: str) -> None:
+    """The A registers of the warp's m16 tiles for the k step `tsr_k` from an operand fragment: each
+    register a pair of its elements (lir/frag_layout.py `c_a_register`: the mma C layout of 16-bit
+    elements is their A layout, so no lane gives another anything)."""
+    b = bp.fn.buffer(name)
+    assert b is not None
+    lay = layout_of(bp, name)
+    bits = "__half_as_ushort" if b.elem.name == "f16" else "__bfloat16_as_ushort"
+    unrolled(bp, "tsr_i", lay.tiles_m, 1, "{")
+    bp.depth += 1
+    unrolled(bp, "tsr_x", 4, 1, "{")
+    bp.depth += 1
+    bp.emit(f"const int tsr_at = {lay.c_a_register('tsr_i', 'tsr_k', 'tsr_x')};")
+    p = c_ident(name)
+    bp.emit(f"tsr_a[tsr_i][tsr_x] = (unsigned){bits}({p}[tsr_at]) | ((unsigned){bits}({p}[tsr_at + 1]) << 16);")
+    bp.depth -= 1
+    bp.emit("}")
+    bp.depth -= 1
+    bp.emit("}")
+
+
+__all__ = ["a_from_registers", "loads_with_ldmatrix", "print_ldmatrix_load"]
