@@ -194,6 +194,7 @@ class _Analysis(Regions):
     def __init__(self, fn: L.Function) -> None:
         super().__init__(fn, returns(fn.body), {}, {})
         self.boundary: set[int] = set()  # id() of the uniform loops that split regions
+        self.lockstep: set[int] = set()  # id() of the stride loops whose tiles may run in lockstep
         self.reassigned: set[str] = set()  # locals that an assignment statement changes
 
     def splits(self, s: L.Stmt) -> bool:
@@ -271,6 +272,22 @@ def _choose(plan: _Analysis, body: tuple[L.Stmt, ...], uniform: set[str], local:
               and _coalesced(s.body, plan, uniform | {s.var.name}, local)):
             plan.boundary.add(id(s))
             _choose(plan, s.body, uniform | {s.var.name}, local, count)
+        elif plan.interleaved(s) and _lockstep(s, uniform, local):
+            plan.lockstep.add(id(s))
+
+
+_INT_COUNTERS = ("i32", "u32", "i64", "u64")
+
+
+def _lockstep(s: L.Stmt, uniform: set[str], local: set[str]) -> bool:
+    """Whether stride loop `s` may run its tiles in lockstep (RegionPrinter.stride_for): an integer
+    counter that its body does not assign, a stop and a step the same for every tile and unchanged by
+    the body. Where the tiles' counters then start consecutive (tile t's is tile 0's + t) and the
+    step is positive, tile t's counter in every pass is the pass's base + t, and the tiles whose
+    loop is not done are a prefix of the group."""
+    return (isinstance(s, L.For) and s.var.dtype.name in _INT_COUNTERS
+            and all(_uniform(e, uniform, local) for e in (s.stop, s.step))
+            and not ({s.var.name} | var_names((s.stop, s.step))) & assigned(s.body))
 
 
 def _declared_here(body: tuple[L.Stmt, ...]) -> set[str]:
@@ -330,8 +347,10 @@ def plan_cpu_regions(module: L.Module, options: CompileOptions) -> L.Module:
         marks: dict[int, str] = {}
         if not plan.returns:  # one region: no loop splits it or runs interleaved
             for s in plan.region_level(fn.body):
-                if plan.splits(s) or plan.interleaved(s):
-                    marks[id(s)] = "split" if plan.splits(s) else "interleaved"
+                if plan.splits(s):
+                    marks[id(s)] = "split"
+                elif plan.interleaved(s):
+                    marks[id(s)] = "lockstep" if id(s) in plan.lockstep else "interleaved"
         functions.append(dataclasses.replace(
             fn, body=_marked(fn.body, marks),
             regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns)))

@@ -119,7 +119,7 @@ class Regions:
 
     def interleaved(self, s: L.Stmt) -> bool:
         """Whether `s` is a stride loop that the tiles run interleaved (RegionPrinter.stride_for)."""
-        return isinstance(s, L.For) and s.cpu == "interleaved"
+        return isinstance(s, L.For) and s.cpu in ("interleaved", "lockstep")
 
     def pieces(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt | list[L.Stmt]]:
         """A region-level body as regions (lists of statements) and the statements between them

@@ -71,7 +71,8 @@ def _planned(*notes: str) -> str:
     return f" [{'; '.join(notes)}]" if notes else ""
 
 
-_CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interleaved"}
+_CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interleaved",
+              "lockstep": "CPU: tiles interleaved, in lockstep"}
 
 
 def _copy_plan(s: L.Copy) -> str:

@@ -272,9 +272,11 @@ class If:
 
 # How region mode runs a loop of a kernel in the CPU backend's C (the plan-cpu-regions pass): once for
 # the group with its body split into regions ("split": a loop with a barrier, or a uniform loop),
-# or as each tile's own loop, the tiles' iterations interleaved ("interleaved": a stride loop);
-# "" where the loop is inside a region, or the kernel is not in region mode.
-CPU_LOOP_MODES = ("", "split", "interleaved")
+# or as each tile's own loop, the tiles' iterations interleaved ("interleaved": a stride loop;
+# "lockstep": one whose stop and step are the same for every tile, so that where the tiles' counters
+# are consecutive at run time each pass is a loop over a prefix of the tiles, the counter computed
+# from the pass's base); "" where the loop is inside a region, or the kernel is not in region mode.
+CPU_LOOP_MODES = ("", "split", "interleaved", "lockstep")
 
 
 @ir_node

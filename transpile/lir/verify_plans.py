@@ -12,7 +12,7 @@ stale plan behind), and is of the form the printers rely on.
 - plan-cpu-regions: a region plan only on kernels; its per-tile names are declared in the kernel,
   its recomputed names are top-level declarations with a value, neither twice; loop marks only in
   a planned kernel that does not return early, only on loops at region level (the kernel's body
-  and the bodies of loops marked "split"), "interleaved" only on `for` loops.
+  and the bodies of loops marked "split"), "interleaved" and "lockstep" only on `for` loops.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _regions(fn: L.Function) -> None:
         return
     if fn.kind != "kernel":
         _fail(fn, "a region plan on a device function", fn.name)
-    if any(s.cpu not in L.CPU_LOOP_MODES or (s.cpu == "interleaved" and not isinstance(s, L.For)) for s in marked):
+    if any(s.cpu not in L.CPU_LOOP_MODES or (s.cpu in ("interleaved", "lockstep") and not isinstance(s, L.For)) for s in marked):
         _fail(fn, "a loop marked with a mode it cannot have", marked)
     level = _region_level(fn.body)
     if any(id(s) not in level for s in marked) or (plan.returns and marked):
