@@ -17,6 +17,8 @@ its regions, which locals are computed again in each region, which need a copy p
   every region that uses it computes it again (`tx = tile_id(0)`, `row = group_id(1) * 16 + ty`)
   instead of keeping a per-tile copy in memory, which would hide from the C compiler that `tx`
   counts up with the tile.
+- **Group locals** (group_locals.py): a uniform local whose every assignment ends its region, kept
+  once and assigned once after the region's loop over the tiles.
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
 
@@ -31,6 +33,7 @@ import dataclasses
 
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS, Vary
+from tessera.transpile.cpu.group_locals import group_locals
 from tessera.transpile.cpu.structure import (
     Regions,
     assigned,
@@ -221,7 +224,9 @@ def analyse(fn: L.Function) -> _Analysis:
                 and s.var.name not in plan.reassigned and _pure(s.init, plan.remat, local)):
             plan.remat[s.var.name] = s
     if not plan.returns:
-        _choose(plan, fn.body, _uniform_locals(fn, local), local, count)
+        uniform = _uniform_locals(fn, local)
+        _choose(plan, fn.body, uniform, local, count)
+        plan.group = group_locals(plan, uniform, set(plan.remat))
     _per_tile(plan)
     return plan
 
@@ -299,7 +304,7 @@ def _per_tile(plan: _Analysis) -> None:
     fn = plan.fn
     uses: dict[str, int] = {}
     level = {s.var.name if isinstance(s, L.Decl) else s.buf for s in plan.region_level(fn.body)
-             if isinstance(s, (L.Decl, L.Alloc))} - set(plan.remat)
+             if isinstance(s, (L.Decl, L.Alloc))} - set(plan.remat) - set(plan.group)
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
@@ -353,7 +358,8 @@ def plan_cpu_regions(module: L.Module, options: CompileOptions) -> L.Module:
                     marks[id(s)] = "lockstep" if id(s) in plan.lockstep else "interleaved"
         functions.append(dataclasses.replace(
             fn, body=_marked(fn.body, marks),
-            regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns)))
+            regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns,
+                                 tuple(plan.group.items()))))
     return dataclasses.replace(module, functions=tuple(functions))
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 
 from tessera.base.options import CompileOptions
+from tessera.transpile.cpu.group_locals import trailing
 from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_names
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
@@ -65,6 +66,8 @@ class RegionPrinter(BodyPrinter):
             cn = self._cname(name)
             self.emit(f"static thread_local {elem} tsr_rgs_{cn}[{self.tiles}]{dims};  // per tile")
             self.emit(f"auto* const tsr_rgp_{cn} = tsr_rgs_{cn};")
+        for name, ctype in self.plan.group.items():
+            self.emit(f"{ctype} {var_name(name)}{{}};  // once per group")
         self.sequence(self.fn.body)
         for name, _ in reversed(_MACROS):
             self.lines.append(f'#pragma pop_macro("{name.partition("(")[0]}")')
@@ -120,6 +123,27 @@ class RegionPrinter(BodyPrinter):
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
+        """A region: its statements in a loop over the tiles, then the assignments of locals kept once
+        for the group that end it (group_locals.py), once, with tile 0's values."""
+        tail = trailing(stmts, frozenset(self.plan.group))
+        if tail < len(stmts):
+            self._tiles_region(stmts[:len(stmts) - tail])
+        if tail:
+            self.emit("{  // the group's own locals, once")
+            self.depth += 1
+            last = [s for s in stmts[len(stmts) - tail:] if isinstance(s, (L.Decl, L.Assign))]
+            self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
+                              if e is not None))
+            for s in last:
+                if isinstance(s, L.Decl):
+                    if s.init is not None:
+                        self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
+                else:
+                    self.stmt(s)
+            self.depth -= 1
+            self.emit("}")
+
+    def _tiles_region(self, stmts: list[L.Stmt]) -> None:
         self._open_tiles()
         if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
             self.emit("{")

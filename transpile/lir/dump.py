@@ -177,7 +177,8 @@ def _regions(plan: L.RegionPlan | None) -> str:
         return ""
     per_tile = f"; per tile: {', '.join(f'{n} ({c})' for n, c in plan.per_tile)}" if plan.per_tile else ""
     recomputed = f"; recomputed: {', '.join(plan.recomputed)}" if plan.recomputed else ""
-    return "cpu region mode" + (", one region (returns early)" if plan.returns else "") + per_tile + recomputed
+    group = f"; once per group: {', '.join(f'{n} ({c})' for n, c in plan.group)}" if plan.group else ""
+    return "cpu region mode" + (", one region (returns early)" if plan.returns else "") + per_tile + recomputed + group
 
 
 def dump_lir(m: L.Module) -> str:

@@ -545,12 +545,15 @@ class RegionPlan:
     """How region mode prints a kernel for the CPU backend (transpile/cpu/region_plan.py): the
     locals and register arrays kept in an array with an element per tile (name, C type of the
     element), the top-level locals computed again in each region that uses them (in program
-    order), and whether the kernel returns early (then its body is one region). Which loops run
-    once for the group is marked on the loops (`For.cpu`, `While.cpu`)."""
+    order), and whether the kernel returns early (then its body is one region); the locals with one
+    value for the whole group kept once (name, C type), whose every assignment ends its region and
+    runs once after the region's loop over the tiles. Which loops run once for the group is marked
+    on the loops (`For.cpu`, `While.cpu`)."""
 
     per_tile: tuple[tuple[str, str], ...]
     recomputed: tuple[str, ...]
     returns: bool = False
+    group: tuple[tuple[str, str], ...] = ()
 
 
 @ir_node

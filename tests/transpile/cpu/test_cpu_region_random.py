@@ -36,7 +36,15 @@ OPS: list[Op] = [
     ("if k % 3 == 0:\n        acc -= 1.0", lambda acc, cnt, k, x: (f32(acc - f32(1)) if k % 3 == 0 else acc, cnt)),
 ]
 SHAPES = [(1,), (3,), (8,), (32,), (64,), (4, 3), (8, 2)]
-CONTEXTS = ["top", "barrier", "uniform", "branch"]
+CONTEXTS = ["top", "barrier", "uniform", "branch", "tree", "tree2", "tree3"]
+# A shared-memory tree after the loop (a local kept once for the group: transpile/cpu/group_locals.py),
+# its halving in a region of its own ("tree"), at the end of the region that reads it ("tree2"), or
+# at its start ("tree3": `h` stays per tile).
+TREE = {"tree": ["h = TILES // 2", "while h > 0:", "    if t < h:", "        sh[t] += sh[t + h]", "    tbarrier()",
+                 "    h //= 2"],
+        "tree2": ["h = TILES // 2", "while h > 0:", "    if t < h:", "        sh[t] += sh[t + h]", "    h //= 2",
+                  "    tbarrier()"],
+        "tree3": ["h = TILES", "while h > 1:", "    h //= 2", "    if t < h:", "        sh[t] += sh[t + h]", "    tbarrier()"]}
 
 
 @dataclasses.dataclass
@@ -56,12 +64,16 @@ class Program:
     def source(self) -> str:
         tiles = str(self.tiles)
         step = self.step.replace("TILES", tiles)
-        pad = "    " if self.context == "top" else "        "
+        pad = "    " if self.context == "top" or self.context in TREE else "        "
         loop = [f"for k in range({self.start}, {self.stop}, {step}):"]
         loop += ["    " + line for op in self.ops for line in op[0].replace("\n        ", "\n    ").split("\n")]
         if self.context == "barrier":
             loop = ["sh[t] = acc", "tbarrier()", *loop, f"acc += sh[(t + 1) % {tiles}]", "tbarrier()"]
-        head = {"top": [], "branch": ["    if t % 2 == 0:"]}.get(self.context, ["    for r in range(2):"])
+        elif self.context in TREE:
+            loop += ["sh[t] = acc + f32(t)", "tbarrier()", *(x.replace("TILES", tiles) for x in TREE[self.context]),
+                     "acc += sh[0]"]
+        head = {"top": [], "tree": [], "tree2": [], "tree3": [], "branch": ["    if t % 2 == 0:"]}.get(
+            self.context, ["    for r in range(2):"])
         return (f"@kernel tile[{self.shape}]\n"
                 f"def {self.name}(x: f32[n], y: mut f32[m], c: mut i32[m], a: i32, b: i32, s: i32):\n"
                 f"    sh = tshared.alloc(f32[{tiles}])\n"
@@ -90,6 +102,13 @@ class Program:
                             accs[t], cnts[t] = update(accs[t], cnts[t], k, x)
                 if self.context == "barrier":
                     accs = [f32(accs[t] + shared[(t + 1) % tiles]) for t in range(tiles)]
+                elif self.context in TREE:
+                    sh, h = [f32(acc + f32(t)) for t, acc in enumerate(accs)], tiles // 2
+                    while h > 0:
+                        for t in range(h):
+                            sh[t] = f32(sh[t] + sh[t + h])
+                        h //= 2
+                    accs = [f32(acc + sh[0]) for acc in accs]
             y[gid * tiles:(gid + 1) * tiles] = accs
             c[gid * tiles:(gid + 1) * tiles] = cnts
         return y, c
@@ -139,7 +158,8 @@ def test_random_stride_loops(seed: int, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_the_generator_reaches_the_lockstep_form() -> None:
-    """The bounded seeds print lockstep loops (and interleaved ones), so the runs above test both."""
+    """The bounded seeds print lockstep loops, interleaved ones and locals kept once for the group, so
+    the runs above test all three."""
     from tessera.base.options import CompileOptions
     from tessera.transpile.driver import SourceFile, compile_source
 
@@ -150,7 +170,8 @@ def test_the_generator_reaches_the_lockstep_form() -> None:
         c = compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
         modes |= {"lockstep" for _ in range(c.count("each pass runs a prefix of the tiles"))}
         modes |= {"interleaved" for _ in range(c.count("tsr_more"))}
-    assert modes == {"lockstep", "interleaved"}
+        modes |= {"group" for _ in range(c.count("// once per group"))}
+    assert modes == {"lockstep", "interleaved", "group"}
 
 
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_random N [SEED]
