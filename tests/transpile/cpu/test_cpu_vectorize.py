@@ -139,3 +139,12 @@ def test_fiber_mode_is_not_what_is_vectorized(tmp_path: Path) -> None:
     negative for some tile: here the stop differs per tile) is not vectorized."""
     src = REDUCE.replace("range(global_linear_id(), n,", "range(global_linear_id(), n - i,")
     assert 8 not in vectorized_tsr_lines(src, tmp_path)
+
+
+def test_a_trees_halving_runs_once_per_level() -> None:
+    """The tree's `h` is one C variable halved once per level after the tile loop
+    (transpile/cpu/group_locals.py), not an array with an element per tile that each tile halves."""
+    c = compile_source(SourceFile(path="k.tsr", text=LAYERNORM), options=CompileOptions(cpu_regions=True)).cuda
+    assert "int h{};  // once per group" in c and "tsr_rgs_h" not in c
+    assert re.search(r"\{  // the group's own locals, once\n.*\n *h /= 2;  // line 16", c)
+    assert "tsr_rgs_mean" in c  # read after a barrier from shared memory: per tile
