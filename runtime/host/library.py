@@ -59,6 +59,23 @@ def wrapper_source(kernels: tuple[KernelInfo, ...]) -> str:
     return "\n".join(out)
 
 
+def unit_source(cuda: str, kernels: tuple[KernelInfo, ...]) -> str:
+    """The kernel translation unit as one file (`tesserac --emit cpu`): the emitted C and the
+    wrappers that `build_library` compiles as ``wrapper.cpp`` including ``kernel.cu``, with the
+    command line in front (the prelude ``tessera_host.h`` force-included)."""
+    from tessera.runtime.host.recipe import KERNEL_FLAGS
+
+    modes = ", ".join(f"{k.c_name}: {'region' if k.regions else 'fiber'} mode" for k in kernels) or "no kernels"
+    head = ["// The C++ unit the CPU backend compiles (tesserac --emit cpu), built as",
+            f"//   c++ {' '.join(KERNEL_FLAGS)} -include tessera_host.h -I STUBS -c FILE.cpp",
+            "// with the prelude tessera_host.h of tessera/runtime/host (CUDA's built-ins on the host engine; STUBS:",
+            "// empty stand-ins for the CUDA headers), and linked with the engine into a library that exports the",
+            "// tsr_launch_* entry points.",
+            f"// {modes}", ""]
+    wrappers = wrapper_source(kernels).split("\n", 2)[2]  # without its `#include "kernel.cu"`
+    return "\n".join(head) + cuda.rstrip("\n") + "\n\n// ---- launch entry points " + "-" * 70 + "\n" + wrappers
+
+
 def library_key(cuda: str, wrapper: str) -> str:
     """The cache key of a kernel library: the code, the build flags, the C++ compiler and the
     Tessera fingerprint (which covers the host prelude and this backend's own sources)."""

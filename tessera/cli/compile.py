@@ -40,8 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a module constant or a kernel's const parameter (an integer, float, True or False), or "
                         "bind a kernel's type parameter (-D T=f16); repeatable")
-    p.add_argument("--emit", choices=("cuda", "ir", "ptx", "cubin"), default="cuda",
-                   help="what to write: CUDA C (default), the checked IR, PTX or a cubin (both from NVRTC)")
+    p.add_argument("--emit", choices=("cuda", "cpu", "ir", "ptx", "cubin"), default="cuda",
+                   help="what to write: CUDA C (default), the C++ unit the CPU backend compiles, the checked IR, "
+                        "PTX or a cubin (both from NVRTC)")
+    p.add_argument("--cpu-mode", choices=("regions", "fibers"),
+                   help="with --emit cpu: the kernels in region mode where they allow it (the CPU backend's default) "
+                        "or all in fiber mode (as TESSERA_CPU_REGIONS=0 runs them); default: as the CPU backend "
+                        "would run them")
     p.add_argument("--check", action="store_true",
                    help="also compile the emitted CUDA C with NVRTC and report errors and warnings")
     p.add_argument("--info", action="store_true",
@@ -82,7 +87,8 @@ def _output_path(args: argparse.Namespace) -> str:
         return args.output
     if args.dump_after:
         return "-"
-    return os.path.splitext(args.input)[0] + {"cuda": ".cu", "ir": ".ir", "ptx": ".ptx", "cubin": ".cubin"}[args.emit]
+    return os.path.splitext(args.input)[0] + {"cuda": ".cu", "cpu": ".cpp", "ir": ".ir", "ptx": ".ptx",
+                                              "cubin": ".cubin"}[args.emit]
 
 
 def run(argv: list[str]) -> int:
@@ -95,6 +101,8 @@ def run(argv: list[str]) -> int:
     if args.arch not in ARCHS:
         parser.error(f"--arch must be one of {', '.join(ARCHS)}, not {_shown(args.arch)}")
     defines = parse_defines(args.defines, parser.error)
+    if args.cpu_mode is not None and args.emit != "cpu":
+        parser.error("--cpu-mode goes with --emit cpu")
     out = _output_path(args)
     if out != "-" and is_input(args.input, out):
         parser.error(f"the output file {out!r} is the input file; choose another output with -o")
@@ -111,7 +119,8 @@ def run(argv: list[str]) -> int:
             result = compile_source(src, CompileOptions(arch=args.arch), defines=defines, stop_after=args.dump_after)
             write_output(out, dump_any(result.module))
             return 0
-        options = CompileOptions(arch=args.arch, debug=args.debug, line_info=args.line_info)
+        options = CompileOptions(arch=args.arch, debug=args.debug, line_info=args.line_info,
+                                 cpu_regions=args.emit == "cpu" and _cpu_regions(args.cpu_mode))
         result = compile_source(src, options, defines=defines, only_kernel=args.kernel)
         kernels = result.kernels
         if args.kernel is not None and not kernels:
@@ -123,6 +132,10 @@ def run(argv: list[str]) -> int:
             write_output(out, dump_any(result.module))
         elif args.emit == "cuda":
             write_output(out, result.cuda)
+        elif args.emit == "cpu":
+            from tessera.runtime.host.library import unit_source
+
+            write_output(out, unit_source(result.cuda, kernels))
         nv = None
         if args.emit in ("ptx", "cubin") or args.check or args.info:
             from tessera.runtime.cuda.nvrtc import compile_cuda
@@ -175,6 +188,15 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
         return []
     fn = next((f for f in module.kernels if f.name == k.name), None)
     return fragment_info(fn) if fn is not None else []
+
+
+def _cpu_regions(mode: str | None) -> bool:
+    """Whether --emit cpu prints region mode: as --cpu-mode says, else as the CPU backend would."""
+    if mode is not None:
+        return mode == "regions"
+    from tessera.runtime.backends import backend
+
+    return backend("cpu").region_mode()
 
 
 def _cpu_mode_text(module: object, k: KernelInfo, debug: bool) -> str:

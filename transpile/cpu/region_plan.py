@@ -17,6 +17,8 @@ its regions, which locals are computed again in each region, which need a copy p
   every region that uses it computes it again (`tx = tile_id(0)`, `row = group_id(1) * 16 + ty`)
   instead of keeping a per-tile copy in memory, which would hide from the C compiler that `tx`
   counts up with the tile.
+- **Group locals** (group_locals.py): a uniform local whose every assignment ends its region, kept
+  once and assigned once after the region's loop over the tiles.
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
 
@@ -31,6 +33,7 @@ import dataclasses
 
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS, Vary
+from tessera.transpile.cpu.group_locals import group_locals
 from tessera.transpile.cpu.structure import (
     Regions,
     assigned,
@@ -194,6 +197,7 @@ class _Analysis(Regions):
     def __init__(self, fn: L.Function) -> None:
         super().__init__(fn, returns(fn.body), {}, {})
         self.boundary: set[int] = set()  # id() of the uniform loops that split regions
+        self.lockstep: set[int] = set()  # id() of the stride loops whose tiles may run in lockstep
         self.reassigned: set[str] = set()  # locals that an assignment statement changes
 
     def splits(self, s: L.Stmt) -> bool:
@@ -220,7 +224,9 @@ def analyse(fn: L.Function) -> _Analysis:
                 and s.var.name not in plan.reassigned and _pure(s.init, plan.remat, local)):
             plan.remat[s.var.name] = s
     if not plan.returns:
-        _choose(plan, fn.body, _uniform_locals(fn, local), local, count)
+        uniform = _uniform_locals(fn, local)
+        _choose(plan, fn.body, uniform, local, count)
+        plan.group = group_locals(plan, uniform, set(plan.remat))
     _per_tile(plan)
     return plan
 
@@ -271,6 +277,22 @@ def _choose(plan: _Analysis, body: tuple[L.Stmt, ...], uniform: set[str], local:
               and _coalesced(s.body, plan, uniform | {s.var.name}, local)):
             plan.boundary.add(id(s))
             _choose(plan, s.body, uniform | {s.var.name}, local, count)
+        elif plan.interleaved(s) and _lockstep(s, uniform, local):
+            plan.lockstep.add(id(s))
+
+
+_INT_COUNTERS = ("i32", "u32", "i64", "u64")
+
+
+def _lockstep(s: L.Stmt, uniform: set[str], local: set[str]) -> bool:
+    """Whether stride loop `s` may run its tiles in lockstep (RegionPrinter.stride_for): an integer
+    counter that its body does not assign, a stop and a step the same for every tile and unchanged by
+    the body. Where the tiles' counters then start consecutive (tile t's is tile 0's + t) and the
+    step is positive, tile t's counter in every pass is the pass's base + t, and the tiles whose
+    loop is not done are a prefix of the group."""
+    return (isinstance(s, L.For) and s.var.dtype.name in _INT_COUNTERS
+            and all(_uniform(e, uniform, local) for e in (s.stop, s.step))
+            and not ({s.var.name} | var_names((s.stop, s.step))) & assigned(s.body))
 
 
 def _declared_here(body: tuple[L.Stmt, ...]) -> set[str]:
@@ -282,7 +304,7 @@ def _per_tile(plan: _Analysis) -> None:
     fn = plan.fn
     uses: dict[str, int] = {}
     level = {s.var.name if isinstance(s, L.Decl) else s.buf for s in plan.region_level(fn.body)
-             if isinstance(s, (L.Decl, L.Alloc))} - set(plan.remat)
+             if isinstance(s, (L.Decl, L.Alloc))} - set(plan.remat) - set(plan.group)
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
@@ -330,11 +352,14 @@ def plan_cpu_regions(module: L.Module, options: CompileOptions) -> L.Module:
         marks: dict[int, str] = {}
         if not plan.returns:  # one region: no loop splits it or runs interleaved
             for s in plan.region_level(fn.body):
-                if plan.splits(s) or plan.interleaved(s):
-                    marks[id(s)] = "split" if plan.splits(s) else "interleaved"
+                if plan.splits(s):
+                    marks[id(s)] = "split"
+                elif plan.interleaved(s):
+                    marks[id(s)] = "lockstep" if id(s) in plan.lockstep else "interleaved"
         functions.append(dataclasses.replace(
             fn, body=_marked(fn.body, marks),
-            regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns)))
+            regions=L.RegionPlan(tuple(plan.per_tile.items()), tuple(plan.remat), plan.returns,
+                                 tuple(plan.group.items()))))
     return dataclasses.replace(module, functions=tuple(functions))
 
 

@@ -23,12 +23,19 @@ from __future__ import annotations
 import functools
 
 from tessera.base.options import CompileOptions
+from tessera.transpile.cpu.group_locals import trailing
 from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_names
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.names import c_ident, var_name
+
+# The macro each of the kernel's reads of its group's indices and sizes is redefined to, and the local
+# it reads instead (computed once, before the macros change).
+_GROUP_CONSTANTS = (("blockIdx", "uint3", "tsr_bid"), ("gridDim", "dim3", "tsr_gdim"), ("blockDim", "dim3", "tsr_bdim"),
+                    ("tsr_group_linear_id()", "int", "tsr_glid"), ("tsr_grid_groups()", "int", "tsr_ngroups"))
+_MACROS = (*((name, local) for name, _, local in _GROUP_CONSTANTS), ("threadIdx", "tsr_tid"))
 
 
 class RegionPrinter(BodyPrinter):
@@ -46,17 +53,24 @@ class RegionPrinter(BodyPrinter):
         self.prologue()
         self.emit(f"// region mode (CPU backend): the code between barriers runs as loops over the {self.tiles} "
                   "tiles")
-        self.lines.append('#pragma push_macro("threadIdx")')
-        self.lines.append("#undef threadIdx")
-        self.lines.append("#define threadIdx tsr_tid")
+        # The group's indices and sizes read from the engine once: locals that the C compiler knows
+        # no store of the tile loops changes (it vectorizes those loops only then).
+        for name, ctype, local in _GROUP_CONSTANTS:
+            self.emit(f"[[maybe_unused]] const {ctype} {local} = {name};")
+        for name, local in _MACROS:
+            macro = name.partition("(")[0]
+            self.lines += [f'#pragma push_macro("{macro}")', f"#undef {macro}", f"#define {name} {local}"]
         for name, ctype in self.plan.per_tile.items():
             elem, _, dims = ctype.partition("[")
             dims = "[" + dims if dims else ""
             cn = self._cname(name)
             self.emit(f"static thread_local {elem} tsr_rgs_{cn}[{self.tiles}]{dims};  // per tile")
             self.emit(f"auto* const tsr_rgp_{cn} = tsr_rgs_{cn};")
+        for name, ctype in self.plan.group.items():
+            self.emit(f"{ctype} {var_name(name)}{{}};  // once per group")
         self.sequence(self.fn.body)
-        self.lines.append('#pragma pop_macro("threadIdx")')
+        for name, _ in reversed(_MACROS):
+            self.lines.append(f'#pragma pop_macro("{name.partition("(")[0]}")')
 
     def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
         """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the
@@ -109,6 +123,27 @@ class RegionPrinter(BodyPrinter):
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
+        """A region: its statements in a loop over the tiles, then the assignments of locals kept once
+        for the group that end it (group_locals.py), once, with tile 0's values."""
+        tail = trailing(stmts, frozenset(self.plan.group))
+        if tail < len(stmts):
+            self._tiles_region(stmts[:len(stmts) - tail])
+        if tail:
+            self.emit("{  // the group's own locals, once")
+            self.depth += 1
+            last = [s for s in stmts[len(stmts) - tail:] if isinstance(s, (L.Decl, L.Assign))]
+            self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
+                              if e is not None))
+            for s in last:
+                if isinstance(s, L.Decl):
+                    if s.init is not None:
+                        self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
+                else:
+                    self.stmt(s)
+            self.depth -= 1
+            self.emit("}")
+
+    def _tiles_region(self, stmts: list[L.Stmt]) -> None:
         self._open_tiles()
         if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
             self.emit("{")
@@ -134,14 +169,80 @@ class RegionPrinter(BodyPrinter):
     def stride_for(self, s: L.For) -> None:
         """A stride loop, interleaved: each pass runs one iteration of every tile whose loop is not
         done (each tile's counter in its own slot), so the tiles' accesses stay close together as
-        on a GPU instead of one tile's whole loop striding over memory before the next one's."""
+        on a GPU instead of one tile's whole loop striding over memory before the next one's. A
+        loop marked "lockstep" first tests whether the counters start consecutive with a positive
+        step (`lockstep_for`), and runs the general form only where they do not."""
         k = self.counter = self.counter + 1
-        var, ctype, ks = var_name(s.var.name), s.var.dtype.c_compute, f"tsr_k{k}"
+        ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
         self.emit(f"{ctype} {ks}[{self.tiles}];  // each tile's counter", s.loc)
         self._open_tiles()
         self._bind(var_names((s.start,)), "tsr_t")
         self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
         self._close_tiles()
+        if s.cpu == "lockstep":
+            self.lockstep_for(s, k)
+            self.emit("} else {")
+            self.depth += 1
+        self.interleaved_passes(s, k)
+        if s.cpu == "lockstep":
+            self.depth -= 1
+            self.emit("}")
+
+    def lockstep_for(self, s: L.For, k: int) -> None:
+        """The tiles of a "lockstep" stride loop in step: where tile t's counter starts at tile 0's
+        + t and the step (the same for every tile, as the stop) is positive, the tiles whose loop is
+        not done in a pass are those below the stop's distance from the pass's base, so a whole
+        pass is a loop over every tile with the counter `base + t`: contiguous, with no test per tile,
+        which the C compiler vectorizes where the body allows. Each tile runs the same iterations in
+        the same order as in the general form (`interleaved_passes`), in the same order of tiles."""
+        ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
+        hi, st, go, base = f"tsr_hi{k}", f"tsr_st{k}", f"tsr_go{k}", f"tsr_b{k}"
+        u64 = "unsigned long long"
+        self.emit(f"{s.stop.dtype.c_compute} {hi}; {s.step.dtype.c_compute} {st};")
+        self.emit("{")
+        self.depth += 1
+        self._tile0((s.stop, s.step))
+        self.emit(f"{hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
+        self.depth -= 1
+        self.emit("}")
+        self.emit(f"bool {go} = {st} > 0;")
+        self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
+        self.emit(f"    {go} &= {ks}[tsr_i] > {ks}[0] && ({u64}){ks}[tsr_i] - ({u64}){ks}[0] == tsr_i;")
+        self.emit(f"if ({go}) {{  // the counters are consecutive: each pass runs a prefix of the tiles")
+        self.depth += 1
+        self.emit(f"for ({ctype} {base} = {ks}[0]; {base} < {hi}; {base} += {st}) {{")
+        self.depth += 1
+        self.emit(f"if (({u64}){hi} - ({u64}){base} >= {self.tiles}u) {{  // every tile")
+        self.depth += 1
+        self._lockstep_pass(s, base, "")
+        self.depth -= 1
+        self.emit("} else {  // the last tiles are done")
+        self.depth += 1
+        self._lockstep_pass(s, base, f"if (({u64})tsr_t >= ({u64}){hi} - ({u64}){base}) continue;")
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+
+    def _lockstep_pass(self, s: L.For, base: str, guard: str) -> None:
+        self._open_tiles()
+        if guard:
+            self.emit(guard)
+        self._bind(refs([s]), "tsr_t")
+        self.emit(f"const {s.var.dtype.c_compute} {var_name(s.var.name)} = {base} + "
+                  f"({s.var.dtype.c_compute})tsr_t;")
+        self.emit("{")
+        self.depth += 1
+        for x in s.body:
+            self.stmt(x)
+        self.depth -= 1
+        self.emit("}")
+        self._close_tiles()
+
+    def interleaved_passes(self, s: L.For, k: int) -> None:
+        """The general form: every tile's counter in its slot, a pass while any tile's loop is not done."""
+        var, ctype, ks = var_name(s.var.name), s.var.dtype.c_compute, f"tsr_k{k}"
         step = self.pr.expr(s.step)
         stop = self.pr.expr(s.stop)
         if isinstance(s.step, L.Const):

@@ -102,15 +102,18 @@ class Regions:
     """A kernel's body as regions: the loops that run once for the group with their body split
     into regions (`splits`), the stride loops the tiles run interleaved (`interleaved`), the
     locals recomputed in each region (`remat`, name -> its top-level declaration, in program
-    order) and those kept per tile (`per_tile`, name -> the C type of an element). A kernel that
+    order), those kept per tile (`per_tile`, name -> the C type of an element) and those kept once
+    for the group (`group`, name -> C type: group_locals.py). A kernel that
     returns early (`returns`; it has no barrier) is one region, in which a return ends the tile's
     iteration. Here the loops' modes are read from the plan-cpu-regions pass's marks."""
 
-    def __init__(self, fn: L.Function, returns: bool, remat: dict[str, L.Decl], per_tile: dict[str, str]) -> None:
+    def __init__(self, fn: L.Function, returns: bool, remat: dict[str, L.Decl], per_tile: dict[str, str],
+                 group: dict[str, str] | None = None) -> None:
         self.fn = fn
         self.returns = returns
         self.remat = remat
         self.per_tile = per_tile
+        self.group = group or {}
         self.regs = frozenset(b.name for b in fn.buffers if b.space == "regs")  # per tile by nature
 
     def splits(self, s: L.Stmt) -> bool:
@@ -119,7 +122,7 @@ class Regions:
 
     def interleaved(self, s: L.Stmt) -> bool:
         """Whether `s` is a stride loop that the tiles run interleaved (RegionPrinter.stride_for)."""
-        return isinstance(s, L.For) and s.cpu == "interleaved"
+        return isinstance(s, L.For) and s.cpu in ("interleaved", "lockstep")
 
     def pieces(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt | list[L.Stmt]]:
         """A region-level body as regions (lists of statements) and the statements between them
@@ -170,4 +173,4 @@ def planned_regions(fn: L.Function) -> Regions:
     plan = fn.regions
     assert plan is not None, f"{fn.name} has no region plan"
     decls = {s.var.name: s for s in fn.body if isinstance(s, L.Decl)}
-    return Regions(fn, plan.returns, {n: decls[n] for n in plan.recomputed}, dict(plan.per_tile))
+    return Regions(fn, plan.returns, {n: decls[n] for n in plan.recomputed}, dict(plan.per_tile), dict(plan.group))

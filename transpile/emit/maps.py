@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
                        tile_loop: tuple[Callable[[], None], Callable[[], None]] | None = None) -> None:
     """`tile_loop`: region mode's opening and closing of the loop over the group's tiles, printed
-    inside the grid-stride loop (which is the same for every tile of the group)."""
+    inside the grid-stride loop (which is the same for every tile of the group). Region mode runs
+    a step's elements in order instead, one loop over them all (`_whole_step`), except in pair mode."""
     pr = bp.pr
     tiles, width = bp.fn.tile_count, s.width
     step = tiles * width
@@ -43,6 +44,11 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
     bp.emit(f"for (long long tsr_step = (long long)tsr_group_linear_id() * {step}; tsr_step < tsr_count; "
             f"tsr_step += (long long)tsr_grid_groups() * {step}) {{")
     bp.depth += 1
+    if tile_loop is not None and s.pair is None:
+        _whole_step(bp, s, step)
+        bp.depth -= 1
+        bp.emit("}")
+        return
     if tile_loop is not None:
         tile_loop[0]()
     read, written = s.read, s.written
@@ -62,6 +68,30 @@ def print_element_loop(bp: BodyPrinter, s: L.ElementLoop,
         bp.emit("}")
     if tile_loop is not None:
         tile_loop[1]()
+    bp.depth -= 1
+    bp.emit("}")
+
+
+def _whole_step(bp: BodyPrinter, s: L.ElementLoop, step: int) -> None:
+    """Region mode's step: every tile of the group computes the elements of the step between them,
+    each element on its own (the body names no tile), so one loop over the step's elements in order
+    computes the same values: a contiguous loop of a constant trip count, without a test per element,
+    which the C compiler vectorizes where the body allows; the last step, cut short, counts to the end."""
+    elements = {t: f"{c_ident(t)}[tsr_j]" for t in dict.fromkeys(s.read + s.written)}
+    bp.emit(f"if (tsr_step + {step} <= tsr_count) {{  // a whole step: its elements in order")
+    bp.depth += 1
+    bp.emit(f"for (long long tsr_e = 0; tsr_e < {step}; ++tsr_e) {{")
+    bp.depth += 1
+    bp.emit("const long long tsr_j = tsr_step + tsr_e;")
+    bp.depth -= 1
+    _body(bp, s, elements)
+    bp.emit("}")
+    bp.depth -= 1
+    bp.emit("} else {  // the last step")
+    bp.depth += 1
+    bp.emit("for (long long tsr_j = tsr_step; tsr_j < tsr_count; ++tsr_j) {")
+    _body(bp, s, elements)
+    bp.emit("}")
     bp.depth -= 1
     bp.emit("}")
 

@@ -71,7 +71,8 @@ def _planned(*notes: str) -> str:
     return f" [{'; '.join(notes)}]" if notes else ""
 
 
-_CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interleaved"}
+_CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interleaved",
+              "lockstep": "CPU: tiles interleaved, in lockstep"}
 
 
 def _copy_plan(s: L.Copy) -> str:
@@ -176,7 +177,8 @@ def _regions(plan: L.RegionPlan | None) -> str:
         return ""
     per_tile = f"; per tile: {', '.join(f'{n} ({c})' for n, c in plan.per_tile)}" if plan.per_tile else ""
     recomputed = f"; recomputed: {', '.join(plan.recomputed)}" if plan.recomputed else ""
-    return "cpu region mode" + (", one region (returns early)" if plan.returns else "") + per_tile + recomputed
+    group = f"; once per group: {', '.join(f'{n} ({c})' for n, c in plan.group)}" if plan.group else ""
+    return "cpu region mode" + (", one region (returns early)" if plan.returns else "") + per_tile + recomputed + group
 
 
 def dump_lir(m: L.Module) -> str:

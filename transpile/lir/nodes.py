@@ -272,9 +272,11 @@ class If:
 
 # How region mode runs a loop of a kernel in the CPU backend's C (the plan-cpu-regions pass): once for
 # the group with its body split into regions ("split": a loop with a barrier, or a uniform loop),
-# or as each tile's own loop, the tiles' iterations interleaved ("interleaved": a stride loop);
-# "" where the loop is inside a region, or the kernel is not in region mode.
-CPU_LOOP_MODES = ("", "split", "interleaved")
+# or as each tile's own loop, the tiles' iterations interleaved ("interleaved": a stride loop;
+# "lockstep": one whose stop and step are the same for every tile, so that where the tiles' counters
+# are consecutive at run time each pass is a loop over a prefix of the tiles, the counter computed
+# from the pass's base); "" where the loop is inside a region, or the kernel is not in region mode.
+CPU_LOOP_MODES = ("", "split", "interleaved", "lockstep")
 
 
 @ir_node
@@ -543,12 +545,15 @@ class RegionPlan:
     """How region mode prints a kernel for the CPU backend (transpile/cpu/region_plan.py): the
     locals and register arrays kept in an array with an element per tile (name, C type of the
     element), the top-level locals computed again in each region that uses them (in program
-    order), and whether the kernel returns early (then its body is one region). Which loops run
-    once for the group is marked on the loops (`For.cpu`, `While.cpu`)."""
+    order), and whether the kernel returns early (then its body is one region); the locals with one
+    value for the whole group kept once (name, C type), whose every assignment ends its region and
+    runs once after the region's loop over the tiles. Which loops run once for the group is marked
+    on the loops (`For.cpu`, `While.cpu`)."""
 
     per_tile: tuple[tuple[str, str], ...]
     recomputed: tuple[str, ...]
     returns: bool = False
+    group: tuple[tuple[str, str], ...] = ()
 
 
 @ir_node

@@ -10,9 +10,10 @@ stale plan behind), and is of the form the printers rely on.
   `nonneg`, one flag per dimension, as lir/signs.py proves.
 - plan-maps: every element loop's `read`, `written` and `pair` as lir/maps.py finds them.
 - plan-cpu-regions: a region plan only on kernels; its per-tile names are declared in the kernel,
-  its recomputed names are top-level declarations with a value, neither twice; loop marks only in
+  its recomputed names are top-level declarations with a value, its names kept once per group
+  are declared and neither per tile nor recomputed, none twice; loop marks only in
   a planned kernel that does not return early, only on loops at region level (the kernel's body
-  and the bodies of loops marked "split"), "interleaved" only on `for` loops.
+  and the bodies of loops marked "split"), "interleaved" and "lockstep" only on `for` loops.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _regions(fn: L.Function) -> None:
         return
     if fn.kind != "kernel":
         _fail(fn, "a region plan on a device function", fn.name)
-    if any(s.cpu not in L.CPU_LOOP_MODES or (s.cpu == "interleaved" and not isinstance(s, L.For)) for s in marked):
+    if any(s.cpu not in L.CPU_LOOP_MODES or (s.cpu in ("interleaved", "lockstep") and not isinstance(s, L.For)) for s in marked):
         _fail(fn, "a loop marked with a mode it cannot have", marked)
     level = _region_level(fn.body)
     if any(id(s) not in level for s in marked) or (plan.returns and marked):
@@ -117,6 +118,9 @@ def _regions(fn: L.Function) -> None:
     if not set(plan.recomputed) <= top or len(set(plan.recomputed)) != len(plan.recomputed) \
             or set(plan.recomputed) & set(per_tile):
         _fail(fn, "recomputed names that are not top-level declarations with a value, or also per tile", plan)
+    group = [n for n, _ in plan.group]
+    if not set(group) <= declared or len(set(group)) != len(group) or set(group) & (set(per_tile) | set(plan.recomputed)):
+        _fail(fn, "names kept once per group that the kernel does not declare, twice, or also per tile", plan)
 
 
 def _region_level(body: tuple[L.Stmt, ...]) -> set[int]:

@@ -1,0 +1,150 @@
+"""Region mode's streaming forms are loops the host compiler vectorizes (GCC's own report,
+-fopt-info-vec-optimized, on the kernel unit as the CPU backend compiles it): a grid-stride and a
+group-stride loop's lockstep passes (transpile/cpu/regions.py `lockstep_for`), a map kernel's whole
+steps (emit/maps.py `_whole_step`) and an elementwise epilogue in a group-stride loop. The report
+names the C line of each vectorized loop; the `.tsr` lines of the statements inside it (their
+`// line N` comments) are what the tests look for."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tessera.base.options import CompileOptions
+from tessera.runtime.host.build import find_cxx, kernel_command, stub_headers
+from tessera.runtime.host.library import unit_source
+from tessera.transpile.driver import SourceFile, compile_source
+
+
+def _is_gcc() -> bool:
+    try:
+        out = subprocess.run([*find_cxx(), "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return "Free Software Foundation" in out and "clang" not in out
+
+
+pytestmark = pytest.mark.skipif(not _is_gcc(), reason="reads GCC's vectorization report")
+
+REDUCE = """
+@kernel tile[(128,)]
+def block_reduce(x: f32[n], partial: mut f32[grid_groups]):
+    smem = tshared.alloc(f32[128])
+    i = tile_linear_id()
+    acc = 0.0
+    for k in range(global_linear_id(), n, grid_tile_count()):
+        acc += x[k]
+    smem[i] = acc
+    tbarrier()
+    s = 64
+    while s > 0:
+        if i < s: smem[i] += smem[i + s]
+        tbarrier()
+        s //= 2
+    if i == 0:
+        partial[group_linear_id()] = smem[0]
+"""
+
+LAYERNORM = """
+@kernel tile[(128,)]
+def layernorm(x: f32[R, C], y: mut f32[R, C], eps: f32):
+    sh = tshared.alloc(f32[128])
+    row = group_linear_id()
+    t = tile_linear_id()
+    s = 0.0
+    for c in range(t, C, 128):
+        s += x[row, c]
+    sh[t] = s
+    tbarrier()
+    h = 64
+    while h > 0:
+        if t < h: sh[t] += sh[t + h]
+        tbarrier()
+        h //= 2
+    mean = sh[0] / f32(C)
+    tbarrier()
+    v = 0.0
+    for c1 in range(t, C, 128):
+        d = x[row, c1] - mean
+        v += d * d
+    sh[t] = v
+    tbarrier()
+    h = 64
+    while h > 0:
+        if t < h: sh[t] += sh[t + h]
+        tbarrier()
+        h //= 2
+    inv = rsqrt(sh[0] / f32(C) + eps)
+    for c2 in range(t, C, 128):
+        y[row, c2] = (x[row, c2] - mean) * inv
+"""
+
+MAP = """
+@kernel tile[(256,)] vectorize(4)
+def saxpy(alpha: f32, X: f32[n], Y: mut f32[n]):
+    Y[:] = alpha * X + Y
+
+@kernel tile[(128,)]
+def scale(x: f32[n], y: mut f32[n], a: f32):
+    for j in range(global_linear_id(), n, grid_tile_count()):
+        y[j] = x[j] * a + 1.0
+"""
+
+
+def vectorized_tsr_lines(src: str, tmp_path: Path) -> set[int]:
+    """The .tsr lines of the statements inside the loops GCC reports as vectorized in the CPU
+    backend's kernel unit for `src` (region mode)."""
+    result = compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True))
+    unit = tmp_path / "unit.cpp"
+    unit.write_text(unit_source(result.cuda, result.kernels))
+    report = tmp_path / "vec.txt"
+    cmd = kernel_command(find_cxx(), unit, tmp_path / "unit.o", stub_headers(tmp_path / "stubs"),
+                         (f"-fopt-info-vec-optimized={report}",))
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = unit.read_text().split("\n")
+    out: set[int] = set()
+    for m in re.finditer(r"unit\.cpp:(\d+):\d+: optimized: loop vectorized", report.read_text()):
+        first = int(m.group(1)) - 1
+        depth = 0
+        for text in lines[first:]:  # the loop's lines, to its closing brace
+            out |= {int(n) for n in re.findall(r"// line (\d+)", text)}
+            depth += text.count("{") - text.count("}")
+            if depth <= 0 and "}" in text:
+                break
+    return out
+
+
+def test_grid_stride_load(tmp_path: Path) -> None:
+    assert 8 in vectorized_tsr_lines(REDUCE, tmp_path)  # acc += x[k]
+
+
+def test_group_stride_load_and_elementwise_epilogue(tmp_path: Path) -> None:
+    found = vectorized_tsr_lines(LAYERNORM, tmp_path)
+    assert {9, 21, 22} <= found  # s += x[row, c]; the variance's d = x[row, c1] - mean, v += d * d
+    assert 32 in found  # y[row, c2] = (x[row, c2] - mean) * inv
+
+
+def test_map_kernel_and_elementwise_stride_loop(tmp_path: Path) -> None:
+    found = vectorized_tsr_lines(MAP, tmp_path)
+    assert 4 in found  # Y[:] = alpha * X + Y
+    assert 9 in found  # y[j] = x[j] * a + 1.0
+
+
+def test_fiber_mode_is_not_what_is_vectorized(tmp_path: Path) -> None:
+    """The report is read right: the interleaved form without lockstep (a step that may be
+    negative for some tile: here the stop differs per tile) is not vectorized."""
+    src = REDUCE.replace("range(global_linear_id(), n,", "range(global_linear_id(), n - i,")
+    assert 8 not in vectorized_tsr_lines(src, tmp_path)
+
+
+def test_a_trees_halving_runs_once_per_level() -> None:
+    """The tree's `h` is one C variable halved once per level after the tile loop
+    (transpile/cpu/group_locals.py), not an array with an element per tile that each tile halves."""
+    c = compile_source(SourceFile(path="k.tsr", text=LAYERNORM), options=CompileOptions(cpu_regions=True)).cuda
+    assert "int h{};  // once per group" in c and "tsr_rgs_h" not in c
+    assert re.search(r"\{  // the group's own locals, once\n.*\n *h /= 2;  // line 16", c)
+    assert "tsr_rgs_mean" in c  # read after a barrier from shared memory: per tile
