@@ -14,6 +14,7 @@ a frozen dataclass (`@ir_node`, tessera/base/irnode.py) with tuple children; eve
   alignment; the C prints the index as written);
 - synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
   operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
+  a tile's own vector access of a view is `VecMove`;
 - tensor-core fragments (`frag` buffers, spread over the group's warps) have their own statements:
   `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise);
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
@@ -374,6 +375,19 @@ class Copy:
 
 
 @ir_node
+class VecMove:
+    """Each tile moves its own register array `regs` (1-D) from (`store` False) or to (`store` True)
+    a 1-D view of its extent (spec section 15), with accesses of `plan.vb` bytes; parts of the view
+    outside the buffer read as zero and are not written."""
+
+    loc: Loc
+    regs: str
+    view: View
+    store: bool
+    plan: CopyPlan | None = None  # the access width and alignment test (the plan-copies pass)
+
+
+@ir_node
 class Mma:
     """`acc += a @ b` (`b` a [K, N] view) or `acc += a @ transpose(b)` (`trans_b`, `b` [N, K]) on the
     tensor cores: the whole group, each warp computing its block of the fragment (lir/frag_layout.py),
@@ -469,7 +483,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
-    | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
+    | VecMove | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 

@@ -224,6 +224,18 @@ class _LirVerifier:
                 self.fail("copy between views of different extents", s)
             for v in (s.dst, s.src):
                 self.access(v.buf, v.starts, s)
+        if isinstance(s, L.VecMove):
+            regs, mem = self.buffers.get(s.regs), self.buffers.get(s.view.buf)
+            kept = tuple(x for x in s.view.extents if x is not None)
+            if regs is None or regs.space != "regs" or "@" + s.regs not in scope or len(regs.shape) != 1:
+                self.fail("vector access of something that is not an allocated 1-D register array", s)
+            elif mem is None or mem.space not in ("global", "shared") or mem.elem != regs.elem \
+                    or kept != tuple(int(d.value) for d in regs.shape if isinstance(d, L.Const)):
+                self.fail("vector access of a view that is not of the register array's extent and type", s)
+            elif s.store and mem.space == "global" and not mem.mut:
+                self.fail("store to memory that is not writable", s)
+            else:
+                self.access(s.view.buf, s.view.starts, s)
         if isinstance(s, (L.Mma, L.FragLoad, L.FragStore, L.FragAssign)):
             self.fragment_statement(s, scope)
         self.in_frag_assign = isinstance(s, L.FragAssign)

@@ -196,6 +196,12 @@ class _Function:
                 self.declared.add(t.id)
                 return [L.Decl(s.loc, var, value)]
             return [L.Assign(s.loc, var, value)]
+        if isinstance(t.ty, N.ViewType):  # a vector access (checks/vectors.py): one side a register array
+            store = isinstance(s.value, N.Index) and isinstance(s.value.ty, N.ViewType) \
+                and isinstance(s.value.ty.base, N.ArrayType) and s.value.ty.base.space == "regs"
+            regs, view = (s.value, t) if store else (t, s.value)
+            assert isinstance(regs, N.Index) and isinstance(regs.base, N.Name)
+            return [L.VecMove(s.loc, regs.base.id, self.view(view), store)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name) and isinstance(t.ty, ScalarType)
         value = self.expr(s.value)
         if _is_frag(t.base):
@@ -243,6 +249,8 @@ class _Function:
         if ty.space == "shared":
             return [L.Alloc(s.loc, name)]
         assert isinstance(s.value, N.Call)
+        if not s.value.args:  # tregs(f16[8]): written before it is read
+            return [L.Alloc(s.loc, name)]
         init = L.converted(self.expr(s.value.args[0]), ty.elem)
         return [L.Alloc(s.loc, name), L.Fill(s.loc, name, init)]
 
