@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from tessera.base.irnode import ir_node
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.maps import element_loop, map_tensors
+from tessera.transpile.lir.maps import element_loop, map_tensors, row_symbols
 from tessera.transpile.lir.visit import statements
 
 ALIGN = 16  # bytes: what the aligned variant assumes of global base pointers, and of shape symbols
@@ -181,7 +181,7 @@ def alignment_of(fn: L.Function) -> L.Alignment | None:
         if loop.width <= 1:
             return None
         read, written = map_tensors(loop)
-        return L.Alignment(tuple(dict.fromkeys(read + written)), ())
+        return L.Alignment(tuple(dict.fromkeys(read + written)), row_symbols(fn, loop))
     if not copied_tensors(fn):
         return None
     aligned = dataclasses.replace(fn, aligned=True)

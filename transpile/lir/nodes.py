@@ -306,14 +306,18 @@ class For:
 class ElementLoop:
     """A map kernel's elements (spec section 8): the grid's tiles run `body` once for each of the
     `count` elements, `width` consecutive ones per tile and step (vectorize), the grid striding
-    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor whose shape is
-    the map's is its element at the position being computed; the aligned variant of the kernel
+    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor is its element at
+    the position being computed (of a tensor whose shape broadcasts to the map's, the element that
+    position maps to); the aligned variant of the kernel
     (`Function.aligned`) moves whole steps of `width` elements with vector accesses."""
 
     loc: Loc
-    count: Expr  # i64: the product of the tensors' dimensions
+    count: Expr  # i64: the product of the map's dimensions
     width: int
     body: tuple[Stmt, ...]
+    # The map's shape (the iteration space: the shape of the tensors it assigns). A tensor the body
+    # reads may have another shape that broadcasts to it (spec section 15; lir/maps.py broadcast_dims).
+    shape: tuple[Expr, ...] = ()
     # The plan-maps pass: the tensors whose elements the body reads before writing them (loaded
     # first) and those it writes, each in order of first use; and "f16"/"bf16" where the whole body
     # computes in that type with + - * and negation only, so that the aligned variant may compute

@@ -19,6 +19,7 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.maps import broadcast_dims
 from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
 
@@ -142,8 +143,10 @@ class _LirVerifier:
         elif not index:  # the element of a map kernel's tensor
             if b.space != "global" or self.map_shape is None:
                 self.fail("element of a map outside an element loop or of something that is not a tensor", node)
-            elif b.shape != self.map_shape:
-                self.fail("map tensor of another shape than the map's", node)
+            elif b.shape != self.map_shape and (isinstance(node, L.Store)
+                                                or broadcast_dims(b.shape, self.map_shape) is None):
+                self.fail("map tensor of another shape than the map's (or, read, one that does not broadcast to it)",
+                          node)
         elif len(index) != len(b.shape):
             self.fail(f"'{buf}' has {len(b.shape)} dimensions, indexed with {len(index)}", node)
         if any(not i.dtype.is_int for i in index):
@@ -192,6 +195,8 @@ class _LirVerifier:
         if not stores:
             self.fail("element loop that stores no element", s)
         self.map_shape = self.buffers[stores[0].buf].shape
+        if s.shape != self.map_shape:
+            self.fail("element loop whose shape is not that of the tensors it stores", s)
         self.block(s.body, scope, False)
         self.map_shape = None
 
