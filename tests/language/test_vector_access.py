@@ -229,3 +229,33 @@ def test_aligned_variants_use_128_bit_accesses(arch: str) -> None:
         flip = instructions(function_sass(text, f"flip_{t}_a16"))
         assert _wide(flip, "LDG") == 1 and _wide(flip, "STG") == 1, (t, flip)
         assert _wide(flip, "LDS") == 1 and _wide(flip, "STS") == 1, (t, flip)
+
+
+PIPELINED = """
+@kernel tile[(32,)]
+def rowsum(X: f32[m, n], out: mut f32[m]):
+    s = tshared.alloc(f32[1, 128])
+    i = group_id(0)
+    t = tile_id(0)
+    r = tregs(f32[4])
+    acc = 0.0
+    for c0 in tpipeline(0, n, 128, stages=2):
+        tcopy_async(s, X[i:i + 1, c0:c0 + 128])
+        r[:] = s[0, t * 4:t * 4 + 4]
+        for k in static_range(4):
+            acc += r[k]
+    total = group_sum(acc)
+    if t == 0 and i < m:
+        out[i] = total
+"""
+
+
+@pytest.mark.parametrize("check_bounds", [False, True])
+def test_a_vector_load_of_a_pipelined_shared_array_reads_the_iterations_stage(check_bounds: bool) -> None:
+    mod = tessera.compile(PIPELINED, backend="cpu", check_bounds=check_bounds, path="pipelined.tsr")
+    rng = np.random.default_rng(9)
+    for m, n in ((3, 128), (2, 300), (4, 1000)):
+        x = rng.integers(-5, 5, (m, n)).astype(np.float32)
+        out = np.zeros(m, np.float32)
+        mod.rowsum[m](x, out)
+        assert np.array_equal(out, x.sum(axis=1)), (m, n)

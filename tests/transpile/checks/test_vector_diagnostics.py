@@ -58,6 +58,9 @@ CATALOG = [
     Case("vec-launch-sized-shared", vk("s = tshared.alloc(f32[m])\nr = tregs(f32[8])\nr[:] = s[0:8]"), 5, 12,
          "a vector access needs shared arrays of constant shape; 's' is sized at launch"),
     Case("vec-undefined-view", vk("r = tregs(f32[8])\nr[:] = Z[0, 0:8]"), 4, 12, "'Z'"),
+    Case("vec-device-function-array-parameter",
+         "@device\ndef first(v: f32[n]) -> f32:\n    r = tregs(f32[4])\n    r[:] = v[0:4]\n    return r[0]\n", 4, 12,
+         "a vector access in a device function cannot move a view of its array parameter 'v'"),
     Case("tregs-too-many-arguments", vk("r = tregs(f32[8], 0.0, 1.0)"), 3, 9,
          "tregs() takes a type like f32[4, 4] and an initial value"),
 ]
