@@ -1,7 +1,10 @@
 """GPU benchmark: vector add, tiled matmul, the pipelined SGEMM at 4096³ (against cuBLAS), the
 tensor-core f16 GEMM (samples/tc_gemm_f16.tsr) at 4096³ (against cuBLAS's f16 GEMM), row softmax and
 reduction on the CUDA backend; then the map kernels of samples/elementwise.tsr (vector add and
-SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's memory bandwidth.
+SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's memory bandwidth;
+then the per-tile vector access and broadcasting rows (llm.c-style GELU and layer norm with 16-byte
+loads of 8 bf16, samples/llmc_bf16.tsr; a bias row and an activation over a matrix,
+samples/bias_act.tsr) against the same goal.
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
@@ -289,13 +292,111 @@ def bench_map(tessera: Any, bw: float, repeat: int, n: int = MAP_N) -> None:
                    library)
 
 
+# ---- per-tile vector access and broadcasting (issue 26): llm.c-style bf16 kernels with 16-byte
+# loads of 8 bf16 (samples/llmc_bf16.tsr) and a bias row over a matrix (samples/bias_act.tsr)
+VEC_ROWS_N, VEC_ROWS_C = 1 << 16, 4096  # rows x channels: 2^28 elements, 512 MiB of bf16 a matrix
+
+
+@dataclass(frozen=True)
+class VecRow:
+    """A row of the vector-access table: `kernel` of `sample`, its arguments' shapes (in "N", "C"
+    and "NC" = N * C) and dtypes, the grid (None: derived by the map kernel) and the bytes a launch
+    must move at least."""
+
+    kernel: str
+    sample: str
+    args: tuple[tuple[tuple[str, ...], type], ...]
+    nbytes: Callable[[int, int], int]
+    grid: Callable[[int, int], Any]
+
+    def shapes(self, n: int, c: int) -> list[tuple[tuple[int, ...], np.dtype]]:
+        size = {"N": n, "C": c, "NC": n * c}
+        return [(tuple(size[d] for d in dims), np.dtype(dtype)) for dims, dtype in self.args]
+
+    def arrays(self, n: int, c: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        """Random inputs in [0, 1) (bf16 as uint16 bits)."""
+        out = []
+        for shape, dtype in self.shapes(n, c):
+            x = rng.random(shape, dtype=np.float32)
+            out.append((x.view(np.uint32) >> 16).astype(np.uint16) if dtype == np.uint16 else x.astype(dtype))
+        return tuple(out)
+
+
+BF16 = np.uint16  # bf16 arrays are their uint16 bits
+VEC_ROWS = (
+    VecRow("gelu_bf16", "llmc_bf16.tsr", ((("NC",), BF16), (("NC",), BF16)), lambda n, c: 2 * 2 * n * c,
+           lambda n, c: -(-n * c // 2048)),
+    VecRow("layernorm_bf16", "llmc_bf16.tsr",
+           ((("N", "C"), BF16), (("C",), BF16), (("C",), BF16), (("N", "C"), np.float32), (("N",), np.float32),
+            (("N",), np.float32)), lambda n, c: (2 + 4) * n * c + 2 * 2 * c + 8 * n, lambda n, c: -(-n // 8)),
+    VecRow("bias_relu_f32", "bias_act.tsr", ((("N", "C"), np.float32), (("C",), np.float32), (("N", "C"), np.float32)),
+           lambda n, c: 2 * 4 * n * c + 4 * c, lambda n, c: None),
+    VecRow("bias_row_gelu_bf16", "bias_act.tsr", ((("N", "C"), BF16), (("C",), BF16), (("N", "C"), BF16)),
+           lambda n, c: 2 * 2 * n * c + 2 * c, lambda n, c: None),
+)
+
+
+def bench_vector_rows(tessera: Any, bw: float, repeat: int, n: int = VEC_ROWS_N, c: int = VEC_ROWS_C) -> None:
+    """The vector-access rows: achieved bandwidth (the bytes a launch must move) against the goal
+    of MAP_GOAL of peak."""
+    rng = np.random.default_rng(0)
+    print(f"\nper-tile vector access and broadcasting at {n} x {c}; goal >= {MAP_GOAL} of peak")
+    print(map_header(None))
+    for row in VEC_ROWS:
+        mod = tessera.load(ROOT / "samples" / row.sample, backend="cuda")
+        args = row.arrays(n, c, rng)
+        grid = row.grid(n, c)
+        t = mod[row.kernel].benchmark(*args, repeat=repeat, **({"grid": grid} if grid is not None else {}))
+        del args
+        print(format_map_row(row.kernel, t, row.nbytes(n, c), bw, None))
+        record(row.kernel, t, row.nbytes(n, c) / (t / 1e3) / bw, "bandwidth", None, None,
+               f">= {MAP_GOAL} of peak bandwidth")
+
+
+def dry_run_vector_rows(n: int = VEC_ROWS_N, c: int = VEC_ROWS_C) -> int:
+    """The vector-access rows without a GPU: each launch at full size as the CUDA backend binds it
+    (the grid, and the aligned variant for fresh device allocations), and each kernel on the CPU
+    backend on its samples/runner.py case against NumPy. Returns the number of failures."""
+    import importlib.util
+
+    import tessera
+    from tessera.api import aligned_launch
+    from tessera.runtime.launch_args import bind
+    from tessera.transpile.driver import compile_source, load_source
+
+    runner = sys.modules.get("samples.runner")  # the cases of samples/runner.py (loaded by path: a script)
+    if runner is None:
+        spec = importlib.util.spec_from_file_location("samples.runner", ROOT / "samples" / "runner.py")
+        assert spec is not None and spec.loader is not None
+        runner = sys.modules["samples.runner"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(runner)
+    failed = 0
+    for row in VEC_ROWS:
+        path = ROOT / "samples" / row.sample
+        kernels = compile_source(load_source(str(path)), options=CompileOptions(arch="sm_90")).kernels
+        generic = next(k for k in kernels if k.name == row.kernel and not k.aligned)
+        stand_ins, ptr = [], 1 << 40
+        for shape, dtype in row.shapes(n, c):
+            stand_ins.append(_StandIn(shape, dtype, ptr))
+            ptr += -(-int(np.prod(shape)) * dtype.itemsize // 256) * 256
+        bound = bind(generic, tuple(stand_ins), {}, row.grid(n, c), device_ok=True)
+        aligned = bool(generic.align_tensors) and aligned_launch(generic, bound, True)
+        variant = next(k for k in kernels if k.name == row.kernel and k.aligned == aligned).c_name
+        ok, message = runner.check_kernel(tessera.load(path, backend="cpu"), row.kernel, seed=0)
+        ok = ok and (aligned or not generic.align_tensors)
+        failed += not ok
+        print(f"{'ok' if ok else 'FAILED':<6} {row.kernel:<10} {row.nbytes(n, c) / 1e9:.2f} GB a launch, "
+              f"grid {bound.grid[0]} x {generic.tile[0]} threads, variant {variant}; {message}")
+    return failed
+
+
 class _StandIn:
     """A device array that is never allocated: shape, dtype and a 256-byte aligned address, as
     `__cuda_array_interface__` describes them (the dry run binds the full-size launch with these)."""
 
-    def __init__(self, n: int, dtype: type, ptr: int) -> None:
-        self.shape = (n,)
-        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,), "typestr": np.dtype(dtype).str,
+    def __init__(self, n: int | tuple[int, ...], dtype: type, ptr: int) -> None:
+        self.shape = n if isinstance(n, tuple) else (n,)
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": self.shape, "typestr": np.dtype(dtype).str,
                                          "strides": None, "version": 3}
 
 
@@ -320,7 +421,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
         stride = -(-n * np.dtype(row.dtype).itemsize // 256) * 256
         stand_ins = {name: _StandIn(n, row.dtype, (1 << 40) + i * stride) for i, name in enumerate("XYZ")}
         bound = bind(generic, row.args(stand_ins), {}, None, device_ok=True)
-        aligned = aligned_launch(generic, bound, True)
+        aligned = bool(generic.align_tensors) and aligned_launch(generic, bound, True)
         variant = next(k for k in kernels if k.name == row.kernel and k.aligned == aligned)
         arrays = row.host_arrays(check_n, rng)
         want = row.expected(arrays)
@@ -339,6 +440,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     print(f"{'ok' if ok else 'FAILED':<6} vector_add_scalar (hand-written) grid {vector_add_grid(n)} x 256 threads; "
           f"CPU backend {'matches' if ok else 'differs from'} NumPy")
     failed += not dry_run_hgemm()
+    failed += dry_run_vector_rows()
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
 
@@ -399,6 +501,7 @@ def _measure(args: argparse.Namespace) -> int:
         bench_others(tessera, bw, flops, args.repeat)
         free_reference_memory()
     bench_map(tessera, bw, args.repeat)
+    bench_vector_rows(tessera, bw, args.repeat)
     return 0
 
 

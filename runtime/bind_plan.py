@@ -23,6 +23,7 @@ from tessera.runtime.launch_args import (
     Bound,
     _check_scalar,
     bind,
+    broadcast_error,
     map_grid,
     normalize_grid,
     numpy_dtypes,
@@ -196,6 +197,8 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
         extent = shapes.get(name)
         if extent is None or extent >= _LIMIT:
             return None
+    if info.map_broadcast and broadcast_error(info, shapes) is not None:
+        return None
     if explicit is None:
         if info.map_width and "grid_groups" not in shapes:
             explicit = (map_grid(info, arrays[info.map_tensor]), 1, 1)

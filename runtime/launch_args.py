@@ -152,6 +152,26 @@ class Bound:
         return describe(a).ptr
 
 
+def broadcast_error(info: KernelInfo, shapes: dict[str, int]) -> str | None:
+    """Why a map kernel's tensors do not broadcast to its map tensor's shape (NumPy's rule: aligned
+    from the last, each dimension the same or 1), or None. Only dimensions that are shape symbols
+    other than the map's can fail here; the compiler decided the rest."""
+    if not info.map_broadcast:
+        return None
+    params = {p.name: p for p in info.params}
+
+    def shape(name: str) -> tuple[int, ...]:
+        return tuple(d if isinstance(d, int) else shapes[d] for d in params[name].dims)
+
+    out = shape(info.map_tensor)
+    for t in info.map_broadcast:
+        got = shape(t)
+        if len(got) > len(out) or any(g not in (1, o) for g, o in zip(reversed(got), reversed(out))):
+            return (f"{info.name}(): parameter '{t}' has shape {got}, which does not broadcast to the shape {out} of "
+                    f"'{info.map_tensor}' (aligned from the last, each dimension must be the same or 1)")
+    return None
+
+
 def _fail(kernel: str, param: str, message: str) -> LaunchError:
     return LaunchError(f"{kernel}(): parameter '{param}': {message}")
 
@@ -315,6 +335,9 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
             raise LaunchError(f"{info.name}(): shape symbol '{p.name}' is not bound by any argument")
         if p.kind == "shape" and shapes[p.name] >= 2**31:
             raise LaunchError(f"{info.name}(): shape symbol '{p.name}' = {shapes[p.name]} does not fit in i32")
+    why = broadcast_error(info, shapes)
+    if why is not None:
+        raise LaunchError(why)
     if explicit is None and info.map_width and "grid_groups" not in shapes:
         explicit = (map_grid(info, arrays[info.map_tensor]), 1, 1)
     if explicit is None:

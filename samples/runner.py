@@ -179,6 +179,71 @@ def _bias_gelu() -> Case:
     return Case(make, lambda k, a: k(a["X"], a["B"], a["Y"]), expect, 0, 0)
 
 
+def _bias_row(bf16: bool) -> Case:
+    """samples/bias_act.tsr: a bias row over a matrix (broadcast), then ReLU in f32 or GELU in bf16."""
+    m, n = 129, 1001
+
+    def make(rng: np.random.Generator) -> Arrays:
+        if bf16:
+            x, b = bf16_bits(rng.standard_normal((m, n))), bf16_bits(rng.standard_normal(n))
+        else:
+            x, b = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        return {"X": x, "b": b, "Y": np.zeros_like(x)}
+
+    def expect(a: Arrays) -> Arrays:
+        if not bf16:
+            return {"Y": np.maximum(a["X"] + a["b"], np.float32(0))}
+        return {"Y": _gelu_bits(r16(bf16_values(a["X"]) + bf16_values(a["b"])))}
+    return Case(make, lambda k, a: k(a["X"], a["b"], a["Y"]), expect, 0, 0)
+
+
+def r16(v: np.ndarray | float) -> np.ndarray:
+    """One bf16 operation: computed in f32 and rounded to bf16 (as f32 values)."""
+    return bf16_values(bf16_bits(np.asarray(v, np.float32)))
+
+
+def _gelu_bits(h: np.ndarray) -> np.ndarray:
+    """GELU (tanh approximation) of bf16 values `h`, every operation rounded to bf16, as bits."""
+    t = r16(np.tanh(r16(r16(0.7978845608) * r16(h + r16(r16(r16(r16(0.044715) * h) * h) * h)))))
+    return bf16_bits(r16(r16(r16(0.5) * h) * r16(r16(1.0) + t)))
+
+
+def _gelu_x128() -> Case:
+    """samples/llmc_bf16.tsr gelu_bf16: computed in f32, rounded to bf16 once; compared as bf16
+    bits within one unit (tanhf and NumPy's tanh may differ in the last f32 bit)."""
+    n = 100_003
+
+    def make(rng: np.random.Generator) -> Arrays:
+        # Within [-3, 3]: below, 1 + tanh(...) cancels and the last f32 bit of tanh decides the result.
+        return {"X": bf16_bits(np.clip(rng.standard_normal(n) * 2, -3, 3)), "Y": np.zeros(n, np.uint16)}
+
+    def expect(a: Arrays) -> Arrays:
+        v = bf16_values(a["X"]).astype(np.float32)
+        inner = np.float32(0.7978845608) * (v + np.float32(0.044715) * v * v * v)
+        return {"Y": bf16_bits(np.float32(0.5) * v * (np.float32(1.0) + np.tanh(inner)))}
+    return Case(make, lambda k, a: k(a["X"], a["Y"], grid=-(-n // 2048)), expect, 0, 1)
+
+
+def _layernorm_x128() -> Case:
+    """samples/llmc_bf16.tsr layernorm_bf16: rows of bf16 channels normalized in f32 (a channel
+    count that is not a multiple of 8: the last access of each row is partly outside)."""
+    rows, c = 77, 771
+
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"X": bf16_bits(rng.standard_normal((rows, c)) * 3 + 1), "w": bf16_bits(rng.standard_normal(c)),
+                "b": bf16_bits(rng.standard_normal(c)), "Y": np.zeros((rows, c), np.float32),
+                "mean": np.zeros(rows, np.float32), "rstd": np.zeros(rows, np.float32)}
+
+    def expect(a: Arrays) -> Arrays:
+        x = bf16_values(a["X"]).astype(np.float64)
+        mean = x.mean(axis=1)
+        rstd = 1 / np.sqrt(((x - mean[:, None]) ** 2).mean(axis=1) + 1e-5)
+        y = (x - mean[:, None]) * rstd[:, None] * bf16_values(a["w"]) + bf16_values(a["b"])
+        return {"Y": y.astype(np.float32), "mean": mean.astype(np.float32), "rstd": rstd.astype(np.float32)}
+    return Case(make, lambda k, a: k(a["X"], a["w"], a["b"], a["Y"], a["mean"], a["rstd"], grid=-(-rows // 8)),
+                expect, 1e-4, 1e-4)
+
+
 def _compact(chunk: int) -> Case:
     """compact.tsr: the positive values of each chunk (a warp's or a group's slice), packed."""
     n = 100_003
@@ -355,7 +420,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "bias_gelu_bf16": _bias_gelu, "compact_warps": lambda: _compact(32), "compact_groups": lambda: _compact(256),
     "blend": _blend, "tc_gemm_f16": _tc_gemm_f16, "tc_gemm_bf16_bias_relu": _tc_gemm_bf16_bias_relu,
     "tc_gemm_i8": _tc_gemm_i8, "gemm_epilogue": _gemm_epilogue, "layer_norm": lambda: _norm(True),
-    "rms_norm": lambda: _norm(False), "flash_attention": _flash_attention}
+    "rms_norm": lambda: _norm(False), "flash_attention": _flash_attention, "gelu_bf16": _gelu_x128, "layernorm_bf16": _layernorm_x128,
+    "bias_relu_f32": lambda: _bias_row(False), "bias_row_gelu_bf16": lambda: _bias_row(True)}
 
 
 def check_kernel(mod: Module, name: str, seed: int = 0) -> tuple[bool, str]:

@@ -23,7 +23,7 @@ from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.cnames import function_name, module_names
-from tessera.transpile.lir.maps import element_loop
+from tessera.transpile.lir.maps import broadcast_tensors, element_loop
 from tessera.transpile.lir.shared_layout import shared_layout
 from tessera.transpile.lir.visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident
@@ -134,7 +134,8 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
         map_info = (loop.width, loop.written[0]) if loop is not None else (0, "")
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
                                 fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
-                                _sized_arrays(fn, layout.sized), regions))
+                                _sized_arrays(fn, layout.sized), regions,
+                                broadcast_tensors(fn, loop) if loop is not None else ()))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if loop is not None:
             summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"

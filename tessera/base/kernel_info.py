@@ -48,6 +48,9 @@ class KernelInfo:
     # CPU backend: the kernel runs in region mode (loops over tiles between barriers, no fiber
     # per tile; transpile/cpu/regions.py) rather than fiber mode.
     regions: bool = False
+    # Map kernels: the tensors the map reads whose shape broadcasts to `map_tensor`'s (section 15);
+    # the launch checks NumPy's broadcasting rule on their actual shapes.
+    map_broadcast: tuple[str, ...] = ()
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -66,5 +69,5 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
                               int(k.get("map_width", 0)), str(k.get("map_tensor", "")),
                               tuple((str(n), int(size), tuple(d if isinstance(d, str) else int(d) for d in dims), int(pad))
                                     for n, size, dims, pad in k.get("smem_sized", ())),
-                              bool(k.get("regions", False))))
+                              bool(k.get("regions", False)), tuple(map(str, k.get("map_broadcast", ())))))
     return tuple(out)

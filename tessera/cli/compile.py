@@ -154,17 +154,17 @@ def run(argv: list[str]) -> int:
         if args.info and nv is not None:
             width = max([32, *(len(k.c_name) + 1 for k in kernels)])
             print(f"{'kernel':<{width}} {'registers':>9} {'shared':>8} {'spill st':>8} {'spill ld':>8} {'stack':>6}"
-                  "  variant", file=sys.stderr)
+                  "  variant")
             for k in kernels:
                 r = next((x for x in nv.kernels if x.name == k.c_name), None)
                 if r is None:
                     continue
                 shared = r.shared_bytes + k.dynamic_smem
                 print(f"{k.c_name:<{width}} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
-                      f"{r.stack_bytes:>6}  {_variant_text(k)}", file=sys.stderr)
+                      f"{r.stack_bytes:>6}  {_variant_text(k)}")
                 for line in _fragment_lines(result.module, k):
-                    print(f"    {line}", file=sys.stderr)
-                print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}", file=sys.stderr)
+                    print(f"    {line}")
+                print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}")
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)

@@ -382,11 +382,14 @@ class FuncDef:
     def is_map(self) -> bool:
         """A map kernel (section 8): a kernel with a whole-tensor statement (`Z[:] = ...`; typed, the
         target is the element `Index(Z, ())`). A fragment's elementwise statement (`acc[:] = ...`, where
-        `acc = tfrag(...)` at the top level) does not make one."""
-        frags = {s.target.id for s in self.body if isinstance(s, Assign) and isinstance(s.target, Name)
-                 and isinstance(s.value, Call) and isinstance(s.value.func, Name) and s.value.func.id == "tfrag"}
+        `acc = tfrag(...)` at the top level) does not make one, nor does a per-tile vector access
+        (`r[:] = X[i, j:j + 8]`, `Y[i, j:j + 8] = r`, where `r = tregs(...)` at the top level)."""
+        arrays = {s.target.id: s.value.func.id for s in self.body if isinstance(s, Assign)
+                  and isinstance(s.target, Name) and isinstance(s.value, Call) and isinstance(s.value.func, Name)
+                  and s.value.func.id in ("tfrag", "tregs")}
         return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target)
-                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and s.target.base.id in frags)
+                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and s.target.base.id in arrays)
+                   and not (isinstance(s, Assign) and arrays.get(_array_named(s.value)) == "tregs")
                    for s in self.body)
 
     @property
@@ -396,6 +399,13 @@ class FuncDef:
 
 
 Item = ConstDef | TableDef | FuncDef
+
+
+def _array_named(e: Expr) -> str:
+    """The name of a whole array: `r`, or typed as a view, `Index(r, ())`; "" for anything else."""
+    if isinstance(e, Index) and not e.indices:
+        e = e.base
+    return e.id if isinstance(e, Name) else ""
 
 
 def is_whole_tensor(target: Expr) -> bool:

@@ -173,6 +173,27 @@ def test_gpu_bench_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"grid {grid} x 256 threads" in out.split(f"ok     {kernel} ")[1].splitlines()[0]
         assert f"variant {kernel}_a16;" in out
     assert "ok     vector_add_scalar" in out
+    # The vector-access rows (issue 26): full-size launches bound, the cases of samples/runner.py on the CPU.
+    for kernel, variant in [("gelu_bf16", "gelu_bf16"), ("layernorm_bf16", "layernorm_bf16_a16"),
+                            ("bias_relu_f32", "bias_relu_f32_a16"), ("bias_row_gelu_bf16", "bias_row_gelu_bf16_a16")]:
+        line = out.split(f"ok     {kernel} ")[1].splitlines()[0]
+        assert f"variant {variant};" in line and f"{kernel}: matches NumPy" in line, line
+
+
+@pytest.mark.usefixtures("shared_cache")
+def test_gpu_bench_vector_rows_on_the_cpu_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_vector_rows' loop (arrays, launches, the table) on the CPU backend at 40 x 48."""
+    from types import SimpleNamespace
+
+    import tessera
+
+    gb = _gpu_bench()
+    cpu = SimpleNamespace(load=lambda path, backend: tessera.load(path, backend="cpu"))
+    gb.bench_vector_rows(cpu, 1e12, 2, n=40, c=48)
+    lines = capsys.readouterr().out.splitlines()
+    assert "at 40 x 48" in lines[1] and lines[2].split()[0] == "kernel"
+    assert [line.split()[0] for line in lines[3:]] == ["gelu_bf16", "layernorm_bf16", "bias_relu_f32",
+                                                        "bias_row_gelu_bf16"]
 
 
 @pytest.mark.usefixtures("shared_cache")

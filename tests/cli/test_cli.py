@@ -62,22 +62,32 @@ def test_emit_cubin(tmp_path) -> None:
 
 def test_info_reports_registers_shared_and_spills(capsys, tmp_path) -> None:
     assert run([SAMPLE, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
-    err = capsys.readouterr().err
-    assert "registers" in err and "spill" in err
-    row = next(line for line in err.splitlines() if line.startswith("matmul_BM64_BN64"))
+    out = capsys.readouterr().out
+    assert "registers" in out and "spill" in out
+    row = next(line for line in out.splitlines() if line.startswith("matmul_BM64_BN64"))
     regs, shared, st, ld, _stack = (int(v) for v in row.split()[1:6])
     assert 0 < regs <= 255 and shared == 9472 and st == 0 and ld == 0
-    assert "CPU backend: region mode" in err
+    assert "CPU backend: region mode" in out
+
+
+def test_info_table_is_the_commands_output_on_stdout(capsys, tmp_path) -> None:
+    # The table is what --info asks for: standard output, so that it pipes; standard error keeps
+    # only diagnostics (here none), and the compiled file still goes to -o.
+    assert run([SAMPLE, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("kernel ") and "matmul_BM64_BN64" in captured.out
+    assert captured.err == ""
+    assert "matmul_BM64_BN64(" in (tmp_path / "m.cu").read_text()
 
 
 def test_info_reports_the_cpu_mode(capsys, tmp_path, monkeypatch) -> None:
     warp = str(ROOT / "samples" / "warp_reduce.tsr")
     assert run([warp, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
-    assert "CPU backend: fiber mode: a group or warp operation" in capsys.readouterr().err
+    assert "CPU backend: fiber mode: a group or warp operation" in capsys.readouterr().out
     monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
     assert run([SAMPLE, "--info", "--arch", "sm_80", "-o", str(tmp_path / "m.cu")]) == 0
-    err = capsys.readouterr().err
-    assert "CPU backend: fiber mode (TESSERA_CPU_REGIONS=0)" in err and "region mode" not in err
+    out = capsys.readouterr().out
+    assert "CPU backend: fiber mode (TESSERA_CPU_REGIONS=0)" in out and "region mode" not in out
 
 
 def test_check_and_defines(capsys, tmp_path) -> None:

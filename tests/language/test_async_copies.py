@@ -116,10 +116,10 @@ def test_cli_info_names_the_variants(tmp_path, capsys) -> None:
     from tessera.cli.compile import run
 
     assert run([str(SGEMM), "--info", "-o", str(tmp_path / "o.cu")]) == 0
-    err = capsys.readouterr().err
-    assert "registers" in err and "shared" in err and "31104" in err
-    assert "generic (any alignment)" in err
-    assert "aligned: A, B 16-byte aligned; K, N multiples of 16" in err
+    out = capsys.readouterr().out
+    assert "registers" in out and "shared" in out and "31104" in out
+    assert "generic (any alignment)" in out
+    assert "aligned: A, B 16-byte aligned; K, N multiples of 16" in out
 
 
 # ---- what NVRTC makes of it ---------------------------------------------------------------------

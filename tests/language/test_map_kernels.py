@@ -606,7 +606,7 @@ def test_cli_info_lists_both_variants(tmp_path, capsys) -> None:
     from tessera.cli.compile import run
 
     assert run([str(ELEMENTWISE), "--info", "-o", str(tmp_path / "e.cu")]) == 0
-    rows = {line.split()[0]: line for line in capsys.readouterr().err.splitlines() if line.split()}
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.split()}
     assert rows["vadd_f32"].endswith("generic (any alignment)")
     assert rows["vadd_f32_a16"].endswith("aligned: X, Y, Z 16-byte aligned")
     assert rows["saxpy_f16_a16"].endswith("aligned: X, Y 16-byte aligned")
@@ -614,7 +614,7 @@ def test_cli_info_lists_both_variants(tmp_path, capsys) -> None:
     path = tmp_path / "w.tsr"
     path.write_text(LANG)
     assert run([str(path), "--info", "-o", str(tmp_path / "w.cu")]) == 0
-    rows = {line.split()[0]: line for line in capsys.readouterr().err.splitlines() if line.split()}
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.split()}
     assert rows["width1"].endswith(" -") and "width1_a16" not in rows and rows["u8map_a16"].endswith("A, B 16-byte aligned")
 
 

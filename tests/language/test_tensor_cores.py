@@ -270,9 +270,9 @@ def test_every_element_is_held_by_exactly_one_lane(m: int, n: int, warps: int) -
 
 def test_info_prints_the_division_and_the_padding(tmp_path, capsys) -> None:
     assert run([str(SAMPLES["tc_gemm_f16"]), "--info", "-o", str(tmp_path / "k.cu")]) == 0
-    err = capsys.readouterr().err
-    assert "acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile" in err
-    assert "As: rows padded by 8 elements (chosen by the compiler)" in err
+    out = capsys.readouterr().out
+    assert "acc: 2x4 warps, 64x32 per warp, 4x4 mma tiles, 64 registers per tile" in out
+    assert "As: rows padded by 8 elements (chosen by the compiler)" in out
 
 
 # ---- shared layouts free of bank conflicts ------------------------------------------------------

@@ -82,8 +82,8 @@ class ArrayDecls(Part):
         assert isinstance(v, N.Call), v  # a shaped allocation or tregs(...)
         kind = "tshared.alloc" if is_shaped else "tregs"
         nargs = len(v.args)
-        if nargs != (1 if is_shaped else 2):
-            self.sink.error(v.loc, f"{kind}() takes {'a type like f32[64, 32]' if is_shaped else 'a type like f32[4, 4] and an initial value'}")
+        if nargs not in ((1,) if is_shaped else (1, 2)):
+            self.sink.error(v.loc, f"{kind}() takes {'a type like f32[64, 32]' if is_shaped else 'a type like f32[4, 4] and an initial value (which an array written before it is read may leave out)'}")
             return s
         for k in v.kwargs:
             if not (is_shaped and k.name == "pad"):
@@ -117,16 +117,18 @@ class ArrayDecls(Part):
             call = N.Call(v.loc, N.Name(v.loc, "tshared.alloc", ref="builtin"), (), given, ty)
             return N.replace(s, target=N.replace(s.target, ty=ty, ref="shared"),
                                        value=call, declares=True)
-        init = self.exprs.scalar_expr(v.args[1], "initial value of tregs()")
-        if init.ty is None:
-            return s
-        init = self.exprs.assignable(init, elem, v.args[1].loc, "a register array element")
+        init: N.Expr | None = None
+        if nargs == 2:
+            init = self.exprs.scalar_expr(v.args[1], "initial value of tregs()")
+            if init.ty is None:
+                return s
+            init = self.exprs.assignable(init, elem, v.args[1].loc, "a register array element")
         total = math.prod(int(d) for d in shape)
         if total > 4096:
             self.sink.error(spec.loc, f"tregs() of {total} elements is too large for registers (at most 4096)")
             return s
         ty = N.ArrayType(elem, tuple(shape), "regs")
         self.fc.locals[name] = Sym(name, "regs", ty, s.loc, block=self.fc.block)
-        call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,), (), ty)
+        call = N.Call(v.loc, N.Name(v.loc, "tregs", ref="builtin"), (init,) if init is not None else (), (), ty)
         return N.replace(s, target=N.replace(s.target, ty=ty, ref="regs"),
                                    value=call, declares=True)

@@ -1,7 +1,8 @@
 """Type checking of assignments (spec section 6): to a name (a new local, with an optional type
 annotation, or an existing one), to an element (`y[i] = v`), augmented (`s += v`), to several
 targets (`a, b = b, a`, `s, c = f(x)`), and whole-tensor and whole-fragment statements
-(`Z[:] = X + Y`, `acc[:] = acc * alpha`); each value converted to its target's type.
+(`Z[:] = X + Y`, `acc[:] = acc * alpha`); each value converted to its target's type. An assignment
+between a register array and a view (`r[:] = X[i, j:j + 8]`) is vectors.VectorAccess's.
 
 `Assignments` is a part of the type checker (typecheck.FunctionChecker), whose statement walk
 sends it `Assign` and `AugAssign` statements. An assignment to a name first asks arrays.ArrayDecls
@@ -33,6 +34,8 @@ class Assignments(Part):
             self.sink.error(s.value.loc, f"{len(s.value.items)} values assigned to one target; a tuple "
                             "assignment has as many targets as values (a, b = x, y)")
             return s
+        if self.fc.vectors.claims(s):
+            return self.fc.vectors.assign(s)
         if not isinstance(s.target, N.Name):
             if s.annotation:
                 self.sink.error(s.loc, "only a name can have a type annotation")

@@ -6,8 +6,9 @@ After:   Assign(Index(Z, ()): f32, BinOp(+, BinOp(*, Name(alpha): f32, Index(X, 
 
 In a map kernel a tensor's name is its element at the position being computed (typed as an
 `Index` with no indices, what `lower` turns into the element of the map's loop). Its body has only
-whole-tensor statements, assignments to locals (per element) and `pass`; every tensor it names has
-the same shape; it uses no tile or group indices, shared memory, register arrays, cooperative
+whole-tensor statements, assignments to locals (per element) and `pass`; the tensors it assigns
+have the shape of the first one (the iteration space), those it reads broadcast to it by NumPy's
+rules (spec section 15: a bias row `b: f32[N]` or a per-row scale `s: f32[M, 1]` over `f32[M, N]`); it uses no tile or group indices, shared memory, register arrays, cooperative
 operations or atomics (constant tables may be indexed: a lookup is elementwise). A `vectorize(w)`
 clause is allowed on map kernels only.
 
@@ -59,6 +60,12 @@ class MapKernel(Part):
             first = next(s for s in self.fc.fn.body if isinstance(s, (N.Assign, N.AugAssign))
                          and N.is_whole_tensor(s.target))
             self.fc.map = MapState(first.loc)
+            # The iteration space is the shape of the first tensor assigned (spec section 15).
+            target = first.target.base if isinstance(first.target, N.Index) else None
+            if isinstance(target, N.Name):
+                sym = self.scope.lookup(target.id)
+                if sym is not None and sym.ref == "param" and isinstance(sym.ty, N.TensorType):
+                    self.fc.map.shape, self.fc.map.shape_of, self.fc.map.shape_loc = sym.ty.dims, sym.name, target.loc
         elif self.fc.fn.config is not None and self.fc.fn.config.vectorize is not None:
             clause = next((c for d in self.fc.fn.decorators for c in d.clauses
                            if isinstance(c.func, N.Name) and c.func.id == "vectorize"), None)
@@ -139,15 +146,36 @@ class MapKernel(Part):
         elif _dims_key(ty.dims) != _dims_key(m.shape):
             assert m.shape_loc is not None
             self.sink.error(loc, f"'{name}' has shape {_dims_text(ty.dims)} but the map's tensors have shape "
-                            f"{_dims_text(m.shape)}: every tensor of a map kernel has the same shape (use the same "
-                            "shape symbols)", Note(f"the shape of '{m.shape_of}'", m.shape_loc))
+                            f"{_dims_text(m.shape)}: every tensor a map kernel assigns has the same shape (use the same "
+                            "shape symbols; the tensors it reads may broadcast)", Note(f"the shape of '{m.shape_of}'",
+                                                                                     m.shape_loc))
+
+    def broadcasts(self, name: str, ty: N.TensorType, loc: Loc) -> None:
+        """A tensor the map reads: its shape broadcasts to the map's by NumPy's rules (dimensions
+        aligned from the last; each equal or 1, missing leading ones are 1). Where a dimension is
+        a shape symbol other than the map's, the launch checks it (LaunchError)."""
+        m = self.fc.map
+        assert m is not None
+        if m.shape is None:
+            m.shape, m.shape_of, m.shape_loc = ty.dims, name, loc
+            return
+        out = m.shape
+        bad = len(ty.dims) > len(out) or any(
+            isinstance(d, N.IntLit) and d.value != 1 and isinstance(o, N.IntLit) and d.value != o.value
+            for d, o in zip(reversed(ty.dims), reversed(out)))
+        if bad:
+            assert m.shape_loc is not None
+            self.sink.error(loc, f"'{name}' has shape {_dims_text(ty.dims)}, which does not broadcast to the map's "
+                            f"shape {_dims_text(out)} (the shape of '{m.shape_of}'): aligned from the last, each "
+                            "dimension must be the same or 1", Note(f"the shape of '{m.shape_of}'", m.shape_loc))
 
     # ---- expressions: a tensor's name is its element; no indices, tile ids or cooperation
     def name(self, e: N.Name, t: N.Expr) -> N.Expr:
-        """Name `e` as typed so far `t`: in a map kernel a tensor's name is its element."""
+        """Name `e` as typed so far `t`: in a map kernel a tensor's name is its element (of a
+        tensor that broadcasts, the element the position being computed maps to)."""
         if self.fc.map is None or not isinstance(t.ty, N.TensorType):
             return t
-        self.same_shape(e.id, t.ty, e.loc)
+        self.broadcasts(e.id, t.ty, e.loc)
         return N.Index(e.loc, t, (), t.ty.elem)
 
     def refuse_index(self, e: N.Index) -> N.Expr | None:

@@ -14,8 +14,9 @@ statements and dispatches each statement and expression to the part that checks 
 an object with one job that is given the checker and reaches the state and the other parts through
 it: `Expressions` (expr.py), `BuiltinCalls` (calls.py), `DeviceCalls` (device_calls.py),
 `MemoryBuiltins` (memory.py), `Fragments` (frags.py), `ArrayDecls` (arrays.py), `MapKernel`
-(maps.py), `Loops` (loops.py) and `Assignments` (assignments.py). A builtin's call goes to the
-implementation of its typing rule in the rule table (rules.py) that the parts providing rules make.
+(maps.py), `Loops` (loops.py), `VectorAccess` (vectors.py) and `Assignments` (assignments.py). A
+builtin's call goes to the implementation of its typing rule in the rule table (rules.py) that the
+parts providing rules make.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tessera.transpile.checks.maps import MapKernel, MapState
 from tessera.transpile.checks.memory import MemoryBuiltins
 from tessera.transpile.checks.rules import RuleProvider, rule_table
 from tessera.transpile.checks.scope import Scope, Sym
+from tessera.transpile.checks.vectors import VectorAccess
 
 
 class FunctionChecker:
@@ -66,6 +68,7 @@ class FunctionChecker:
         self.arrays = ArrayDecls(self)
         self.maps = MapKernel(self)
         self.loops = Loops(self)
+        self.vectors = VectorAccess(self)
         self.assigns = Assignments(self)
         self.rule_parts: tuple[RuleProvider, ...] = (self.calls, self.memory, self.frags)
         self.rules = rule_table(self.rule_parts)

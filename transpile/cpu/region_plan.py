@@ -58,6 +58,8 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
     """Why `body` cannot run in region mode, or None. `top`: its statements are region level
     (the kernel's body, or the body of a loop with a barrier at region level)."""
     for s in body:
+        if isinstance(s, L.VecMove):
+            return "a per-tile vector access (r[:] = X[i, j:j + 8])"
         if not isinstance(s, _ALLOWED):
             return f"a {type(s).__name__} statement"
         if isinstance(s, L.Copy) and s.async_:

@@ -19,6 +19,7 @@ includes only those it uses. This module is the one place that maps what a modul
     overflow      device/overflow.cuh       check_bounds and i32/i64 + - * or negation
     assert        device/assert.cuh         debug and a tassert
     copy          tessera_copy.cuh          a tcopy
+    vec           device/vec.cuh            a vector access of a view (r[:] = X[i, j:j + 8])
     mma           device/mma.cuh            a tmma (ldmatrix, mma.sync and their CPU-backend versions)
     map           device/map.cuh            a map kernel with vectorize(w > 1), unless only its generic
                                             variant is emitted (vector loads and stores)
@@ -67,6 +68,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("overflow", "device/overflow.cuh"),
     Section("assert", "device/assert.cuh"),
     Section("copy", "tessera_copy.cuh", ("race",)),  # owned by the copy routines: included whole
+    Section("vec", "device/vec.cuh", ("race",)),
     Section("map", "device/map.cuh"),
     Section("mma", "device/mma.cuh"),
 )
@@ -87,6 +89,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("copy")
         if any(isinstance(s, L.Mma) for s in stmts) or any(b.space == "frag" and b.elem.is_half for b in fn.buffers):
             used.add("mma")  # (operand fragments: tload from shared memory uses ldmatrix)
+        if any(isinstance(s, L.VecMove) for s in stmts):
+            used.add("vec")
         if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):

@@ -8,7 +8,11 @@ coalesced. The aligned variant gives tile `t` the `width` consecutive elements f
 16-byte words where the type allows (`tsr_vload`), runs the body once per element on the
 registers and stores each written tensor the same way (`tsr_vstore`); a tile whose elements run
 past the end takes them one at a time (the scalar tail). The body is printed as the statements
-are, a tensor's element being `X[j]` or `tsr_lanes_X[tsr_e]` (the printer's `elements`).
+are, a tensor's element being `X[j]` or `tsr_lanes_X[tsr_e]` (the printer's `elements`). A tensor
+that broadcasts to the map's shape (spec section 15) is indexed by the coordinates of the position
+(`b[j % N]`); in the aligned variant, whose rows are whole steps (the map's last dimension a
+multiple of 16), one contiguous along the last dimension is loaded with vector accesses too, and
+any other is gathered into its register array element by element.
 
     const long long tsr_count = (long long)n;  // line 3: the map's elements
     for (long long tsr_step = (long long)tsr_group_linear_id() * 1024; tsr_step < tsr_count; ...) {
@@ -24,7 +28,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import F32, c_literal
+from tessera.transpile.emit.terms import UNARY
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.maps import broadcast_dims, contiguous
 from tessera.transpile.names import c_ident, var_name
 
 if TYPE_CHECKING:
@@ -98,8 +104,41 @@ def _whole_step(bp: BodyPrinter, s: L.ElementLoop, step: int) -> None:
 
 def _guarded(bp: BodyPrinter, s: L.ElementLoop, tensors: tuple[str, ...], j: str) -> None:
     bp.emit(f"if ({j} < tsr_count) {{")
-    _body(bp, s, {t: f"{c_ident(t)}[{j}]" for t in tensors})
+    _body(bp, s, {t: _element(bp, s, t, j) for t in tensors})
     bp.emit("}")
+
+
+def _element(bp: BodyPrinter, s: L.ElementLoop, tensor: str, j: str) -> str:
+    """The C lvalue of `tensor`'s element at the map's flat position `j`."""
+    return f"{c_ident(tensor)}[{_index(bp, s, tensor, j)}]"
+
+
+def _index(bp: BodyPrinter, s: L.ElementLoop, tensor: str, j: str) -> str:
+    """The index of `tensor`'s element at the map's flat position `j`: `j`, or for a tensor that
+    broadcasts (lir/maps.py broadcast_dims) the element the position maps to, from the position's
+    coordinates along the map's dimensions (`j % N` for a row `b: f32[N]` over `f32[M, N]`; a
+    dimension whose extent only the launch knows counts when it is not 1)."""
+    b = bp.pr.ctx.buffers[tensor]
+    if b.shape == s.shape:
+        return j
+    dims = broadcast_dims(b.shape, s.shape)
+    assert dims is not None, "the type checker makes every tensor a map reads broadcast"
+    out = [bp.pr.wrap(d, UNARY) for d in s.shape]
+    terms: list[str] = []
+    stride: list[str] = []  # the tensor's extents after the dimension at hand
+    for k in range(len(b.shape) - 1, -1, -1):
+        o, how = dims[k]
+        if how != "one":
+            after = out[o + 1:]
+            coord = (f"{j} / " + (f"({' * '.join(after)})" if len(after) > 1 else after[0])) if after else j
+            if o > 0:
+                coord = f"({coord}) % {out[o]}" if after else f"{coord} % {out[o]}"
+            if how == "launch":
+                coord = f"({bp.pr.wrap(b.shape[k], UNARY)} == 1 ? 0LL : {coord})"
+            factors = [x for x in stride if x != "1"]
+            terms.append(f"({coord})" + "".join(f" * {x}" for x in factors) if factors else coord)
+        stride.insert(0, bp.pr.wrap(b.shape[k], UNARY))
+    return " + ".join(terms) or "0"
 
 
 def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], written: tuple[str, ...]) -> None:
@@ -112,8 +151,16 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], writt
     bp.emit(f"if (tsr_first + {width} <= tsr_count) {{  // whole words")
     bp.depth += 1
     for t in tensors:
-        ptr = f"reinterpret_cast<const {ctype}*>({c_ident(t)} + tsr_first)" if pair else f"{c_ident(t)} + tsr_first"
-        decl = f"alignas(16) {ctype or buffers[t].elem.c_storage} {_lanes(t)}[{lanes}];"
+        b = buffers[t]
+        first = _index(bp, s, t, "tsr_first")
+        first = f"({first})" if " " in first else first
+        ptr = f"reinterpret_cast<const {ctype}*>({c_ident(t)} + {first})" if pair else f"{c_ident(t)} + {first}"
+        decl = f"alignas(16) {ctype or b.elem.c_storage} {_lanes(t)}[{lanes}];"
+        if t in read and b.shape != s.shape and not contiguous(b, s):  # gathered element by element
+            storage = f"reinterpret_cast<{b.elem.c_storage}*>({_lanes(t)})" if pair else _lanes(t)
+            bp.emit(decl + f" for (int tsr_e = 0; tsr_e < {width}; ++tsr_e) {storage}[tsr_e] = "
+                    f"{_element(bp, s, t, '(tsr_first + tsr_e)')};")
+            continue
         bp.emit(decl + (f" tsr_vload({_lanes(t)}, {ptr});" if t in read else ""))
     bp.emit("#pragma unroll")
     bp.emit(f"for (int tsr_e = 0; tsr_e < {lanes}; ++tsr_e) {{" + ("  // two elements at a time" if pair else ""))
@@ -129,7 +176,7 @@ def _vector_step(bp: BodyPrinter, s: L.ElementLoop, read: tuple[str, ...], writt
     bp.emit("} else {  // the tail: one element at a time")
     bp.depth += 1
     bp.emit("for (long long tsr_j = tsr_first; tsr_j < tsr_count; ++tsr_j) {")
-    _body(bp, s, {t: f"{c_ident(t)}[tsr_j]" for t in tensors})
+    _body(bp, s, {t: _element(bp, s, t, "tsr_j") for t in tensors})
     bp.emit("}")
     bp.depth -= 1
     bp.emit("}")

@@ -18,6 +18,7 @@ from tessera.transpile.emit import frags as cfrag
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
+from tessera.transpile.emit.vectors import print_vec_move
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_layout import arch_number, shared_layout
 from tessera.transpile.names import c_ident, var_name
@@ -292,6 +293,9 @@ class BodyPrinter:
                 targs += f", {shared[0]}, {shared[1]}"
             tail = f", {s.loc.line}"
         self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {dlo}, {sp}, {ss}, {sl}, {slo}, {self.pr.tid()}{tail});", s.loc)
+
+    def s_VecMove(self, s: L.VecMove) -> None:
+        print_vec_move(self, s)
 
     def s_Mma(self, s: L.Mma) -> None:
         cfrag.print_mma(self, s)

@@ -1,5 +1,6 @@
-"""How each `tcopy` / `tcopy_async` moves its data (the analysis of the plan-copies pass): the chunk
-width and whether alignment must be tested at run time.
+"""How each `tcopy` / `tcopy_async` and each tile's vector access (`r[:] = X[i, j:j + 8]`) moves
+its data (the analysis of the plan-copies pass): the chunk width and whether alignment must be
+tested at run time.
 
 A chunk of VB bytes (16, 8, 4 or the element size) can be moved whole when both views' origins are
 VB-aligned and every stride and innermost extent is a multiple of the chunk's elements (then a chunk
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 
 from tessera.base.irnode import ir_node
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.maps import element_loop, map_tensors
+from tessera.transpile.lir.maps import element_loop, map_tensors, row_symbols
 from tessera.transpile.lir.visit import statements
 
 ALIGN = 16  # bytes: what the aligned variant assumes of global base pointers, and of shape symbols
@@ -78,8 +79,9 @@ class Divisors:
 
 
 def copied_tensors(fn: L.Function) -> tuple[str, ...]:
-    """The global tensors a kernel's copies read or write (their alignment matters)."""
+    """The global tensors a kernel's copies and vector accesses read or write (their alignment matters)."""
     names = {v.buf for s in statements(fn.body) if isinstance(s, L.Copy) for v in (s.dst, s.src)}
+    names |= {s.view.buf for s in statements(fn.body) if isinstance(s, L.VecMove)}
     return tuple(b.name for b in fn.buffers if b.space == "global" and b.name in names)
 
 
@@ -149,6 +151,25 @@ def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.Co
     return L.CopyPlan(size, False)
 
 
+def vec_plan(s: L.VecMove, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.CopyPlan:
+    """How one tile moves its register array to or from a 1-D view (spec section 15): the widest
+    access that divides the row and that alignment allows, tested at run time where the view's
+    side is not proven (the register side is always aligned). A column's elements are not
+    contiguous: one at a time."""
+    b = buffers[s.view.buf]
+    size = b.elem.size
+    extent = next(x for x in s.view.extents if x is not None)
+    if s.view.extents[-1] is None:
+        return L.CopyPlan(size, False)
+    side = _side(b, s.view, div)
+    for vb in (16, 8, 4):
+        e = vb // size
+        if vb <= size or (extent * size) % vb:
+            continue
+        return L.CopyPlan(vb, not side.whole_chunks(vb, e))
+    return L.CopyPlan(size, False)
+
+
 def alignment_of(fn: L.Function) -> L.Alignment | None:
     """What an aligned variant of kernel `fn` would assume, when it would differ from the generic
     one: it copies in wider chunks or with fewer tests, or moves a map kernel's elements with
@@ -160,16 +181,18 @@ def alignment_of(fn: L.Function) -> L.Alignment | None:
         if loop.width <= 1:
             return None
         read, written = map_tensors(loop)
-        return L.Alignment(tuple(dict.fromkeys(read + written)), ())
+        return L.Alignment(tuple(dict.fromkeys(read + written)), row_symbols(fn, loop))
     if not copied_tensors(fn):
         return None
     aligned = dataclasses.replace(fn, aligned=True)
     generic_div, aligned_div = Divisors(fn), Divisors(aligned)
     buffers = {b.name: b for b in fn.buffers}
     copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
-    if all(copy_plan(s, buffers, generic_div) == copy_plan(s, buffers, aligned_div) for s in copies):
+    vectors = [s for s in statements(fn.body) if isinstance(s, L.VecMove)]
+    if all(copy_plan(s, buffers, generic_div) == copy_plan(s, buffers, aligned_div) for s in copies) and \
+            all(vec_plan(s, buffers, generic_div) == vec_plan(s, buffers, aligned_div) for s in vectors):
         return None
     return L.Alignment(copied_tensors(fn), aligned_symbols(fn))
 
 
-__all__ = ["ALIGN", "Divisors", "aligned_symbols", "alignment_of", "copied_tensors", "copy_plan"]
+__all__ = ["ALIGN", "Divisors", "aligned_symbols", "alignment_of", "copied_tensors", "copy_plan", "vec_plan"]

@@ -75,7 +75,7 @@ _CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interle
               "lockstep": "CPU: tiles interleaved, in lockstep"}
 
 
-def _copy_plan(s: L.Copy) -> str:
+def _copy_plan(s: L.Copy | L.VecMove) -> str:
     if s.plan is None:
         return ""
     return f"chunks of {s.plan.vb} bytes" + (", alignment tested" if s.plan.check else "")
@@ -131,6 +131,10 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
         elif isinstance(s, L.Copy):
             plan = _planned(_copy_plan(s), _edges(s.dst, s.src))
             out.append(f"{pad}copy{' async' if s.async_ else ''} {_view(s.dst)} <- {_view(s.src)}{plan}{ln}")
+        elif isinstance(s, L.VecMove):
+            plan = _planned(_copy_plan(s), _edges(s.view))
+            arrow = f"{_view(s.view)} <- {s.regs}[:]" if s.store else f"{s.regs}[:] <- {_view(s.view)}"
+            out.append(f"{pad}vector {arrow}{plan}{ln}")
         elif isinstance(s, L.Mma):
             b = f"transpose({_view(s.b)})" if s.trans_b else _view(s.b)
             out.append(f"{pad}mma {s.acc} += {_view(s.a)} @ {b}{_planned(_edges(s.a, s.b))}{ln}")

@@ -14,6 +14,7 @@ a frozen dataclass (`@ir_node`, tessera/base/irnode.py) with tuple children; eve
   alignment; the C prints the index as written);
 - synchronization and communication are nodes: `Barrier`, `Fence`, `Collective` (warp and group
   operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
+  a tile's own vector access of a view is `VecMove`;
 - tensor-core fragments (`frag` buffers, spread over the group's warps) have their own statements:
   `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise);
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
@@ -307,14 +308,18 @@ class For:
 class ElementLoop:
     """A map kernel's elements (spec section 8): the grid's tiles run `body` once for each of the
     `count` elements, `width` consecutive ones per tile and step (vectorize), the grid striding
-    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor whose shape is
-    the map's is its element at the position being computed; the aligned variant of the kernel
+    over the rest. In `body`, a `Load`/`Store` with the index `()` of a tensor is its element at
+    the position being computed (of a tensor whose shape broadcasts to the map's, the element that
+    position maps to); the aligned variant of the kernel
     (`Function.aligned`) moves whole steps of `width` elements with vector accesses."""
 
     loc: Loc
-    count: Expr  # i64: the product of the tensors' dimensions
+    count: Expr  # i64: the product of the map's dimensions
     width: int
     body: tuple[Stmt, ...]
+    # The map's shape (the iteration space: the shape of the tensors it assigns). A tensor the body
+    # reads may have another shape that broadcasts to it (spec section 15; lir/maps.py broadcast_dims).
+    shape: tuple[Expr, ...] = ()
     # The plan-maps pass: the tensors whose elements the body reads before writing them (loaded
     # first) and those it writes, each in order of first use; and "f16"/"bf16" where the whole body
     # computes in that type with + - * and negation only, so that the aligned variant may compute
@@ -373,6 +378,19 @@ class Copy:
     src: View
     async_: bool = False
     plan: CopyPlan | None = None  # how the copy moves its data (the plan-copies pass)
+
+
+@ir_node
+class VecMove:
+    """Each tile moves its own register array `regs` (1-D) from (`store` False) or to (`store` True)
+    a 1-D view of its extent (spec section 15), with accesses of `plan.vb` bytes; parts of the view
+    outside the buffer read as zero and are not written."""
+
+    loc: Loc
+    regs: str
+    view: View
+    store: bool
+    plan: CopyPlan | None = None  # the access width and alignment test (the plan-copies pass)
 
 
 @ir_node
@@ -471,7 +489,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
-    | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
+    | VecMove | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.maps import broadcast_dims
 from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
 
@@ -142,8 +143,10 @@ class _LirVerifier:
         elif not index:  # the element of a map kernel's tensor
             if b.space != "global" or self.map_shape is None:
                 self.fail("element of a map outside an element loop or of something that is not a tensor", node)
-            elif b.shape != self.map_shape:
-                self.fail("map tensor of another shape than the map's", node)
+            elif b.shape != self.map_shape and (isinstance(node, L.Store)
+                                                or broadcast_dims(b.shape, self.map_shape) is None):
+                self.fail("map tensor of another shape than the map's (or, read, one that does not broadcast to it)",
+                          node)
         elif len(index) != len(b.shape):
             self.fail(f"'{buf}' has {len(b.shape)} dimensions, indexed with {len(index)}", node)
         if any(not i.dtype.is_int for i in index):
@@ -192,6 +195,8 @@ class _LirVerifier:
         if not stores:
             self.fail("element loop that stores no element", s)
         self.map_shape = self.buffers[stores[0].buf].shape
+        if s.shape != self.map_shape:
+            self.fail("element loop whose shape is not that of the tensors it stores", s)
         self.block(s.body, scope, False)
         self.map_shape = None
 
@@ -224,6 +229,18 @@ class _LirVerifier:
                 self.fail("copy between views of different extents", s)
             for v in (s.dst, s.src):
                 self.access(v.buf, v.starts, s)
+        if isinstance(s, L.VecMove):
+            regs, mem = self.buffers.get(s.regs), self.buffers.get(s.view.buf)
+            kept = tuple(x for x in s.view.extents if x is not None)
+            if regs is None or regs.space != "regs" or "@" + s.regs not in scope or len(regs.shape) != 1:
+                self.fail("vector access of something that is not an allocated 1-D register array", s)
+            elif mem is None or mem.space not in ("global", "shared") or mem.elem != regs.elem \
+                    or kept != tuple(int(d.value) for d in regs.shape if isinstance(d, L.Const)):
+                self.fail("vector access of a view that is not of the register array's extent and type", s)
+            elif s.store and mem.space == "global" and not mem.mut:
+                self.fail("store to memory that is not writable", s)
+            else:
+                self.access(s.view.buf, s.view.starts, s)
         if isinstance(s, (L.Mma, L.FragLoad, L.FragStore, L.FragAssign)):
             self.fragment_statement(s, scope)
         self.in_frag_assign = isinstance(s, L.FragAssign)

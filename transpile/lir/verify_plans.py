@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan
+from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan, vec_plan
 from tessera.transpile.lir.maps import map_tensors, pair_type
 from tessera.transpile.lir.signs import NonNegative
 from tessera.transpile.lir.visit import statements
@@ -74,6 +74,8 @@ def _views(s: L.Stmt) -> tuple[L.View, ...]:
         return (s.src,)
     if isinstance(s, L.FragStore):
         return (s.dst,)
+    if isinstance(s, L.VecMove):
+        return (s.view,)
     return ()
 
 
@@ -82,6 +84,8 @@ def _copies(fn: L.Function, buffers: dict[str, L.Buffer]) -> None:
     for s in statements(fn.body):
         if isinstance(s, L.Copy) and s.plan != copy_plan(s, buffers, divisors):
             _fail(fn, f"a copy planned as {s.plan}, not as its views call for", s)
+        if isinstance(s, L.VecMove) and s.plan != vec_plan(s, buffers, divisors):
+            _fail(fn, f"a vector access planned as {s.plan}, not as its view calls for", s)
         for v in _views(s):
             if v.nonneg != tuple(proven.holds(x) for x in v.starts):
                 _fail(fn, "a view whose starts are not planned as proven", v)

@@ -196,6 +196,12 @@ class _Function:
                 self.declared.add(t.id)
                 return [L.Decl(s.loc, var, value)]
             return [L.Assign(s.loc, var, value)]
+        if isinstance(t.ty, N.ViewType):  # a vector access (checks/vectors.py): one side a register array
+            store = isinstance(s.value, N.Index) and isinstance(s.value.ty, N.ViewType) \
+                and isinstance(s.value.ty.base, N.ArrayType) and s.value.ty.base.space == "regs"
+            regs, view = (s.value, t) if store else (t, s.value)
+            assert isinstance(regs, N.Index) and isinstance(regs.base, N.Name)
+            return [L.VecMove(s.loc, regs.base.id, self.view(view), store)]
         assert isinstance(t, N.Index) and isinstance(t.base, N.Name) and isinstance(t.ty, ScalarType)
         value = self.expr(s.value)
         if _is_frag(t.base):

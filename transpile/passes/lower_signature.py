@@ -52,4 +52,4 @@ def element_loop(fn: N.FuncDef, body: tuple[L.Stmt, ...], buffers: dict[str, L.B
         dim = L.converted(d, I64)
         count = dim if count is None else L.Binary("*", count, dim, I64)
     assert count is not None and fn.config is not None
-    return L.ElementLoop(body[0].loc, count, fn.config.vectorize or 1, body)
+    return L.ElementLoop(body[0].loc, count, fn.config.vectorize or 1, body, buffers[first.buf].shape)

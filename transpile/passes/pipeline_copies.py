@@ -250,6 +250,8 @@ class _Function:
             s = dataclasses.replace(s, src=_staged_view(s.src, stage))
         if isinstance(s, L.FragLoad) and self.stages.get(s.src.buf, 1) > 1:
             s = dataclasses.replace(s, src=_staged_view(s.src, stage))
+        if isinstance(s, L.VecMove) and self.stages.get(s.view.buf, 1) > 1:
+            s = dataclasses.replace(s, view=_staged_view(s.view, stage))
         if isinstance(s, L.Mma):
             a, b = (_staged_view(v, stage) if self.stages.get(v.buf, 1) > 1 else v for v in (s.a, s.b))
             if a is not s.a or b is not s.b:
@@ -337,6 +339,8 @@ def _stored_buffer(s: L.Stmt) -> str | None:
         return s.buf
     if isinstance(s, (L.Copy, L.FragStore)):
         return s.dst.buf
+    if isinstance(s, L.VecMove) and s.store:
+        return s.view.buf
     return None
 
 
@@ -350,6 +354,8 @@ def _buffers_used(s: L.Stmt) -> set[str]:
         used |= {s.a.buf, s.b.buf}
     if isinstance(s, (L.FragLoad, L.FragStore)):
         used.add(s.src.buf if isinstance(s, L.FragLoad) else s.dst.buf)
+    if isinstance(s, L.VecMove):
+        used |= {s.regs, s.view.buf}
     return used
 
 

@@ -4,7 +4,8 @@
 - `plan-alignment`: which kernels get an aligned variant besides the generic one, and what it
   assumes (`Function.alignment`); the variants the compile asks for (`CompileOptions.alignment`)
   become functions of the module, the aligned one right after its generic twin.
-- `plan-copies`: each copy's chunk width and alignment test (`Copy.plan`, lir/copy_plan.py), and
+- `plan-copies`: each copy's and vector access's chunk width and alignment test (`Copy.plan`,
+  `VecMove.plan`, lir/copy_plan.py), and
   for every view a statement reads or writes, which starts are proven non-negative (`View.nonneg`,
   lir/signs.py: no lower-edge test there).
 - `plan-maps`: what a map kernel's element loop reads and writes and whether it may compute in
@@ -17,7 +18,7 @@ import dataclasses
 import functools
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan
+from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan, vec_plan
 from tessera.transpile.lir.maps import map_tensors, pair_type
 from tessera.transpile.lir.signs import NonNegative
 from tessera.transpile.lir.visit import map_body
@@ -52,6 +53,8 @@ def _planned_statement(s: L.Stmt, buffers: dict[str, L.Buffer], divisors: Diviso
     if isinstance(s, L.Copy):
         return dataclasses.replace(s, dst=_planned_view(s.dst, proven), src=_planned_view(s.src, proven),
                                    plan=copy_plan(s, buffers, divisors))
+    if isinstance(s, L.VecMove):
+        return dataclasses.replace(s, view=_planned_view(s.view, proven), plan=vec_plan(s, buffers, divisors))
     if isinstance(s, L.Mma):
         return dataclasses.replace(s, a=_planned_view(s.a, proven), b=_planned_view(s.b, proven))
     if isinstance(s, L.FragLoad):

@@ -96,6 +96,7 @@ def test_a_module_without_f16_or_bf16_does_not_include_their_headers() -> None:
     ("s = tshared.alloc(f32[64])\ns[0] = 1.0", "y: mut f32[n]", {"check_bounds": True}, ["core", "race", "bounds"]),
     ("s = tshared.alloc(f32[64])\ns[0] = 1.0", "y: mut f32[n]", {}, ["core"]),
     ("s = tshared.alloc(f32[64])\ntcopy(s, y[0:64])", "y: mut f32[n]", {}, ["core", "race", "copy"]),
+    ("r = tregs(f16[8])\nr[:] = h[0:8]", "h: f16[n]", {}, ["core", "f16", "race", "vec"]),
 ])
 def test_a_module_includes_the_sections_its_ir_uses(body: str, params: str, options: dict, want: list[str]) -> None:
     assert sections_of(emitted(body, params, **options)) == want
@@ -115,7 +116,8 @@ def test_every_program_compiles_with_the_sections_of_every_option(path, options:
         assert nv.warnings == (), nv.warnings
 
 
-def test_the_feature_program_uses_every_section_but_copy_map_and_mma() -> None:
-    """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/test_tensor_cores.py.)"""
+def test_the_feature_program_uses_every_section_but_copy_map_mma_and_vec() -> None:
+    """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/test_tensor_cores.py;
+    vec, per-tile vector access, by tests/language/test_vector_access.py.)"""
     cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
-    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma")]
+    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec")]

@@ -1,0 +1,162 @@
+"""A seeded random differential generator for per-tile vector access (spec section 15): random
+kernels whose tiles move register arrays to and from views at random offsets and extents, of random
+element types, inside loops and conditions, through global and shared memory, run on the CPU
+backend against (1) a Python model of the contract (elements outside the tensor read as zero and are
+not written) and (2) the same kernel written with scalar indexed accesses and explicit bounds tests.
+Each tile owns one row, so that the result does not depend on the order of the tiles.
+
+`test_vector_access_matches_the_model_and_the_scalar_twin` runs a fixed seed and count (a few
+seconds); `python -m tests.language.test_vector_fuzz COUNT SEED` runs a longer form."""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import tessera
+from tests.language.test_map_kernels import place
+
+pytestmark = pytest.mark.usefixtures("shared_cache")
+
+TYPES = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "f64": np.float64, "u8": np.uint8, "i32": np.int32}
+TILES = 4
+
+
+@dataclass
+class Program:
+    """One random kernel: per iteration `it` of `trips`, when `cond(it)`, load `r` from row
+    `i + di` at `it * step + off + lo`, and store it to row `i + dj` at `it * step2 + hi`."""
+
+    t: str
+    w: int
+    trips: int
+    step: int
+    lo: int
+    step2: int
+    hi: int
+    di: int
+    dj: int
+    cond: str      # a .tsr condition on `it`, or "True"
+    shared: bool   # the load goes through a shared row first
+    column: bool   # the load reads a column X[i:i + w, c] instead of a row
+
+    def cond_py(self, it: int) -> bool:
+        return bool(eval(self.cond, {}, {"it": it}))  # the same text is valid Python
+
+    def source(self, scalar: bool) -> str:
+        t, w = self.t, self.w
+        head = f"@kernel tile[({TILES},)]\ndef k(X: {t}[m, n], Y: mut {t}[m, n], off: i32):\n"
+        body = [f"i = group_id(0) * {TILES} + tile_id(0)", f"r = tregs({t}[{w}], 0)"]
+        if self.shared:
+            body.insert(0, f"s = tshared.alloc({t}[{TILES}, {w}])")
+        body.append(f"for it in range({self.trips}):")
+        body.append(f"    if {self.cond}:")
+        ind = "        "
+        src = (f"X[i + {self.di}:i + {self.di} + {w}, it * {self.step} + off + {self.lo}]" if self.column else
+               f"X[i + {self.di}, it * {self.step} + off + {self.lo}:it * {self.step} + off + {self.lo} + {w}]")
+        if scalar:
+            body.append(f"{ind}for e in range({w}):")
+            if self.column:
+                rr, cc = f"i + {self.di} + e", f"it * {self.step} + off + {self.lo}"
+            else:
+                rr, cc = f"i + {self.di}", f"it * {self.step} + off + {self.lo} + e"
+            body.append(f"{ind}    if {rr} >= 0 and {rr} < m and {cc} >= 0 and {cc} < n:")
+            body.append(f"{ind}        r[e] = X[{rr}, {cc}]")
+            body.append(f"{ind}    else:")
+            body.append(f"{ind}        r[e] = 0")
+        else:
+            body.append(f"{ind}r[:] = {src}")
+        if self.shared:  # through this tile's own shared row
+            t_id = "tile_id(0)"
+            if scalar:
+                body.append(f"{ind}for e in range({w}):")
+                body.append(f"{ind}    s[{t_id}, e] = r[e]")
+                body.append(f"{ind}for e in range({w}):")
+                body.append(f"{ind}    r[e] = s[{t_id}, e]")
+            else:
+                body.append(f"{ind}s[{t_id}, :] = r")
+                body.append(f"{ind}r[:] = s[{t_id}, 0:{w}]")
+        col = f"it * {self.step2} + {self.hi}"
+        if scalar:
+            body.append(f"    for e in range({w}):")
+            body.append(f"        if i + {self.dj} >= 0 and i + {self.dj} < m and {col} + e >= 0 and {col} + e < n:")
+            body.append(f"            Y[i + {self.dj}, {col} + e] = r[e]")
+        else:
+            body.append(f"    Y[i + {self.dj}, {col}:{col} + {w}] = r")
+        return head + "".join(f"    {line}\n" for line in body)
+
+    def model(self, x: np.ndarray, y: np.ndarray, off: int) -> np.ndarray:
+        m, n = x.shape
+        y = y.copy()
+        groups = -(-m // TILES)
+        for i in range(groups * TILES):
+            r = np.zeros(self.w, x.dtype)
+            for it in range(self.trips):
+                if self.cond_py(it):
+                    for e in range(self.w):
+                        rr, cc = (i + self.di + e, it * self.step + off + self.lo) if self.column else \
+                            (i + self.di, it * self.step + off + self.lo + e)
+                        r[e] = x[rr, cc] if 0 <= rr < m and 0 <= cc < n else 0
+                for e in range(self.w):
+                    rr, cc = i + self.dj, it * self.step2 + self.hi + e
+                    if 0 <= rr < m and 0 <= cc < n:
+                        y[rr, cc] = r[e]
+        return y
+
+
+def random_program(rng: random.Random) -> Program:
+    t = rng.choice(list(TYPES))
+    size = np.dtype(TYPES[t]).itemsize
+    w = rng.choice([1, 2, 3, 4, 5, 8, 16 // size, 32 // size, 7])
+    column = rng.random() < 0.15
+    # Rows move only within the tile's own row (dj = 0), so that tiles never write the same element.
+    return Program(t, w, rng.randint(1, 4), rng.choice([0, w, 2 * w, 16 // size, 3]), rng.randint(-9, 9),
+                   rng.choice([w, 16 // size, 2 * w]), rng.randint(-5, 20), 0 if not column else rng.randint(-2, 2),
+                   0, rng.choice(["True", "it % 2 == 0", "it != 1", "it < 2"]), rng.random() < 0.3, column)
+
+
+def _data(t: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    if t in ("bf16", "u8", "i32"):
+        return rng.integers(0, 250, shape).astype(TYPES[t])
+    return rng.integers(-100, 100, shape).astype(TYPES[t])
+
+
+def check(seed: int) -> str | None:
+    """Run one random program; None when it agrees, else what disagreed."""
+    rng = random.Random(seed)
+    p = random_program(rng)
+    vec = tessera.compile(p.source(False), backend="cpu", check_bounds=rng.random() < 0.3, path=f"vec{seed}.tsr")
+    sca = tessera.compile(p.source(True), backend="cpu", path=f"sca{seed}.tsr")
+    nrng = np.random.default_rng(seed)
+    for _ in range(2):
+        m, n = rng.randint(1, 9), rng.choice([rng.randint(1, 40), 16, 32, 48])
+        off = rng.choice([0, 0, 1, -1, 4, 8, rng.randint(-20, 40)])
+        x = _data(p.t, (m, n), nrng)
+        y0 = _data(p.t, (m, n), nrng)
+        want = p.model(x, y0, off)
+        misalign = rng.choice([0, 1])
+        grid = -(-m // TILES)
+        for name, mod in (("vector", vec), ("scalar", sca)):
+            xa, ya = place(x, misalign), place(y0, misalign)
+            mod.k[grid](xa, ya, off)
+            if ya.tobytes() != want.tobytes():
+                return f"seed {seed}: the {name} kernel differs from the model (m={m} n={n} off={off}):\n" \
+                       f"{p.source(name == 'scalar')}\ngot\n{ya}\nwant\n{want}"
+    return None
+
+
+def test_vector_access_matches_the_model_and_the_scalar_twin() -> None:
+    failures = [f for seed in range(8) if (f := check(seed)) is not None]
+    assert not failures, failures[0]
+
+
+if __name__ == "__main__":
+    count, first = (int(a) for a in (sys.argv[1:] + ["200", "1000"])[:2])
+    bad = [f for seed in range(first, first + count) if (f := check(seed)) is not None]
+    print(f"{count} programs, {len(bad)} disagreements")
+    for f in bad[:3]:
+        print(f)
