@@ -144,6 +144,28 @@ def k(x: f32[n], y: mut f32[m]):
     assert layout is not None and not layout.shares  # a's value crosses the back edge, past b's use
 
 
+def test_an_asynchronous_copy_never_waited_for_keeps_its_destination_live() -> None:
+    # The copy into `a` may land at any time until the kernel ends: `b` must not be under it.
+    text = """\
+@kernel tile[(32,)]
+def k(x: f32[n], y: mut f32[m]):
+    a = tshared.alloc(f32[32])
+    b = tshared.alloc(f32[32])
+    t = tile_id(0)
+    tcopy_async(a, x[0:32])
+    tcommit()
+    WAIT
+    tbarrier()
+    b[t] = x[t]
+    tbarrier()
+    y[t] = b[(t + 1) % 32]
+"""
+    layout = compiled(text.replace("    WAIT\n", "")).kernels[0].shared
+    assert layout is not None and not layout.shares
+    layout = compiled(text.replace("WAIT", "twait()")).kernels[0].shared
+    assert layout is not None and layout.sharing("a") == ("b",)
+
+
 def test_the_budget_is_checked_against_the_peak() -> None:
     text = SMALL.replace("BARRIER", "tbarrier()").replace("@kernel tile[(32,)]", "@kernel tile[(32,)] shared(256)")
     compiled(text)

@@ -10,7 +10,8 @@ returns early runs beside all of them. An array takes part in a segment when
 
 - a statement on one of its paths touches the array (a load, store, atomic, copy, fragment load or
   store, fill or call that names it; a `twait` touches every destination of an asynchronous copy,
-  whose data lands until then), or
+  whose data lands until then, and so does the kernel's end, or a `return`, that a copy reaches
+  with no `twait(0)` on the way), or
 - it holds data across the segment: some access reaches the segment's first barrier and the last
   barrier reaches some access. Writes are not taken to end a value, so an array used on both sides
   of a loop's back edge stays live through the whole loop.
@@ -55,6 +56,8 @@ class _Graph:
         self.acc: list[frozenset[str]] = []
         self.barrier: list[bool] = []
         self.returns: list[int] = []
+        self.issues: list[tuple[int, str]] = []  # asynchronous copies: (node, destination)
+        self.drains: set[int] = set()            # waits for every committed copy (`twait(0)`)
 
     def node(self, preds: set[int], acc: set[str] | frozenset[str] = frozenset(), barrier: bool = False) -> int:
         n = len(self.succ)
@@ -98,12 +101,18 @@ class _Graph:
             return {self.node(preds, barrier=True)}
         if isinstance(s, L.AsyncWait):
             n = self.node(preds, self.async_dsts)
+            if s.pending == 0:
+                self.drains.add(n)
             return {self.node({n}, barrier=True)} if s.barrier else {n}
-        return {self.node(preds, touched(s))}
+        n = self.node(preds, touched(s))
+        if isinstance(s, L.Copy) and s.async_:
+            self.issues.append((n, s.dst.buf))
+        return {n}
 
-    def closure(self, starts: Iterator[int] | set[int], edges: list[set[int]], through_barriers: bool) -> set[int]:
+    def closure(self, starts: Iterator[int] | set[int], edges: list[set[int]], through_barriers: bool,
+                stops: set[int] | frozenset[int] = frozenset()) -> set[int]:
         """The nodes reachable from `starts` in one or more steps (stopping at barriers unless
-        `through_barriers`; a barrier reached is included)."""
+        `through_barriers`, and at `stops`; a node stopped at is included)."""
         seen: set[int] = set()
         stack = [m for n in starts for m in edges[n]]
         while stack:
@@ -111,9 +120,16 @@ class _Graph:
             if n in seen:
                 continue
             seen.add(n)
-            if through_barriers or not self.barrier[n]:
+            if (through_barriers or not self.barrier[n]) and n not in stops:
                 stack.extend(edges[n])
         return seen
+
+    def in_flight_at_exits(self, exits: list[int]) -> None:
+        """Let the kernel's exits touch the destinations of asynchronous copies that may reach
+        them without a `twait(0)`: such data lands at some time until then."""
+        for n, dst in self.issues:
+            for x in self.closure({n}, self.succ, True, self.drains) & set(exits):
+                self.acc[x] |= {dst} & self.arrays
 
 
 def conflicts(fn: L.Function) -> frozenset[frozenset[str]]:
@@ -125,7 +141,9 @@ def conflicts(fn: L.Function) -> frozenset[frozenset[str]]:
     async_dsts = frozenset(s.dst.buf for s in statements(fn.body) if isinstance(s, L.Copy) and s.async_)
     g = _Graph(frozenset(names), async_dsts)
     entry = g.node(set(), barrier=True)
-    g.node(g.body(fn.body, {entry}, None), barrier=True)  # the kernel's end: every tile reaches it
+    last = g.node(g.body(fn.body, {entry}, None))
+    g.node({last}, barrier=True)  # the kernel's end: every tile reaches it
+    g.in_flight_at_exits([last, *g.returns])
     pred: list[set[int]] = [set() for _ in g.succ]
     for n, succ in enumerate(g.succ):
         for m in succ:
