@@ -10,13 +10,19 @@
 // 32-bit index math and a constant trip count, so the loop unrolls into straight-line code. The
 // compiler picks VB from what it knows: the row width, shared-memory strides, the alignment its
 // kernel variant assumes and what it proves about the views' origins. With CHECK, what it could
-// not prove is tested once per copy, falling back to single elements.
+// not prove is tested once per copy, falling back to single elements in a loop that is not
+// unrolled (ROLLED): the fallback is the rare path, and unrolled beside the fast one it would keep
+// every element of the view in flight in registers (the generic variant of a bf16 GEMM needed 244
+// registers for it, the aligned one 98).
 
 // Calls f(row, k) for the calling tile's chunks: row in [0, ROWS) (i = row / D1, j = row % D1),
-// k the chunk within the row.
-template <unsigned ROWS, unsigned CPR, unsigned NT, class F>
+// k the chunk within the row; unrolled unless ROLLED.
+template <unsigned ROWS, unsigned CPR, unsigned NT, bool ROLLED = false, class F>
 __device__ __forceinline__ void tsr_for_chunks(unsigned tid, F f) {
-    if constexpr (NT % CPR == 0) {  // each tile keeps one column of chunks: k is fixed
+    if constexpr (ROLLED) {
+#pragma unroll 1
+        for (unsigned c = tid; c < ROWS * CPR; c += NT) f(c / CPR, c % CPR);
+    } else if constexpr (NT % CPR == 0) {  // each tile keeps one column of chunks: k is fixed
         constexpr unsigned step = NT / CPR, passes = (ROWS + step - 1) / step;
         const unsigned k = tid % CPR, r = tid / CPR;
 #pragma unroll
@@ -64,13 +70,13 @@ __device__ __forceinline__ bool tsr_chunks_aligned(const void* dst, const void* 
 
 // The synchronous copy in chunks of VB bytes. DST_SHARED/SRC_SHARED (check_bounds builds only)
 // route the shared side's elements through the race detector, with the .tsr line of the copy.
-template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED, bool ROLLED = false>
 __device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, const tsr_box& db,
                                                 const T* src, unsigned ss0, unsigned ss1, unsigned ss2,
                                                 const tsr_box& sb, unsigned tid, int line) {
     typedef typename tsr_chunk<VB>::type C;
     constexpr unsigned E = VB / sizeof(T);
-    tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
+    tsr_for_chunks<D0 * D1, D2 / E, NT, ROLLED>(tid, [&](unsigned row, unsigned k) {
         const unsigned i = row / D1, j = row % D1;
         k *= E;
         if (!db.has(i, j, k)) return;
@@ -99,8 +105,8 @@ __device__ __forceinline__ void tsr_copy(T* dst, unsigned ds0, unsigned ds1, uns
     const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
         if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
-            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, db, src, ss0,
-                                                                                  ss1, ss2, sb, tid, line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED, true>(dst, ds0, ds1, ds2, db, src,
+                                                                                        ss0, ss1, ss2, sb, tid, line);
             return;
         }
     }
@@ -142,21 +148,21 @@ __device__ __forceinline__ void tsr_cp_async_wait() {
 // below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous, and in
 // check_bounds builds, line > 0, its writes go through the race detector as tcopy's do). Chunks
 // outside the tensor are zero-filled through the source-size operand and read nothing.
-template <class T, int D0, int D1, int D2, int NT, int VB>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool ROLLED = false>
 __device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2,
                                                       const tsr_box& db, const T* src, unsigned ss0, unsigned ss1,
                                                       unsigned ss2, const tsr_box& sb, unsigned tid, int line) {
     if constexpr (VB < 4) {
         if (line > 0)
-            tsr_copy_chunks<T, D0, D1, D2, NT, VB, true, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
-                                                                line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, true, false, ROLLED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
+                                                                        tid, line);
         else
-            tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
-                                                                 line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false, ROLLED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
+                                                                         tid, line);
     } else {
         constexpr unsigned E = VB / sizeof(T);
         const tsr_saddr base = tsr_shared_addr(dst);
-        tsr_for_chunks<D0 * D1, D2 / E, NT>(tid, [&](unsigned row, unsigned k) {
+        tsr_for_chunks<D0 * D1, D2 / E, NT, ROLLED>(tid, [&](unsigned row, unsigned k) {
             const unsigned i = row / D1, j = row % D1;
             k *= E;
             if (!db.has(i, j, k)) return;
@@ -177,8 +183,8 @@ __device__ __forceinline__ void tsr_copy_async(T* dst, unsigned ds0, unsigned ds
     const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
         if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
-            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T)>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
-                                                                line);
+            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T), true>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
+                                                                      tid, line);
             return;
         }
     }

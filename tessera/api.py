@@ -268,7 +268,7 @@ def local_shards(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, 
 
 def aligned_launch(info: KernelInfo, bound: Any, uploaded: bool) -> bool:
     """Whether a launch may use the kernel's aligned variant: its copied tensors start on a
-    16-byte boundary and the shape symbols that set their strides are multiples of 16. With
+    16-byte boundary and the shape symbols its rows and strides need are multiples of 16. With
     `uploaded` (the CUDA backend), NumPy arrays are copied to fresh, aligned device allocations,
     except managed ones (tessera.managed_empty), used in place."""
     import numpy as np

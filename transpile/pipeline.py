@@ -26,12 +26,12 @@ from tessera.transpile.checks.module_check import typecheck
 from tessera.transpile.consts import Value
 from tessera.transpile.cpu.region_plan import plan_cpu_regions
 from tessera.transpile.lir.fold import fold_constants
-from tessera.transpile.lir.shared_layout import plan_shared
 from tessera.transpile.passes.kernel_header import evaluate_headers
 from tessera.transpile.passes.lower import lower
 from tessera.transpile.passes.pipeline_copies import pipeline_copies
 from tessera.transpile.passes.plan_accesses import plan_alignment, plan_copies, plan_maps
 from tessera.transpile.passes.plan_fragments import plan_fragments
+from tessera.transpile.passes.plan_shared import plan_shared
 from tessera.transpile.passes.resolve_constants import resolve_constants
 from tessera.transpile.passes.specialize import specialize
 
@@ -62,7 +62,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fold-constants", lambda m, ctx: fold_constants(m)),
     Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink)),
     Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.options.arch)),
-    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.options.arch)),
+    Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.options)),
     Pass("plan-alignment", lambda m, ctx: plan_alignment(m, ctx.options.alignment)),
     Pass("plan-copies", lambda m, ctx: plan_copies(m)),
     Pass("plan-maps", lambda m, ctx: plan_maps(m)),

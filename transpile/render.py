@@ -147,7 +147,9 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
             summary += ", CPU region mode"
         if layout.sized:
             summary += ", shared " + ", ".join(layout.sized) + " sized at launch"
-        functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds,
+        # Without launch_bounds(n), `__launch_bounds__(tiles, 1)`: with the tile count alone, ptxas aims at
+        # several resident groups and caps registers (and spills) below what one group may have.
+        functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds or 1,
                           "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
                           "line": fn.loc.line, "summary": summary, "body": body})
     header = sections(module, opts)

@@ -2,11 +2,11 @@
 
 `CompileOptions` holds everything besides the source, the `-D` values and the const parameter
 values that shapes the C a compile emits: the target architecture, the debugging aids, the
-aliasing promise, which alignment variants to emit and whether the C is the CPU backend's (region
-mode). The Python API builds it through `checked`, which refuses a bad value with a TesseraError
-that names the option (`tesserac` gets values its argument parser checked already); the
-compiler reads it (transpile/driver.py, the passes through their context, the printers); the
-variant cache keys it with `key()`. Adding an option is adding a field here.
+aliasing promise, which alignment variants to emit, whether the C is the CPU backend's (region
+mode) and whether shared arrays may share memory. The Python API builds it through `checked`,
+which refuses a bad value with a TesseraError that names the option (`tesserac` gets values its
+argument parser checked already); the compiler reads it (transpile/driver.py, the passes through
+their context, the printers); the variant cache keys it with `key()`. Adding an option is adding a field here.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class CompileOptions:
     restrict: bool = True       # tensor parameters are __restrict__ (a launch refuses overlapping arrays)
     alignment: str = "both"     # one of ALIGNMENTS
     cpu_regions: bool = False   # the CPU backend's C: kernels that allow it in region mode (transpile/cpu)
+    shared_reuse: bool = True   # shared arrays whose lifetimes a barrier separates share memory
 
     @staticmethod
     def checked(**given: Any) -> CompileOptions:

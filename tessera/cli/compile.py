@@ -180,14 +180,16 @@ def run(argv: list[str]) -> int:
 
 
 def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
-    """The tensor-core fragments of kernel `k` (its warp division, its operands' padding), for --info."""
+    """The tensor-core fragments of kernel `k` (its warp division, its operands' padding) and where
+    its shared arrays live, for --info."""
     from tessera.transpile.lir import nodes as L
     from tessera.transpile.lir.frag_layout import fragment_info
+    from tessera.transpile.lir.shared_layout import shared_info
 
     if not isinstance(module, L.Module):
         return []
     fn = next((f for f in module.kernels if f.name == k.name), None)
-    return fragment_info(fn) if fn is not None else []
+    return [*fragment_info(fn), *shared_info(fn)] if fn is not None else []
 
 
 def _cpu_regions(mode: str | None) -> bool:

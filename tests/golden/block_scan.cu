@@ -27,7 +27,7 @@ static __device__ __forceinline__ float prefix(const float* v, int count, int g)
     return acc;  // line 24
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 block_scan(const float* __restrict__ x, const float* __restrict__ totals, float* __restrict__ out, const int n, const int g)  // line 27: group 256, 1024 bytes shared
 {
     __shared__ __align__(16) float s[256];  // line 28

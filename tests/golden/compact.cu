@@ -3,7 +3,7 @@
 // Device header sections: core, warp_reduce, group_reduce
 // <inlined here: device/core.cuh, device/warp_reduce.cuh, device/group_reduce.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 compact_warps(const float* __restrict__ x, float* __restrict__ out, int* __restrict__ count, const int n, const int warps)  // line 6: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x);  // line 7
@@ -19,7 +19,7 @@ compact_warps(const float* __restrict__ x, float* __restrict__ out, int* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 compact_groups(const float* __restrict__ x, float* __restrict__ out, int* __restrict__ count, const int n)  // line 18: group 256
 {
     __shared__ __align__(16) unsigned char tsr_reduce_scratch[64];  // group reductions

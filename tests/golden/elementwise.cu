@@ -3,7 +3,7 @@
 // Device header sections: core, f16, bf16, map
 // <inlined here: device/core.cuh, device/f16.cuh, device/bf16.cuh, device/map.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 vadd_f32(const float* __restrict__ X, const float* __restrict__ Y, float* __restrict__ Z, const int n)  // line 7: group 256, map kernel, 4 elements per tile and step
 {
     // every element of the map's tensors, 4 per tile and step
@@ -19,7 +19,7 @@ vadd_f32(const float* __restrict__ X, const float* __restrict__ Y, float* __rest
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 vadd_f32_a16(const float* __restrict__ X, const float* __restrict__ Y, float* __restrict__ Z, const int n)  // line 7: group 256, map kernel, 4 elements per tile and step, for 16-byte-aligned X, Y, Z
 {
     // every element of the map's tensors, 4 per tile and step
@@ -43,7 +43,7 @@ vadd_f32_a16(const float* __restrict__ X, const float* __restrict__ Y, float* __
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 vadd_f16(const __half* __restrict__ X, const __half* __restrict__ Y, __half* __restrict__ Z, const int n)  // line 11: group 256, map kernel, 8 elements per tile and step
 {
     // every element of the map's tensors, 8 per tile and step
@@ -59,7 +59,7 @@ vadd_f16(const __half* __restrict__ X, const __half* __restrict__ Y, __half* __r
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 vadd_f16_a16(const __half* __restrict__ X, const __half* __restrict__ Y, __half* __restrict__ Z, const int n)  // line 11: group 256, map kernel, 8 elements per tile and step, for 16-byte-aligned X, Y, Z
 {
     // every element of the map's tensors, 8 per tile and step
@@ -83,7 +83,7 @@ vadd_f16_a16(const __half* __restrict__ X, const __half* __restrict__ Y, __half*
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 saxpy_f32(const float alpha, const float* __restrict__ X, float* __restrict__ Y, const int n)  // line 15: group 256, map kernel, 4 elements per tile and step
 {
     // every element of the map's tensors, 4 per tile and step
@@ -99,7 +99,7 @@ saxpy_f32(const float alpha, const float* __restrict__ X, float* __restrict__ Y,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 saxpy_f32_a16(const float alpha, const float* __restrict__ X, float* __restrict__ Y, const int n)  // line 15: group 256, map kernel, 4 elements per tile and step, for 16-byte-aligned X, Y
 {
     // every element of the map's tensors, 4 per tile and step
@@ -122,7 +122,7 @@ saxpy_f32_a16(const float alpha, const float* __restrict__ X, float* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 saxpy_f16(const float alpha, const __half* __restrict__ X, __half* __restrict__ Y, const int n)  // line 19: group 256, map kernel, 8 elements per tile and step
 {
     // every element of the map's tensors, 8 per tile and step
@@ -138,7 +138,7 @@ saxpy_f16(const float alpha, const __half* __restrict__ X, __half* __restrict__ 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 saxpy_f16_a16(const float alpha, const __half* __restrict__ X, __half* __restrict__ Y, const int n)  // line 19: group 256, map kernel, 8 elements per tile and step, for 16-byte-aligned X, Y
 {
     // every element of the map's tensors, 8 per tile and step
@@ -161,7 +161,7 @@ saxpy_f16_a16(const float alpha, const __half* __restrict__ X, __half* __restric
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 bias_gelu_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ B, __nv_bfloat16* __restrict__ Y, const int M, const int N)  // line 25: group 128, map kernel, 8 elements per tile and step
 {
     // every element of the map's tensors, 8 per tile and step
@@ -178,7 +178,7 @@ bias_gelu_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 bias_gelu_bf16_a16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ B, __nv_bfloat16* __restrict__ Y, const int M, const int N)  // line 25: group 128, map kernel, 8 elements per tile and step, for 16-byte-aligned X, B, Y
 {
     // every element of the map's tensors, 8 per tile and step

@@ -8,7 +8,7 @@ static __device__ __forceinline__ float lerp_T_f16(float a, float b, float t)  /
     return tsr_round_f16(a + (b - a) * t);  // line 9
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blend_T_f16(const __half* __restrict__ x, const __half* __restrict__ y, __half* __restrict__ out, const float t, const int n)  // line 12: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x);  // line 13
@@ -22,7 +22,7 @@ static __device__ __forceinline__ float lerp_T_bf16(float a, float b, float t)  
     return tsr_round_bf16(a + (b - a) * t);  // line 9
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blend_T_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y, __nv_bfloat16* __restrict__ out, const float t, const int n)  // line 12: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x);  // line 13
@@ -36,7 +36,7 @@ static __device__ __forceinline__ float lerp_T_f32(float a, float b, float t)  /
     return a + (b - a) * t;  // line 9
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blend_T_f32(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out, const float t, const int n)  // line 12: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x);  // line 13
@@ -50,7 +50,7 @@ static __device__ __forceinline__ double lerp_T_f64(double a, double b, float t)
     return (double)((float)a + ((float)b - (float)a) * t);  // line 9
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blend_T_f64(const double* __restrict__ x, const double* __restrict__ y, double* __restrict__ out, const float t, const int n)  // line 12: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x);  // line 13

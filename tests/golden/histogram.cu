@@ -6,7 +6,7 @@
 // ---- module constants
 [[maybe_unused]] constexpr int BINS = 256;  // line 3
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 histogram(const unsigned char* __restrict__ data, unsigned int* __restrict__ hist, const int n)  // line 6: group 256, 1024 bytes shared
 {
     __shared__ __align__(16) unsigned int local[256];  // line 7

@@ -8,7 +8,7 @@
 [[maybe_unused]] constexpr int GX = 16;  // line 5
 [[maybe_unused]] constexpr int GY = 16;  // line 6
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 9: group 16x16, 9472 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 9
@@ -51,7 +51,7 @@ matmul_BM64_BN64(const float* __restrict__ A, const float* __restrict__ B, float
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 matmul_BM64_BN64_a16(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 9: group 16x16, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 9472 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 9

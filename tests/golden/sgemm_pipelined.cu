@@ -7,7 +7,7 @@
 [[maybe_unused]] constexpr int GX = 16;  // line 11
 [[maybe_unused]] constexpr int GY = 16;  // line 12
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 16: group 16x16, 31104 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 16
@@ -87,7 +87,7 @@ sgemm_BM128_BN128_BK8_stages3(const float* __restrict__ A, const float* __restri
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 sgemm_BM128_BN128_BK8_stages3_a16(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 16: group 16x16, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 31104 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 16

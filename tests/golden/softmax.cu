@@ -3,7 +3,7 @@
 // Device header sections: core, f16, group_reduce
 // <inlined here: device/core.cuh, device/f16.cuh, device/group_reduce.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 softmax(const __half* __restrict__ x, __half* __restrict__ y, const int R, const int C)  // line 4: group 128
 {
     __shared__ __align__(16) unsigned char tsr_reduce_scratch[32];  // group reductions

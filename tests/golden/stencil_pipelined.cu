@@ -7,7 +7,7 @@
 [[maybe_unused]] constexpr int BN = 32;  // line 5
 [[maybe_unused]] constexpr int BR = 8;  // line 6
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blur3_stages3(const float* __restrict__ x, float* __restrict__ out, const int M, const int N, const int P, const int Q)  // line 9: group 32x8, 4080 bytes shared
 {
     [[maybe_unused]] constexpr int stages = 3;  // line 9
@@ -54,7 +54,7 @@ blur3_stages3(const float* __restrict__ x, float* __restrict__ out, const int M,
     tsr_cp_async_wait<0>();  // line 14
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 blur3_stages3_a16(const float* __restrict__ x, float* __restrict__ out, const int M, const int N, const int P, const int Q)  // line 9: group 32x8, for 16-byte-aligned x, N % 16 == 0, 4080 bytes shared
 {
     [[maybe_unused]] constexpr int stages = 3;  // line 9

@@ -3,7 +3,7 @@
 // Device header sections: core
 // <inlined here: device/core.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 sum_reduce(const float* __restrict__ x, float* __restrict__ out, const int n)  // line 2: group 128, 16384 bytes shared
 {
     __shared__ __align__(16) float smem[4096];  // line 3

@@ -3,7 +3,7 @@
 // Device header sections: core, bf16, race, copy, mma
 // <inlined here: device/core.cuh, device/bf16.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 tc_gemm_bf16_bias_relu_BM64_BN64_BK32_stages3_NT128(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B, const float* __restrict__ bias, __nv_bfloat16* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, 47616 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 10
@@ -86,7 +86,7 @@ tc_gemm_bf16_bias_relu_BM64_BN64_BK32_stages3_NT128(const __nv_bfloat16* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 tc_gemm_bf16_bias_relu_BM64_BN64_BK32_stages3_NT128_a16(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B, const float* __restrict__ bias, __nv_bfloat16* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 47616 bytes shared
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 10

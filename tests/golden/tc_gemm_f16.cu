@@ -3,7 +3,7 @@
 // Device header sections: core, f16, race, copy, mma
 // <inlined here: device/core.cuh, device/f16.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 256, 56832 bytes shared (dynamic)
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 13
@@ -78,7 +78,7 @@ tc_gemm_f16_BM128_BN128_BK32_stages3_NT256(const __half* __restrict__ A, const _
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 tc_gemm_f16_BM128_BN128_BK32_stages3_NT256_a16(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, const int M, const int K, const int N)  // line 13: group 256, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 56832 bytes shared (dynamic)
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 13

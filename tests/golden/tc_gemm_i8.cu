@@ -3,7 +3,7 @@
 // Device header sections: core, race, copy, mma
 // <inlined here: device/core.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 tc_gemm_i8_BM128_BN128_BK64_stages3_NT256(const signed char* __restrict__ A, const signed char* __restrict__ Bt, int* __restrict__ C, const int M, const int K, const int N)  // line 6: group 256, 61440 bytes shared (dynamic)
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 6
@@ -78,7 +78,7 @@ tc_gemm_i8_BM128_BN128_BK64_stages3_NT256(const signed char* __restrict__ A, con
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 tc_gemm_i8_BM128_BN128_BK64_stages3_NT256_a16(const signed char* __restrict__ A, const signed char* __restrict__ Bt, int* __restrict__ C, const int M, const int K, const int N)  // line 6: group 256, for 16-byte-aligned A, Bt, K % 16 == 0, 61440 bytes shared (dynamic)
 {
     [[maybe_unused]] constexpr int BM = 128;  // line 6

@@ -7,7 +7,7 @@
 [[maybe_unused]] constexpr int TILE = 32;  // line 3
 [[maybe_unused]] constexpr int ROWS = 8;  // line 4
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 transpose(const float* __restrict__ A, float* __restrict__ B, const int M, const int N)  // line 7: group 32x8, 4224 bytes shared
 {
     int r;  // assigned in an inner block, used outside it

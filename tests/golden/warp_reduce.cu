@@ -3,7 +3,7 @@
 // Device header sections: core, warp_reduce
 // <inlined here: device/core.cuh, device/warp_reduce.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 warp_reduce(const float* __restrict__ x, float* __restrict__ out, const int n)  // line 4: group 256
 {
     float acc = 0.0f;  // line 5

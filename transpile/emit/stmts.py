@@ -90,6 +90,9 @@ class BodyPrinter:
         elif layout.dynamic and layout.slots:
             self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
+        elif layout.shares:
+            self.emit(f"__shared__ __align__(16) unsigned char tsr_shared_pool[{layout.total_bytes}];"
+                      "  // the shared arrays, some sharing memory")
 
     # ---- statements
     def stmt(self, s: L.Stmt) -> None:
@@ -167,13 +170,16 @@ class BodyPrinter:
                       "// sized at launch", s.loc)
             self.emit(f"tsr_smem_end += ({count} * {b.elem.size} + 15) / 16 * 16;", s.loc)
             return
-        if layout.dynamic:
+        if layout.dynamic or layout.shares:
             slot = layout.slot(b.name)
             rows = dims_suffix(shape[1:], b.pad) if len(shape) > 1 else ""
             ptr = f"(*{name}){rows}" if rows else f"*{name}"
             cast = f"{ctype} (*){rows}" if rows else f"{ctype}*"
-            self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>(tsr_dynamic_smem + {slot.offset});  "
-                      f"// {slot.nbytes} bytes", s.loc)
+            base = "tsr_dynamic_smem" if layout.dynamic else "tsr_shared_pool"
+            shares = layout.sharing(b.name)
+            note = f", shares memory with {', '.join(shares)}" if shares else ""
+            self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>({base} + {slot.offset});  "
+                      f"// {slot.nbytes} bytes{note}", s.loc)
         else:
             self.emit(f"__shared__ __align__(16) {ctype} {name}{dims_suffix(shape, b.pad)};", s.loc)
 

@@ -7,8 +7,9 @@ VB-aligned and every stride and innermost extent is a multiple of the chunk's el
 is wholly inside the tensor or wholly outside). What is constant (shared-memory strides, extents,
 padding) bounds VB; what is known only at run time is proven where it can be from divisibility:
 
-- a shape symbol is divisible by 16 in a kernel's aligned variant (`Function.aligned`, chosen at
-  launch when the arrays allow it) and global base pointers are 16-byte aligned there;
+- the shape symbols that `aligned_symbols` names are divisible by 16 in a kernel's aligned variant
+  (`Function.aligned`, chosen at launch when the arrays allow it) and global base pointers are
+  16-byte aligned there;
 - a constant divides itself; `a + b` by what divides both, `a * b` by the product, `a << c` by
   `2**c`; a loop variable by what divides its start and step, a local assigned once by what
   divides its value.
@@ -86,13 +87,24 @@ def copied_tensors(fn: L.Function) -> tuple[str, ...]:
 
 
 def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
-    """The shape symbols that set the strides and row lengths of the copied tensors (all their
-    dimensions but the first): multiples of 16 in the aligned variant."""
+    """The shape symbols that the aligned variant takes to be multiples of 16, only as many as
+    make the copied tensors' rows and strides 16-byte multiples: a tensor's innermost dimension
+    when it is a symbol (its row length), and for each stride (the product of the dimensions after
+    one) that its constant factors do not already make a multiple of 16 bytes and no symbol taken
+    so far divides, the innermost symbol among those dimensions. `f32[M, K]` takes K; an attention
+    kernel's `f16[Z, H, N_CTX, 64]` takes none, and `f16[Z, H, N_CTX, D]` only D."""
     out: list[str] = []
     for name in copied_tensors(fn):
         b = fn.buffer(name)
         assert b is not None
-        out += [d.name for d in b.shape[1:] if isinstance(d, L.Var) and d.name not in out]
+        if isinstance(b.shape[-1], L.Var) and b.shape[-1].name not in out:
+            out.append(b.shape[-1].name)
+        for k in range(len(b.shape) - 2, -1, -1):
+            after = b.shape[k + 1:]
+            constant = b.elem.size * math.prod(int(d.value) for d in after if isinstance(d, L.Const))
+            symbols = [d.name for d in after if isinstance(d, L.Var)]
+            if constant % ALIGN and symbols and not set(symbols) & set(out):
+                out.append(symbols[-1])
     return tuple(out)
 
 

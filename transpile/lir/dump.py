@@ -208,7 +208,9 @@ def dump_lir(m: L.Module) -> str:
         if f.kind == "kernel":
             layout = shared_layout(f)
             for sl in layout.slots:
-                out.append(f"{_INDENT}shared {sl.name} @ {sl.offset} ({sl.nbytes} bytes)")
+                shares = layout.sharing(sl.name)
+                note = f", shares memory with {', '.join(shares)}" if shares else ""
+                out.append(f"{_INDENT}shared {sl.name} @ {sl.offset} ({sl.nbytes} bytes{note})")
             if layout.scratch_bytes:
                 out.append(f"{_INDENT}shared scratch ({layout.scratch_bytes} bytes, group reductions)")
         _stmts(f.body, 1, out)

@@ -540,6 +540,8 @@ class Function:
     alignment: Alignment | None = None
     # Kernels the CPU backend runs in region mode (the plan-cpu-regions pass); None: fiber mode.
     regions: RegionPlan | None = None
+    # Kernels: where each shared array lives (the plan-shared pass; None before it).
+    shared: SharedLayout | None = None
 
     @property
     def tile_count(self) -> int:
@@ -556,6 +558,40 @@ class Alignment:
 
     tensors: tuple[str, ...]
     symbols: tuple[str, ...]
+
+
+@ir_node
+class SharedSlot:
+    name: str
+    offset: int
+    nbytes: int
+
+
+@ir_node
+class SharedLayout:
+    """Where a kernel's shared arrays of constant size live (transpile/lir/shared_layout.py): slots
+    in declaration order, 16-byte aligned; arrays whose lifetimes a barrier separates may overlap
+    (`shares`), and `total_bytes` is then the peak, not the sum."""
+
+    slots: tuple[SharedSlot, ...]
+    scratch_bytes: int      # for group reductions (static, outside the user's budget)
+    total_bytes: int        # user allocations of constant size, padded and aligned
+    dynamic: bool
+    sized: tuple[str, ...] = ()  # launch-sized arrays, placed after `total_bytes` in this order
+
+    def slot(self, name: str) -> SharedSlot:
+        return next(s for s in self.slots if s.name == name)
+
+    def sharing(self, name: str) -> tuple[str, ...]:
+        """The arrays whose memory overlaps `name`'s."""
+        a = self.slot(name)
+        return tuple(s.name for s in self.slots
+                     if s.name != name and s.offset < a.offset + a.nbytes and a.offset < s.offset + s.nbytes)
+
+    @property
+    def shares(self) -> bool:
+        """Whether some arrays overlap (then they are all placed in one block of shared memory)."""
+        return any(self.sharing(s.name) for s in self.slots)
 
 
 @ir_node

@@ -1,25 +1,26 @@
-"""Shared memory: where each shared array of a kernel lives (the analysis `shared_layout`) and the
-`plan-shared` pass that checks the layout against the kernel's `shared(...)` budget and the target
-architecture's per-group limit.
+"""Shared memory: where each shared array of a kernel lives (the analysis `place_shared`, whose
+result the plan-shared pass, transpile/passes/plan_shared.py, stores on the kernel as
+`Function.shared`) and the limits it is checked against.
 
-Before:  a = tshared.alloc(f16[3, 5], pad=1);  b = tshared.alloc(f32[4]);  group_sum(...)
-After:   the module, unchanged, when it fits; `shared_layout` gives
-         a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
+    a = tshared.alloc(f16[3, 5], pad=1);  b = tshared.alloc(f32[4]);  group_sum(...)
+    -> a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
 
-Slots are 16-byte aligned, in declaration order. Above 48 KiB the kernel uses dynamic shared
-memory (the runtime opts in to the larger size). Launch-sized arrays (a dimension that is an
-integer parameter) also make it dynamic: they follow the constant slots, each 16-byte aligned,
-at offsets the kernel computes from its parameters; the launch checks their total against the
-device's limit. Group reductions need a small scratch buffer outside the user's budget.
+Slots are 16-byte aligned, each at the lowest offset where it overlaps no array it conflicts with
+(lir/shared_lifetimes.py: arrays live in one barrier interval conflict), taking the arrays in
+declaration order or, where that needs less, largest first; without reuse every array conflicts
+with every other and the slots follow each other in declaration order. Above 48 KiB the kernel
+uses dynamic shared memory (the runtime opts in to the larger size). Launch-sized arrays (a
+dimension that is an integer parameter) also make it dynamic: they follow the constant slots, each
+16-byte aligned, at offsets the kernel computes from its parameters; the launch checks their total
+against the device's limit. Group reductions need a small scratch buffer outside the user's budget.
 """
 
 from __future__ import annotations
 
 import math
 
-from tessera.base.errors import DiagnosticSink, Note
-from tessera.base.irnode import ir_node
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.shared_lifetimes import conflicts
 from tessera.transpile.lir.visit import all_exprs
 
 STATIC_LIMIT = 48 * 1024
@@ -41,23 +42,8 @@ def arch_limit(arch: str) -> int:
     return ARCH_LIMITS[max(known)] if known else 48 * 1024
 
 
-@ir_node
-class SharedSlot:
-    name: str
-    offset: int
-    nbytes: int
-
-
-@ir_node
-class SharedLayout:
-    slots: tuple[SharedSlot, ...]
-    scratch_bytes: int      # for group reductions (static, outside the user's budget)
-    total_bytes: int        # user allocations of constant size, padded and aligned
-    dynamic: bool
-    sized: tuple[str, ...] = ()  # launch-sized arrays, placed after `total_bytes` in this order
-
-    def slot(self, name: str) -> SharedSlot:
-        return next(s for s in self.slots if s.name == name)
+SharedSlot = L.SharedSlot
+SharedLayout = L.SharedLayout
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -86,60 +72,71 @@ def scratch_bytes(fn: L.Function) -> int:
     return (nt // 32 if nt % 32 == 0 else nt) * 8
 
 
-_memo: dict[int, tuple[L.Function, SharedLayout]] = {}
+_memo: dict[tuple[int, bool], tuple[L.Function, SharedLayout]] = {}
 
 
 def shared_layout(fn: L.Function) -> SharedLayout:
-    """The layout of `fn`'s shared arrays (remembered per function object: functions are frozen)."""
-    hit = _memo.get(id(fn))
+    """The layout the plan-shared pass chose for kernel `fn`, or before that pass (a dump of an
+    earlier pass) the one it would choose with reuse."""
+    return fn.shared if fn.shared is not None else place_shared(fn)
+
+
+def place_shared(fn: L.Function, reuse: bool = True) -> SharedLayout:
+    """Where `fn`'s shared arrays go; with `reuse`, arrays whose lifetimes a barrier separates may
+    share memory (remembered per function object: functions are frozen)."""
+    hit = _memo.get((id(fn), reuse))
     if hit is not None and hit[0] is fn:
         return hit[1]
-    layout = _layout(fn)
+    layout = _layout(fn, reuse)
     if len(_memo) > 256:
         _memo.clear()
-    _memo[id(fn)] = (fn, layout)
+    _memo[(id(fn), reuse)] = (fn, layout)
     return layout
 
 
-def _layout(fn: L.Function) -> SharedLayout:
-    slots: list[SharedSlot] = []
-    offset = 0
-    for b in fn.buffers:
-        if b.space != "shared" or launch_sized(b):
-            continue
+def _first_fit(order: list[L.Buffer], clash: frozenset[frozenset[str]], reuse: bool) -> dict[str, int]:
+    """Offsets for the arrays in `order`: each at the lowest 16-byte-aligned offset where it
+    overlaps none of the arrays placed before it that it conflicts with."""
+    placed: dict[str, tuple[int, int]] = {}
+    for b in order:
         nbytes = buffer_bytes(b)
-        slots.append(SharedSlot(b.name, offset, nbytes))
-        offset = _align(offset + nbytes)
+        taken = sorted(span for name, span in placed.items() if not reuse or frozenset((name, b.name)) in clash)
+        offset = 0
+        for lo, hi in taken:
+            if offset + nbytes <= lo:
+                break
+            offset = max(offset, _align(hi))
+        placed[b.name] = (offset, offset + nbytes)
+    return {name: span[0] for name, span in placed.items()}
+
+
+def _layout(fn: L.Function, reuse: bool) -> SharedLayout:
+    arrays = [b for b in fn.buffers if b.space == "shared" and not launch_sized(b)]
+    clash = conflicts(fn) if reuse and fn.kind == "kernel" else frozenset()
+    best: dict[str, int] = {}
+    total = -1
+    for order in (arrays, sorted(arrays, key=lambda b: -buffer_bytes(b))):
+        offsets = _first_fit(order, clash, reuse)
+        end = max((_align(offsets[b.name] + buffer_bytes(b)) for b in arrays), default=0)
+        if total < 0 or end < total:
+            best, total = offsets, end
+    slots = tuple(SharedSlot(b.name, best[b.name], buffer_bytes(b)) for b in arrays)
     scratch = scratch_bytes(fn)
     sized = tuple(b.name for b in fn.buffers if launch_sized(b))
-    return SharedLayout(tuple(slots), scratch, offset, offset + scratch > STATIC_LIMIT or bool(sized), sized)
+    return SharedLayout(slots, scratch, total, total + scratch > STATIC_LIMIT or bool(sized), sized)
 
 
-def _check(fn: L.Function, sink: DiagnosticSink, arch: str) -> None:
+def shared_info(fn: L.Function) -> list[str]:
+    """Kernel `fn`'s shared-memory placement as `tesserac --info` shows it: each array's offset and
+    size (and which arrays share its memory), and the peak, with the sum where reuse made it less."""
     layout = shared_layout(fn)
-    budget = fn.shared_budget
-    if budget is not None:
-        for slot in layout.slots:
-            end = _align(slot.offset + slot.nbytes)
-            if end > budget:
-                b = fn.buffer(slot.name)
-                assert b is not None
-                stages = f", {b.stages} tpipeline stages" if b.stages > 1 else ""
-                sink.error(b.loc, f"shared memory allocations need {end} bytes, over the kernel's budget of "
-                           f"{budget} bytes (shared({budget}))",
-                           Note(f"'{slot.name}' takes {slot.nbytes} bytes{stages}"))
-                break
-    limit = arch_limit(arch)
-    need = layout.total_bytes + layout.scratch_bytes
-    if need > limit:
-        first = next((b for b in fn.buffers if b.space == "shared"), None)
-        notes = [Note(f"'{b.name}' is kept {b.stages} times (tpipeline stages={b.stages}, line {b.pipeline.line})",
-                      b.pipeline) for b in fn.buffers if b.stages > 1 and b.pipeline is not None]
-        sink.error(first.loc if first else fn.loc, f"kernel '{fn.name}' needs {need} bytes of shared memory, "
-                   f"over the {limit} bytes a group can have on {arch}", *notes)
-
-
-def plan_shared(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
-    for fn in module.kernels:
-        _check(fn, sink, arch)
-    return module
+    lines = []
+    for s in layout.slots:
+        shares = layout.sharing(s.name)
+        note = f" (shares memory with {', '.join(shares)})" if shares else ""
+        lines.append(f"shared {s.name} @ {s.offset}, {s.nbytes} bytes{note}")
+    lines += [f"shared {name} after them, sized at launch" for name in layout.sized]
+    if layout.shares:
+        alone = place_shared(fn, reuse=False).total_bytes
+        lines.append(f"shared memory: {layout.total_bytes} bytes at the peak ({alone} without reuse)")
+    return lines

@@ -26,7 +26,7 @@ from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
 _TYPED_FROM = "typecheck"
 # The passes of each level in pipeline order (transpile/pipeline.py; a test keeps them in step).
 AST_PASSES = ("parse", "resolve-constants", "specialize", "kernel-headers", "typecheck", "check-cooperation")
-LIR_PASSES = ("lower", "fold-constants", "pipeline-copies", "plan-fragments", "plan-shared", *PLANNING_PASSES)
+LIR_PASSES = ("lower", "fold-constants", "pipeline-copies", "plan-fragments", *PLANNING_PASSES)
 
 
 class VerifyError(AssertionError):

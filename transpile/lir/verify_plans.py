@@ -3,6 +3,10 @@ lir/verify.py after every pass in the tests): each plan is there once its pass h
 what the analysis it came from says of the IR as it is now (so that no later change leaves a
 stale plan behind), and is of the form the printers rely on.
 
+- plan-shared: every kernel's `Function.shared` places each of its constant-size shared arrays
+  (in declaration order, at its padded size) on a 16-byte boundary; arrays that lir/shared_lifetimes.py
+  finds live in one barrier interval do not overlap; the total is the peak, the scratch, the
+  launch-sized arrays and the dynamic flag are what lir/shared_layout.py computes of the IR.
 - plan-alignment: `Function.alignment` on the kernels with alignment variants only, equal to
   `alignment_of` of the generic variant, naming global tensors and shape symbols; an aligned
   variant always has it.
@@ -23,11 +27,13 @@ import dataclasses
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan, vec_plan
 from tessera.transpile.lir.maps import map_tensors, pair_type
+from tessera.transpile.lir.shared_layout import STATIC_LIMIT, buffer_bytes, launch_sized, scratch_bytes
+from tessera.transpile.lir.shared_lifetimes import conflicts
 from tessera.transpile.lir.signs import NonNegative
 from tessera.transpile.lir.visit import statements
 
 # The planning passes, in pipeline order (transpile/pipeline.py; a test keeps them in step).
-PLANNING_PASSES = ("plan-alignment", "plan-copies", "plan-maps", "plan-cpu-regions")
+PLANNING_PASSES = ("plan-shared", "plan-alignment", "plan-copies", "plan-maps", "plan-cpu-regions")
 
 
 class PlanError(AssertionError):
@@ -38,6 +44,8 @@ def verify_plans(module: L.Module, done: tuple[str, ...]) -> None:
     """Check the plans of the planning passes in `done` (those that have run)."""
     tables = {t.name: t.as_buffer() for t in module.tables}
     for fn in module.functions:
+        if "plan-shared" in done:
+            _shared(fn)
         if "plan-alignment" in done:
             _alignment(fn)
         if "plan-copies" in done:
@@ -50,6 +58,28 @@ def verify_plans(module: L.Module, done: tuple[str, ...]) -> None:
 
 def _fail(fn: L.Function, what: str, node: object) -> None:
     raise PlanError(f"{fn.name}: {what}: {node}")
+
+
+def _shared(fn: L.Function) -> None:
+    plan = fn.shared
+    if fn.kind != "kernel" or plan is None:
+        if plan is not None or fn.kind == "kernel":
+            _fail(fn, "a shared-memory plan on a device function, or none on a kernel", plan)
+        return
+    arrays = [b for b in fn.buffers if b.space == "shared" and not launch_sized(b)]
+    if [(s.name, s.nbytes) for s in plan.slots] != [(b.name, buffer_bytes(b)) for b in arrays] \
+            or any(s.offset % 16 for s in plan.slots):
+        _fail(fn, "shared slots other than the kernel's arrays at their sizes on 16-byte boundaries", plan.slots)
+    peak = max(((s.offset + s.nbytes + 15) // 16 * 16 for s in plan.slots), default=0)
+    sized = tuple(b.name for b in fn.buffers if launch_sized(b))
+    if (plan.total_bytes, plan.scratch_bytes, plan.sized) != (peak, scratch_bytes(fn), sized) \
+            or plan.dynamic != (peak + plan.scratch_bytes > STATIC_LIMIT or bool(sized)):
+        _fail(fn, "a shared-memory total, scratch, launch-sized list or dynamic flag other than the slots call for",
+              plan)
+    for pair in conflicts(fn):
+        a, b = sorted(pair)
+        if b in plan.sharing(a):
+            _fail(fn, f"'{a}' and '{b}' share memory although they may be live in one barrier interval", plan)
 
 
 def _alignment(fn: L.Function) -> None:
