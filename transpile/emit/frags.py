@@ -198,7 +198,11 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     rs, cs, inside = _view_frame(bp, s.dst, False)
     _positions(bp, lay)
     value = _with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
-    bp.emit(f"if ({inside}) tsr_p[{_offset(rs, cs)}] = {value};")
+    saved = bp.pr.elements.get(s.dst.buf)
+    bp.pr.elements[s.dst.buf] = f"tsr_p[{_offset(rs, cs)}]"
+    target = bp.pr.access(s.dst.buf, (), "write")  # into shared memory: a write for the race detector
+    _restore(bp, s.dst.buf, saved)
+    bp.emit(f"if ({inside}) {target} = {value};")
     _close(bp)
 
 
