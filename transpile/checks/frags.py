@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
+from tessera.transpile.checks.mma_views import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import MAX_PER_LANE, MMA_KINDS, choose, working_extents
@@ -42,6 +43,7 @@ class Fragments(Part):
         super().__init__(fc)
         # Inside an elementwise statement (frag_value): the shape of its fragments.
         self.frag_shape: tuple[int | str, ...] | None = None
+        self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
         return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore}
@@ -106,6 +108,8 @@ class Fragments(Part):
         return None
 
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
+        if isinstance(e, N.Index):  # a view with constant extents (mma_views.py)
+            return self.views.operand(e, name, what)
         t = self.fc.expr(e) if isinstance(e, N.Name) else None
         if t is None or t.ty is None:
             if t is None:
@@ -161,7 +165,7 @@ class Fragments(Part):
         if int(ak) % kind.k:
             self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
             return e
-        args = (acc, self.fc.expr(e.args[1]), self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        args = (acc, self.views.typed(e.args[1]), self.views.typed(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
         return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
+from tessera.transpile.emit.mma_checks import print_view_checks
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import MMA_KINDS, FragLayout, choose, uses_ldmatrix
 from tessera.transpile.names import c_ident
@@ -77,6 +78,7 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     # check_bounds: the operand loads take the line, for the CPU backend's race detector
     line = f", {s.loc.line}" if bp.pr.ctx.check_bounds else ""
     what = f"tmma({s.acc}, {s.a.buf}, {s.b.buf}{', trans_b=True' if s.trans_b else ''})"
+    print_view_checks(bp, s)
     bp.emit(f"{{  // {what}: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
     _lanes(bp)
