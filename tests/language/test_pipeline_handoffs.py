@@ -215,6 +215,52 @@ def test_several_loops_compile_with_nvrtc(arch: str) -> None:
         assert nv.warnings == () and nv.kernel("twice_S3_S22").spill_stores == 0
 
 
+# ---- a pipelined array passed to a device function: the stage its loop reads ----------------------------
+
+PASSED = """\
+@device
+def col_sum(s: f32[r, c], col: i32) -> f32:
+    acc = 0.0
+    for i in range(r):
+        acc += s[i, col]
+    return acc
+
+@kernel tile[(64,)]
+def colsum2(X: f32[R, C], out: mut f32[C], S: const i32 = 2):
+    Xs = tshared.alloc(f32[8, 64], pad=4)
+    t = tile_linear_id()
+    c0 = group_id(0) * 64
+    acc = 0.0
+    for r in tpipeline(0, R, 8, stages=S):
+        tcopy_async(Xs, X[r:r + 8, c0:c0 + 64])
+        acc += col_sum(Xs, t)
+    if c0 + t < C:
+        out[c0 + t] = acc
+"""
+
+
+@pytest.mark.parametrize("check_bounds", [False, True])
+def test_a_pipelined_array_passed_to_a_device_function(check_bounds: bool) -> None:
+    # It was refused ("multi-buffered by a tpipeline loop and cannot be passed"); the callee now gets
+    # the stage the iteration reads, with the padded row length.
+    mod = tessera.compile(PASSED, backend="cpu", check_bounds=check_bounds, path="passed.tsr")
+    for r, c in ((37, 100), (3, 64), (0, 9)):
+        x = np.random.default_rng(r).integers(-9, 10, (r, c)).astype(np.float32)
+        for stages in (1, 2, 3):
+            out = np.full(c, np.nan, np.float32)
+            mod.colsum2(x, out, S=stages, grid=-(-c // 64))
+            np.testing.assert_array_equal(out, x.sum(axis=0), err_msg=f"{r}x{c} stages={stages}")
+    cuda = compile_source(SourceFile("p.tsr", PASSED)).cuda
+    assert "col_sum(&Xs[tsr_stage_r_14][0][0], 68, t, 8, 64)" in cuda
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_pipelined_array_passed_compiles_with_nvrtc(arch: str) -> None:
+    nv = compile_cuda(compile_source(SourceFile("p.tsr", PASSED), options=CompileOptions(arch=arch)).cuda,
+                      name="p.cu", arch=arch)
+    assert nv.warnings == () and nv.kernel("colsum2_S2").spill_stores == 0
+
+
 # ---- misuse ----------------------------------------------------------------------------------------------
 
 HEAD = "@kernel tile[(64,)]\ndef k(x: f32[n], out: mut f32[n]):\n    s = tshared.alloc(f32[64])\n"
@@ -236,9 +282,18 @@ CATALOG = [
     Case("used-after-two-loops", HEAD + LOOP + "        out[0] = s[0]\n" + LOOP.replace("k0", "k1") +
          "        out[1] = s[1]\n    out[2] = s[2]\n", 10, 5,
          "'s' is multi-buffered by the tpipeline loops at line 4 and 7 and may be used only inside them"),
-    Case("pipelined-array-passed", "@device\ndef first(v: f32[m]) -> f32:\n    return v[0]\n\n" + HEAD + LOOP +
-         "        out[0] = first(s)\n", 10, 9,
-         "'s' is multi-buffered by a tpipeline loop and cannot be passed to a device function"),
+    Case("pipelined-array-passed-for-mut", "@device\ndef first(v: mut f32[m]) -> f32:\n    return v[0]\n\n" + HEAD +
+         LOOP + "        out[0] = first(s)\n", 10, 9,
+         ("'s' is filled by the pipelined copies of the tpipeline at line 8 and cannot be passed for the mut "
+          "parameter 'v' of first()")),
+    Case("pipelined-array-passed-outside", "@device\ndef first(v: f32[m]) -> f32:\n    return v[0]\n\n" + HEAD +
+         LOOP + "        out[0] = s[0]\n    out[1] = first(s)\n", 11, 5,
+         "'s' is multi-buffered by the tpipeline loop at line 8 and may be used only inside it"),
+    Case("fragment-passed-to-a-device-function", "@device\ndef scale(s: mut f32[m, k], a: f32):\n    s[0, 0] = a\n\n"
+         "@kernel tile[(128,)]\ndef k(C: mut f32[M, N]):\n    acc = tfrag(f32[32, 32], 0.0)\n    scale(acc, 2.0)\n"
+         "    tstore(C[0:32, 0:32], acc)\n", 8, 11,
+         ("'acc' is a fragment: passing fragments to device functions is not supported yet",
+          "argument 's' of scale()")),
     Case("duplicate-parameter-const-later", "@kernel tile[(64,)]\ndef k(G: f32[n], G: const i32 = 4):\n    pass\n",
          2, 18, "duplicate parameter 'G'", note="first defined here"),
 ]

@@ -89,6 +89,13 @@ class DeviceCalls(Part):
         shapes: dict[str, N.Expr] = {}  # the callee's shape symbols: the extents they bind to
         ok = True
         for a, p in zip(e.args, fn.params):
+            given = self.scope.lookup(a.id) if isinstance(a, N.Name) else None
+            if given is not None and given.ref == "frag":
+                self.sink.error(a.loc, f"'{given.name}' is a fragment: passing fragments to device functions is not "
+                                f"supported yet (argument '{p.name}' of {fn.name}()); write the fragment "
+                                f"statements in the kernel")
+                ok = False
+                continue
             if isinstance(p.ty, N.TensorType):
                 x = self.array_argument(a, p, fn, shapes)
                 ok = ok and x is not None

@@ -264,11 +264,11 @@ class CPrinter(BuiltinPrinter):
             rows = _padded(buf)  # a flat pointer
             parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in rows[k + 1:]) for k in range(rank - 1))]
             shared = "true"
-        elif buf.space == "shared":
-            phys = [int(d.value) for d in buf.shape]  # type: ignore[union-attr]
+        elif buf.space == "shared":  # a pipelined array: the stage its loop reads (`index`)
+            phys = [int(d.value) for d in buf.shape[len(a.index):]]  # type: ignore[union-attr]
             phys[-1] += buf.pad
-            parts = [f"&{name}{'[0]' * (rank + (1 if buf.stages > 1 else 0))}",
-                     *(str(math.prod(phys[k + 1:])) for k in range(rank - 1))]
+            stage = "".join(f"[{self.expr(i)}]" for i in a.index)
+            parts = [f"&{name}{stage}{'[0]' * len(phys)}", *(str(math.prod(phys[k + 1:])) for k in range(len(phys) - 1))]
             shared = "true"
         else:
             parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in buf.shape[k + 1:]) for k in range(rank - 1))]

@@ -46,7 +46,7 @@ from tessera.base.dtypes import I32, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
-from tessera.transpile.lir.visit import map_body, map_stmt_exprs, statements, stmt_walk
+from tessera.transpile.lir.visit import map_body, map_stmt_exprs, statements
 from tessera.transpile.passes.pipeline_rules import (
     PipelineRules,
     continues,
@@ -86,12 +86,6 @@ class _Function:
         if len(self.sink.items) != self.errors:
             return self.fn
         self.repeated |= _after_other_loops(loops)
-        for s in statements(self.fn.body):
-            passed = [e.buf for e in stmt_walk(s) if isinstance(e, L.ArrayArg) and self.stages.get(e.buf, 1) > 1]
-            if passed:
-                self.sink.error(s.loc, f"'{passed[0]}' is multi-buffered by a tpipeline loop and cannot be passed "
-                                "to a device function")
-                return self.fn
         body = map_body(self.fn.body, self.expand)
         buffers = tuple(dataclasses.replace(b, shape=(L.Const(self.stages[b.name], I32), *b.shape),
                                             stages=self.stages[b.name], pipeline=self.rules.owner[b.name])
@@ -170,7 +164,7 @@ class _Function:
     def staged(self, s: L.Stmt, stage: L.Expr) -> L.Stmt:
         """`s` reading the pipelined buffers at `stage`."""
         def load(e: L.Expr) -> L.Expr:
-            if isinstance(e, L.Load) and self.stages.get(e.buf, 1) > 1:
+            if isinstance(e, (L.Load, L.ArrayArg)) and self.stages.get(e.buf, 1) > 1:
                 return dataclasses.replace(e, index=(stage, *e.index))
             return e
 

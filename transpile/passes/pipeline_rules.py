@@ -65,11 +65,30 @@ class PipelineRules:
                     self.sink.error(s.loc, f"'{e.buf}' is filled by the pipelined copies of the tpipeline at line "
                                     f"{loop.loc.line} and cannot be updated atomically in its body")
                     return
+            calls = [e for e in stmt_walk(s) if isinstance(e, L.Call)] + ([s] if isinstance(s, L.Invoke) else [])
+            for call in calls:
+                param = self.mut_parameter(call)
+                if param is not None and param[1] in pipelined:
+                    self.sink.error(s.loc, f"'{param[1]}' is filled by the pipelined copies of the tpipeline at line "
+                                    f"{loop.loc.line} and cannot be passed for the mut parameter '{param[0]}' of "
+                                    f"{call.func}() in its body (declare the parameter without mut)")
+                    return
             called = next((f for f in callees(s) if _commits_or_waits(self.module, f, set())), None)
             if called is not None:
                 self.sink.error(s.loc, f"{called}() commits or waits for asynchronous copies (itself or through "
                                 f"its calls), inside a tpipeline loop (line {loop.loc.line}), which places its own")
                 return
+
+    def mut_parameter(self, call: L.Call | L.Invoke) -> tuple[str, str] | None:
+        """(parameter, array) of the first array passed for a `mut` parameter of the callee."""
+        callee = self.module.function(call.func)
+        if callee is None:
+            return None
+        for p, a in zip(callee.params, call.args):
+            b = callee.buffer(p.name) if p.kind == "array" else None
+            if b is not None and b.mut and isinstance(a, L.ArrayArg):
+                return p.name, a.buf
+        return None
 
     def check_views(self, lead: tuple[L.Copy, ...], loop: L.For) -> None:
         """A copy is issued S - 1 iterations early: its views may use the loop variable and values
