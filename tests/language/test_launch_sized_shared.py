@@ -116,3 +116,72 @@ def test_on_the_device() -> None:
     out = np.zeros_like(x)
     gpu.stage(x, out, 12000, 9, grid=2)  # 48000 + bytes: above the static limit, opted in at launch
     np.testing.assert_allclose(out, _reference(x, 12000, 9), rtol=1e-6)
+
+
+# ---- passed to device functions (they take shared arrays, spec section 6) ---------------------------
+
+PASSED = """
+@device
+def fill(s: mut f32[r, c], x: f32[n], base: i32, t: i32):
+    for i in range(t, r * c, 64):
+        s[i // c, i % c] = x[base + i] if base + i < n else 0.0
+
+@device
+def row_sum(s: f32[r, c], row: i32) -> f32:
+    acc = 0.0
+    for j in range(c):
+        acc += s[row, j]
+    return acc
+
+@kernel tile[(64,)]
+def rows(x: f32[n], out: mut f32[n], nrows: i32, ncols: i32):
+    tab = tshared.alloc(f32[nrows, ncols], pad=1)
+    t = tile_linear_id()
+    base = group_linear_id() * nrows * ncols
+    fill(tab, x, base, t)
+    tbarrier()
+    for r in range(t, nrows, 64):
+        if base + r < n:
+            out[base + r] = row_sum(tab, r)
+"""
+
+
+def _row_sums(x: np.ndarray, nrows: int, ncols: int, groups: int) -> np.ndarray:
+    padded = np.zeros(groups * nrows * ncols, np.float32)
+    padded[:len(x)] = x
+    sums = padded.reshape(groups, nrows, ncols).sum(axis=2)
+    out = np.zeros(len(x), np.float32)
+    for g in range(groups):
+        for r in range(nrows):
+            if g * nrows * ncols + r < len(x):
+                out[g * nrows * ncols + r] = sums[g, r]
+    return out
+
+
+@pytest.mark.parametrize("check_bounds", [False, True])
+@pytest.mark.parametrize(("n", "nrows", "ncols"), [(1000, 7, 13), (77, 70, 1), (300, 3, 100)])
+def test_a_launch_sized_array_passed_to_device_functions(check_bounds: bool, n: int, nrows: int, ncols: int) -> None:
+    # A launch-sized shared array was refused as an argument ("'tab' is sized at launch and cannot be
+    # passed to a device function"): it is passed as its pointer and its padded row length.
+    mod = tessera.compile(PASSED, backend="cpu", check_bounds=check_bounds)
+    x = np.random.default_rng(n).integers(-8, 9, n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    groups = -(-n // (nrows * ncols))
+    mod.rows(x, out, nrows, ncols, grid=groups)
+    np.testing.assert_array_equal(out, _row_sums(x, nrows, ncols, groups))
+
+
+def test_the_race_detector_sees_a_launch_sized_array_through_a_device_function() -> None:
+    racy = tessera.compile(PASSED.replace("    tbarrier()\n", ""), backend="cpu", check_bounds=True, path="racy.tsr")
+    x = np.ones(200, np.float32)
+    with pytest.raises(LaunchError, match=r"data race: tile \d+ reads it at line 11 and tile \d+ writes it at line 5"):
+        racy.rows(x, np.zeros(200, np.float32), 10, 20, grid=1)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_passing_them_compiles_with_nvrtc(arch: str) -> None:
+    cuda = compile_source(SourceFile("p.tsr", PASSED), options=CompileOptions(arch=arch)).cuda
+    assert "fill(tab, (ncols + 1), x, base, t, nrows, ncols, n)" in cuda
+    nv = compile_cuda(cuda, name="p.cu", arch=arch)
+    assert nv.warnings == ()
+    assert nv.kernel("rows").spill_stores == 0

@@ -5,7 +5,9 @@ and fiber mode against NumPy for 1, 2 and 3 stages; the C compiles with NVRTC wi
 the race detector finds nothing in these programs and the planted race of the old expansion (a
 second run's prologue copying into a stage that other tiles still read). A seeded generator of
 random pipeline programs, compared with a model of the contract (`_Program.model`), runs bounded
-here; `python -m tests.language.test_pipelines_in_loops N` runs it longer."""
+here, also with several loops over the same arrays and barriers in the bodies (v3), each program
+also against itself without tpipeline; `python -m tests.language.test_pipelines_in_loops N [seed]
+[--v3] [--check]` runs it longer."""
 
 from __future__ import annotations
 
@@ -206,6 +208,10 @@ class _Pipe:
     scale: int
     skip: tuple[int, int] | None  # `continue` in the body when k % m == r
     guard: tuple[int, int] | None  # the pipeline runs when t % m == r
+    handoff: bool = False       # the value goes through a shared array `w<i>` to another tile, with a
+                                # tbarrier() in the middle of the body (spec section 7, v3)
+    lead_barrier: bool = False  # a tbarrier() right after the leading copies
+    tail_barrier: bool = False  # a tbarrier() that ends the body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,17 +224,33 @@ class _Program:
     skip: tuple[int, int] | None  # `continue` of the outer loop when t % m == r
     pipes: tuple[_Pipe, ...]
 
-    def source(self) -> str:
+    def source(self, pipelined: bool = True) -> str:
+        """The kernel; without `pipelined`, the same program with `range` loops, `tcopy` and the
+        barriers a plain loop needs around its copies (the simpler construct the pipeline must equal)."""
         lines = ["@kernel tile[(NT,)]".replace("NT", str(self.tiles)),
                  "def k(x: f32[R, L], y: mut f32[R, NT2], S: const i32 = 2):".replace("NT2", str(self.tiles))]
-        lines += [f"    {p.buf} = tshared.alloc(f32[{p.width}])" for p in self.pipes]
+        lines += [f"    {b} = tshared.alloc(f32[{w}])" for b, w in dict((p.buf, p.width) for p in self.pipes).items()]
+        lines += [f"    w{i} = tshared.alloc(f32[{self.tiles}])" for i, p in enumerate(self.pipes) if p.handoff]
         inner = ["acc = 0.0"]
         for i, p in enumerate(self.pipes):
-            body = [f"for k{i} in tpipeline({p.start}, L, {p.step}, stages=S):",
-                    f"    tcopy_async({p.buf}, x[t, k{i}:k{i} + {p.width}])"]
+            copy = f"tcopy_async({p.buf}, x[t, k{i}:k{i} + {p.width}])"
+            if pipelined:
+                body = [f"for k{i} in tpipeline({p.start}, L, {p.step}, stages=S):", f"    {copy}"]
+            else:
+                body = [f"for k{i} in range({p.start}, L, {p.step}):", "    tbarrier()",
+                        f"    {copy.replace('tcopy_async', 'tcopy')}", "    tbarrier()"]
+            if p.lead_barrier:
+                body.append("    tbarrier()")
             if p.skip:
                 body += [f"    if k{i} % {p.skip[0]} == {p.skip[1]}:", "        continue"]
-            body.append(f"    acc += {p.scale}.0 * {p.buf}[(tile_id(0) * {p.mul} + {p.add}) % {p.width}]")
+            value = f"{p.scale}.0 * {p.buf}[(tile_id(0) * {p.mul} + {p.add}) % {p.width}]"
+            if p.handoff:
+                body += [f"    w{i}[tile_id(0)] = {value}", "    tbarrier()",
+                         f"    acc += w{i}[(tile_id(0) * 5 + 1) % {self.tiles}]"]
+            else:
+                body.append(f"    acc += {value}")
+            if p.tail_barrier:
+                body.append("    tbarrier()")
             if p.guard:
                 body = [f"if t % {p.guard[0]} == {p.guard[1]}:"] + ["    " + b for b in body]
             inner += body
@@ -265,37 +287,55 @@ class _Program:
                 for p in self.pipes:
                     if p.guard and t % p.guard[0] != p.guard[1]:
                         continue
+                    src = (tile * 5 + 1) % self.tiles if p.handoff else tile  # whose value it adds
                     for k in range(p.start, length, p.step):
                         if not (p.skip and k % p.skip[0] == p.skip[1]):
-                            acc += p.scale * pad[t, k + (tile * p.mul + p.add) % p.width]
+                            acc += p.scale * pad[t, k + (src * p.mul + p.add) % p.width]
                 y[t, tile] = acc
         return y
 
 
-def _random_program(rng: random.Random) -> _Program:
+def _random_program(rng: random.Random, v3: bool = False) -> _Program:
+    """A random program; with `v3` also up to three pipelines, arrays that several of them pipeline,
+    and barriers of the body's own (mid-body hand-offs, after the copies, at the end)."""
     tiles = rng.choice([8, 16, 32])
-    pipes = []
-    for i in range(rng.choice([1, 1, 2])):
+    pipes: list[_Pipe] = []
+    for i in range(rng.choice([1, 1, 2, 3] if v3 else [1, 1, 2])):
         width = rng.choice([3, 4, 8, 12, 16, 20, 32, 64])
-        pipes.append(_Pipe(f"s{i}", width, start=rng.choice([0, 0, 1, 3]), step=rng.choice([1, 4, width, width, 2 * width]),
-                           mul=rng.choice([1, 3, 5, 7]), add=rng.randrange(width), scale=rng.choice([1, 10, 100]),
-                           skip=rng.choice([None, None, (2, 0), (3, 1)]), guard=rng.choice([None, None, (2, 1), (3, 0)])))
-    outer = rng.choice(["for", "for", "stride", "stride", "while", "nested", "once"])
+        buf = f"s{i}"
+        if v3 and pipes and rng.random() < 0.5:  # an array that an earlier loop pipelines too
+            buf, width = pipes[-1].buf, pipes[-1].width
+        pipe = _Pipe(buf, width, start=rng.choice([0, 0, 1, 3]), step=rng.choice([1, 4, width, width, 2 * width]),
+                     mul=rng.choice([1, 3, 5, 7]), add=rng.randrange(width), scale=rng.choice([1, 10, 100]),
+                     skip=rng.choice([None, None, (2, 0), (3, 1)]), guard=rng.choice([None, None, (2, 1), (3, 0)]))
+        if v3:
+            pipe = dataclasses.replace(pipe, handoff=rng.random() < 0.5, lead_barrier=rng.random() < 0.3,
+                                       tail_barrier=rng.random() < 0.4)
+        pipes.append(pipe)
+    outer = rng.choice(["for", "stride", "while", "nested", "once", "once"] if v3 else
+                       ["for", "for", "stride", "stride", "while", "nested", "once"])
     skip = None if outer == "once" else rng.choice([None, None, (2, 1), (3, 0)])  # no loop to continue
     return _Program(tiles, outer, skip, tuple(pipes))
 
 
-def _run_random(seed: int, count: int, check: bool = False) -> int:
+def _run_random(seed: int, count: int, check: bool = False, v3: bool = False) -> int:
     """`count` random programs from `seed`, each for 1, 2 and 3 stages (and more), compared with the
-    model; every third one also under the race detector. Returns the number of runs."""
+    model and the same program without tpipeline; every third one (every one with `v3`) under the
+    race detector.
+    Returns the number of pipelined runs."""
     rng = random.Random(seed)
     runs = 0
     for case in range(count):
-        prog = _random_program(rng)
+        prog = _random_program(rng, v3)
         rows, length = rng.choice([1, 2, 3, 5]), rng.choice([0, 3, 17, 40, 97, 130])
         x = np.array([[rng.randint(-9, 9) for _ in range(length)] for _ in range(rows)], np.float32).reshape(rows, length)
         want = prog.model(x)
-        checked = check or case % 3 == 2
+        checked = check or v3 or case % 3 == 2  # v3: barriers are what it tests, so always
+        plain = tessera.compile(prog.source(pipelined=False), backend="cpu", check_bounds=checked, path=f"plain{case}.tsr")
+        y = np.full((rows, prog.tiles), -1.0, np.float32)
+        plain.k(x, y, grid=prog.grid(rows))
+        np.testing.assert_array_equal(y, want, err_msg=f"seed {seed} case {case} without tpipeline:\n"
+                                      f"{prog.source(pipelined=False)}")
         mod = tessera.compile(prog.source(), backend="cpu", check_bounds=checked, path=f"random{case}.tsr")
         for stages in ((1, 2, 3, 4) if check else (1, 2, 3)):
             y = np.full((rows, prog.tiles), -1.0, np.float32)
@@ -310,6 +350,16 @@ def test_random_pipeline_programs_in_loops_and_conditions_match_the_model(mode: 
     assert _run_random(seed=5 if mode == "region" else 7, count=4) == 12  # seeds that catch the old expansion
 
 
-if __name__ == "__main__":  # a longer run: python -m tests.language.test_pipelines_in_loops 200 [seed]
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    print(_run_random(int(sys.argv[2]) if len(sys.argv) > 2 else 1, n, check="--check" in sys.argv), "runs agree")
+def test_random_pipelines_with_barriers_and_shared_stages_match_the_model_and_plain_loops(mode: str) -> None:
+    # Several loops over the same arrays, mid-body hand-offs through shared memory, barriers the
+    # pipeline merges with its own, inside outer loops and conditions (spec section 7, v3).
+    # Seeds that catch planted bugs: 15 no barrier before a loop whose arrays an earlier loop
+    # pipelined, 13 no barrier at the end of a body whose own final barrier the pipeline took over.
+    assert _run_random(seed=15 if mode == "region" else 13, count=5, v3=True) == 15
+
+
+if __name__ == "__main__":  # a longer run: python -m tests.language.test_pipelines_in_loops 200 [seed] [--v3] [--check]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 100
+    print(_run_random(int(args[1]) if len(args) > 1 else 1, n, check="--check" in sys.argv, v3="--v3" in sys.argv),
+          "runs agree")

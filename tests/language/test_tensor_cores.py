@@ -14,7 +14,7 @@ import pytest
 import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.dtypes import SCALARS
-from tessera.base.errors import SourceFile
+from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.cli.compile import run
 from tessera.runtime.cuda.nvrtc import compile_cuda
@@ -386,3 +386,31 @@ def test_the_fragment_statements_in_the_lowered_ir() -> None:
     assert {b.name: b.space for b in fn.buffers}["acc"] == "frag"
     pads = {b.name: (b.pad, b.auto_pad) for b in fn.buffers if b.space == "shared"}
     assert pads == {"As": (8, True), "Bs": (8, True), "Cs": (8, False)}
+
+
+STAGED = """\
+@kernel tile[(64,)]
+def staged(A: f32[M, N], out: mut f32[M, N]):
+    Ss = tshared.alloc(f32[32, 16])
+    acc = tfrag(f32[32, 16], 0.0)
+    tload(acc, A[0:32, 0:16])
+    acc[:] = acc * 2.0
+    tstore(Ss, acc)
+    tbarrier()
+    t = tile_linear_id()
+    for i in range(t, 512, 64):
+        out[i // 16, i % 16] = Ss[(i // 16 + 1) % 32, i % 16]
+"""
+
+
+def test_the_race_detector_sees_tstore_into_shared_memory() -> None:
+    # The writes of `tstore` into a shared array were not seen: a missing barrier between them and
+    # other tiles' reads went unreported. Reported with both lines; with the barrier, no report.
+    a = np.arange(512, dtype=np.float32).reshape(32, 16)
+    out = np.zeros_like(a)
+    tessera.compile(STAGED, backend="cpu", check_bounds=True).staged(a, out, grid=1)
+    np.testing.assert_array_equal(out, np.roll(a, -1, axis=0) * 2)
+    racy = tessera.compile(STAGED.replace("    tbarrier()\n", ""), backend="cpu", check_bounds=True)
+    with pytest.raises(LaunchError, match=r"data race: tile \d+ (reads|writes) it at line (10|7) and tile \d+ "
+                       r"(writes|reads) it at line (7|10)"):
+        racy.staged(a, out, grid=1)

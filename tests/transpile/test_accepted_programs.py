@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.base.errors import CompileError, SourceFile
+from tessera.base.errors import CompileError, LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host.build import find_cxx, kernel_command, stub_headers
@@ -75,6 +75,20 @@ def test_recursive_device_function() -> None:
     y = np.zeros(1, np.int32)
     mod.k(y, grid=1)
     assert y[0] == 144
+
+
+def test_const_parameter_declared_after_the_tensor_it_sizes() -> None:
+    # `x: f32[G, n], ..., G: const i32` was refused ("parameter 'G' has the name of the shape symbol
+    # 'G'"): the tensor's dimension became a shape symbol before the const parameter was seen. Any
+    # order works, as for scalar parameters, and the launch checks the extent against the value.
+    mod = both("@kernel tile[(32,)]\ndef k(x: f32[G, n], out: mut f32[G], G: const i32 = 8):\n"
+               "    t = tile_linear_id()\n    if t < G:\n        out[t] = x[t, n - 1] * 2.0\n")
+    x = np.arange(32, dtype=np.float32).reshape(16, 2)
+    out = np.zeros(16, np.float32)
+    mod.k(x, out, G=16, grid=1)
+    np.testing.assert_array_equal(out, x[:, 1] * 2)
+    with pytest.raises(LaunchError, match=r"parameter 'x': dimension 0 must be 8, got 16"):
+        mod.k(x, out, grid=1)
 
 
 def test_integer_minimum_literals() -> None:

@@ -89,6 +89,13 @@ class DeviceCalls(Part):
         shapes: dict[str, N.Expr] = {}  # the callee's shape symbols: the extents they bind to
         ok = True
         for a, p in zip(e.args, fn.params):
+            given = self.scope.lookup(a.id) if isinstance(a, N.Name) else None
+            if given is not None and given.ref == "frag":
+                self.sink.error(a.loc, f"'{given.name}' is a fragment: passing fragments to device functions is not "
+                                f"supported yet (argument '{p.name}' of {fn.name}()); write the fragment "
+                                f"statements in the kernel")
+                ok = False
+                continue
             if isinstance(p.ty, N.TensorType):
                 x = self.array_argument(a, p, fn, shapes)
                 ok = ok and x is not None
@@ -146,12 +153,10 @@ class DeviceCalls(Part):
             self.sink.error(a.loc, f"{what} is an array ({want}): a {type_name(t)} cannot be passed, only tensor "
                             "parameters and shared arrays")
             return None
-        if isinstance(t, N.ArrayType) and not all(isinstance(d, int) for d in t.shape):
-            self.sink.error(a.loc, f"{what} is an array ({want}): '{x.id}' is sized at launch and cannot be passed "
-                            "to a device function")
-            return None
+        # A launch-sized shared array's dimension is the integer parameter that sizes it.
         adims: tuple[N.Expr, ...] = t.dims if isinstance(t, N.TensorType) else \
-            tuple(N.IntLit(a.loc, int(d), I32) for d in t.shape)
+            tuple(N.IntLit(a.loc, d, I32) if isinstance(d, int) else
+                  N.Name(a.loc, d, self.scope.params[d].ty, "param") for d in t.shape)
         if t.elem != pty.elem:
             self.sink.error(a.loc, f"{what} has element type {pty.elem}, but '{x.id}' has {t.elem} elements")
             return None

@@ -24,6 +24,7 @@ from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
 from tessera.transpile.checks.frag_vectors import FragVectors, uses_rows
+from tessera.transpile.checks.mma_views import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
@@ -57,6 +58,7 @@ class Fragments(Part):
         self.stmt_rank = 0
         self.vectors = FragVectors(self)
         self.whole_rows = fc.in_kernel and uses_rows(fc.fn)
+        self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
         return {"tmma": self.rule_tmma, "tload": self.rule_tload, "tstore": self.rule_tstore,
@@ -171,6 +173,8 @@ class Fragments(Part):
         return sym.ty
 
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
+        if isinstance(e, N.Index):  # a view with constant extents (mma_views.py)
+            return self.views.operand(e, name, what)
         sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
         if sym is not None and sym.ref == "frag":
             if what == "first operand":
@@ -236,9 +240,9 @@ class Fragments(Part):
         if int(ak) % kind.k:
             self.sink.error(e.loc, f"tmma() on {a.elem} needs K a multiple of {kind.k}, got {ak}")
             return e
-        first = self.fragment(e.args[1], name, "first operand") if a.space == "frag" else self.fc.expr(e.args[1])
+        first = self.fragment(e.args[1], name, "first operand") if a.space == "frag" else self.views.typed(e.args[1])
         assert first is not None
-        args = (acc, first, self.fc.expr(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        args = (acc, first, self.views.typed(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
         return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)

@@ -121,13 +121,22 @@ class ModuleChecker:
     def params(self, fn: N.FuncDef, scope: Scope) -> tuple[N.Param, ...] | None:
         """The typed parameters (tensor dimensions resolved, shape symbols declared), or None."""
         ok = True
-        out: list[N.Param] = []
+        out: dict[int, N.Param] = {}  # position in the signature -> typed
         consts = dict(fn.const_values)
         # Integer scalar parameters may size tensors (`def k(n: i32, x: f32[n])`); the launch checks
         # that the array's extent equals the value passed.
         size_params = {p.name: SCALARS[p.type_name] for p in fn.params if p.dims is None and not p.qual
                        and p.type_name in SCALARS and SCALARS[p.type_name].is_int and fn.kind == "kernel"}
-        for p in fn.params:
+        # `const` parameters first: a tensor's dimension may name one declared after it (as it may a
+        # scalar parameter); the typed parameters keep their written order.
+        order = sorted(range(len(fn.params)), key=lambda i: fn.params[i].qual != "const")
+        for i in order:
+            p = fn.params[i]
+            earlier = next((q for q in fn.params[:i] if q.name == p.name), None)
+            if earlier is not None:
+                self.sink.error(p.loc, f"duplicate parameter '{p.name}'", Note("first defined here", earlier.loc))
+                ok = False
+                continue
             if p.name in scope.params:
                 first = scope.params[p.name]
                 if first.ref == "shape":
@@ -161,7 +170,7 @@ class ModuleChecker:
                     ok = False  # specialize reported why it has no value
                     continue
                 scope.params[p.name] = Sym(p.name, "const", ty, p.loc, value=consts[p.name], weak=False)
-                out.append(dataclasses.replace(p, ty=ty))
+                out[i] = dataclasses.replace(p, ty=ty)
                 continue
             if p.default is not None:
                 self.sink.error(p.default.loc, "only const parameters can have a default value")
@@ -171,7 +180,7 @@ class ModuleChecker:
                     self.sink.error(p.loc, f"scalar parameter '{p.name}' cannot be mut; only tensors can be stored to")
                     ok = False
                 scope.params[p.name] = Sym(p.name, "param", ty, p.loc)
-                out.append(dataclasses.replace(p, ty=ty))
+                out[i] = dataclasses.replace(p, ty=ty)
                 continue
             dims = self.dims(p, scope, size_params)
             if dims is None:
@@ -179,8 +188,8 @@ class ModuleChecker:
                 continue
             tty = N.TensorType(ty, dims, p.qual == "mut")
             scope.params[p.name] = Sym(p.name, "param", tty, p.loc)
-            out.append(dataclasses.replace(p, ty=tty))
-        return tuple(out) if ok else None
+            out[i] = dataclasses.replace(p, ty=tty)
+        return tuple(out[i] for i in sorted(out)) if ok else None
 
     def dims(self, p: N.Param, scope: Scope, size_params: dict) -> tuple[N.Expr, ...] | None:
         out: list[N.Expr] = []

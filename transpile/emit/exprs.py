@@ -204,9 +204,7 @@ class CPrinter(BuiltinPrinter):
             return f"{cname}[{self.flat_index(idx, buf.shape)}]"
         if buf.space == "shared" and not all(isinstance(d, L.Const) for d in buf.shape):  # sized at launch
             idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
-            rows = buf.shape[:-1] + (L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad
-                                     else buf.shape[-1],)
-            return f"{cname}[{self.flat_index(idx, rows)}]"
+            return f"{cname}[{self.flat_index(idx, _padded(buf))}]"
         if buf.space == "ref":  # an array parameter: a pointer and the caller's row strides (in elements)
             parts = []
             for k, (i, d) in enumerate(zip(index, buf.shape)):
@@ -262,11 +260,15 @@ class CPrinter(BuiltinPrinter):
         if buf.space == "ref":
             parts = [name, *(stride_name(a.buf, k) for k in range(rank - 1))]
             shared = shared_flag_name(a.buf)
-        elif buf.space == "shared":
-            phys = [int(d.value) for d in buf.shape]  # type: ignore[union-attr]
+        elif buf.space == "shared" and not all(isinstance(d, L.Const) for d in buf.shape):  # sized at launch
+            rows = _padded(buf)  # a flat pointer
+            parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in rows[k + 1:]) for k in range(rank - 1))]
+            shared = "true"
+        elif buf.space == "shared":  # a pipelined array: the stage its loop reads (`index`)
+            phys = [int(d.value) for d in buf.shape[len(a.index):]]  # type: ignore[union-attr]
             phys[-1] += buf.pad
-            parts = [f"&{name}{'[0]' * (rank + (1 if buf.stages > 1 else 0))}",
-                     *(str(math.prod(phys[k + 1:])) for k in range(rank - 1))]
+            stage = "".join(f"[{self.expr(i)}]" for i in a.index)
+            parts = [f"&{name}{stage}{'[0]' * len(phys)}", *(str(math.prod(phys[k + 1:])) for k in range(len(phys) - 1))]
             shared = "true"
         else:
             parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in buf.shape[k + 1:]) for k in range(rank - 1))]
@@ -293,6 +295,12 @@ class CPrinter(BuiltinPrinter):
             return f"{direct}({self.expr(value)})"
         text = self.expr(value) if value.dtype.c_compute == "float" else self.cast_to(value, F32)
         return f"{f}({text})"
+
+
+def _padded(buf: L.Buffer) -> tuple[L.Expr, ...]:
+    """The extents of a launch-sized shared array as laid out: the last one plus the padding."""
+    last = L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad else buf.shape[-1]
+    return (*buf.shape[:-1], last)
 
 
 def stride_name(array: str, dim: int) -> str:

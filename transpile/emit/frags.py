@@ -32,6 +32,7 @@ from tessera.transpile.emit.frag_common import (
     unrolled,
     with_fragments,
 )
+from tessera.transpile.emit.mma_checks import print_view_checks
 from tessera.transpile.emit.terms import store_fn
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import (
@@ -80,6 +81,7 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     # check_bounds: the operand loads take the line, for the CPU backend's race detector
     line = f", {s.loc.line}" if bp.pr.ctx.check_bounds else ""
     what = f"tmma({s.acc}, {s.a.buf}, {s.b.buf}{', trans_b=True' if s.trans_b else ''})"
+    print_view_checks(bp, s)
     bp.emit(f"{{  // {what}: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
     lanes(bp)
@@ -231,7 +233,11 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     else:
         _positions(bp, lay)
     value = with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))
-    bp.emit(f"if ({inside}) tsr_p[{_offset(rs, cs)}] = {value};")
+    saved = bp.pr.elements.get(s.dst.buf)
+    bp.pr.elements[s.dst.buf] = f"tsr_p[{_offset(rs, cs)}]"
+    target = bp.pr.access(s.dst.buf, (), "write")  # into shared memory: a write for the race detector
+    restore(bp, s.dst.buf, saved)
+    bp.emit(f"if ({inside}) {target} = {value};")
     close(bp)
 
 

@@ -40,6 +40,7 @@ from tessera.base.dtypes import ScalarType
 from tessera.base.irnode import ir_node
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
+from tessera.transpile.emit.mma_checks import needs_checks
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.visit import all_exprs, statements
 
@@ -139,7 +140,7 @@ def _checks(fn: L.Function, stmts: tuple[L.Stmt, ...], exprs: tuple[L.Expr, ...]
     detector on shared loads and stores, overflow checks on signed 32/64-bit + - * and negation."""
     out: set[str] = set()
     accessed = [e.buf for e in exprs if isinstance(e, L.Load)] + [s.buf for s in stmts if isinstance(s, L.Store)]
-    if accessed or any(isinstance(e, L.Atomic) for e in exprs):
+    if accessed or any(isinstance(e, L.Atomic) for e in exprs) or any(needs_checks(s) for s in stmts):
         out.add("bounds")
     if any((b := fn.buffer(name)) is not None and b.space in ("shared", "ref") for name in accessed):
         out.add("race")

@@ -83,7 +83,7 @@ def _whole_step(bp: BodyPrinter, s: L.ElementLoop, step: int) -> None:
     each element on its own (the body names no tile), so one loop over the step's elements in order
     computes the same values: a contiguous loop of a constant trip count, without a test per element,
     which the C compiler vectorizes where the body allows; the last step, cut short, counts to the end."""
-    elements = {t: f"{c_ident(t)}[tsr_j]" for t in dict.fromkeys(s.read + s.written)}
+    elements = {t: _element(bp, s, t, "tsr_j") for t in dict.fromkeys(s.read + s.written)}
     bp.emit(f"if (tsr_step + {step} <= tsr_count) {{  // a whole step: its elements in order")
     bp.depth += 1
     bp.emit(f"for (long long tsr_e = 0; tsr_e < {step}; ++tsr_e) {{")

@@ -46,7 +46,7 @@ def expr(e: L.Expr) -> str:
         args = ", ".join(expr(a) for a in e.args)
         return f"{e.op}({e.buf}[{', '.join(expr(i) for i in e.index)}], {args}, scope={e.scope}):{e.dtype}"
     if isinstance(e, L.ArrayArg):
-        return f"array {e.buf}"
+        return f"array {e.buf}" + (f"[{', '.join(expr(i) for i in e.index)}]" if e.index else "")
     assert isinstance(e, L.Call)
     return f"call {e.func}({', '.join(expr(a) for a in e.args)}):{e.dtype}"
 

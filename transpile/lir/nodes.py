@@ -161,6 +161,9 @@ class ArrayArg:
 
     buf: str
     dtype: ScalarType
+    # A shared array that a tpipeline keeps several times: the stage passed (the pipeline-copies
+    # pass sets it; one index, of the leading dimension it added).
+    index: tuple[Expr, ...] = ()
 
 
 Expr = Const | Var | Unary | Binary | Compare | Logical | Select | Cast | Affine | Load | Intrinsic | Collective \

@@ -321,7 +321,8 @@ class _Function:
         if node == "mma":
             acc, a, b, trans = e.args
             assert isinstance(acc, N.Name) and isinstance(trans, N.BoolLit)
-            return L.Mma(s.loc, acc.id, self.whole(a), self.whole(b), trans.value)
+            a_view, b_view = (self.whole(x) if isinstance(x, N.Name) else self.view(x) for x in (a, b))
+            return L.Mma(s.loc, acc.id, a_view, b_view, trans.value)
         if node == "frag_load":
             assert isinstance(e.args[0], N.Name)
             return L.FragLoad(s.loc, e.args[0].id, self.view(e.args[1]))

@@ -19,6 +19,7 @@ from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import needs_column_pad, operand_pad, uses_ldmatrix
 from tessera.transpile.lir.shared_layout import arch_number
 from tessera.transpile.lir.visit import statements
+from tessera.transpile.passes.mma_views import check_mma_views
 
 
 def plan_fragments(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
@@ -35,6 +36,8 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
     if arch_number(arch) < 80:
         sink.error(frags[0].loc, f"tensor-core tile operations (tfrag, tmma) need sm_80 or newer; the target is "
                    f"{arch}")
+        return fn
+    if not check_mma_views(fn, sink):
         return fn
     pads: dict[str, int] = {}
     for s in statements(fn.body):

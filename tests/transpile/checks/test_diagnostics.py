@@ -354,8 +354,9 @@ CATALOG: list[Case] = [
     Case("tpipeline-without-copies",
          kern("for k0 in tpipeline(0, n, 128, stages=2):\n    out[k0] = 1.0"), 3, 5,
          "a tpipeline loop starts with the tcopy_async statements it pipelines"),
-    Case("tpipeline-barrier-in-body", kern("s = tshared.alloc(f32[128])\nfor k0 in tpipeline(0, n, 128, stages=2):\n    tcopy_async(s, x[k0:k0 + 128])\n    tbarrier()"), 6, 9,
-         ("tbarrier() inside a tpipeline loop (line 4)", "places its own")),
+    # (v3: a tbarrier() after the leading copies is allowed; a callee that commits is not)
+    Case("tpipeline-commit-in-callee", "@device\ndef flush():\n    tcommit()\n\n" + kern("s = tshared.alloc(f32[128])\nfor k0 in tpipeline(0, n, 128, stages=2):\n    tcopy_async(s, x[k0:k0 + 128])\n    tbarrier()\n    flush()"), 11, 9,
+         ("flush() commits or waits for asynchronous copies", "inside a tpipeline loop (line 8)", "places its own")),
     Case("tpipeline-commit-in-body", kern("s = tshared.alloc(f32[128])\nfor k0 in tpipeline(0, n, 128, stages=2):\n    tcopy_async(s, x[k0:k0 + 128])\n    tcommit()"), 6, 9, "tcommit() inside a tpipeline loop"),
     Case("tpipeline-wait-in-body", kern("s = tshared.alloc(f32[128])\nfor k0 in tpipeline(0, n, 128, stages=2):\n    tcopy_async(s, x[k0:k0 + 128])\n    twait(0)"), 6, 9, "twait() inside a tpipeline loop"),
     Case("tpipeline-late-async-copy", kern("s = tshared.alloc(f32[128])\nfor k0 in tpipeline(0, n, 128, stages=2):\n    tcopy_async(s, x[k0:k0 + 128])\n    out[0] = s[0]\n    tcopy_async(s, x[0:128])"), 7, 9,
