@@ -147,7 +147,7 @@ def test_each_states_lexer_has_the_terminals_of_larks_in_its_order():
 
 def test_first_parses_on_many_threads_at_once():
     # Eight threads share one parser from its first parse on: each gets Lark's tokens and errors.
-    texts = _texts()[::5]
+    texts = _texts()[::3]
     expected = [_run(ContextualLexer, text) for text in texts]
     local = threading.local()
     shared = _load(_recording(RootFirstLexer, lambda: local.tokens))

@@ -260,8 +260,14 @@ class _LirVerifier:
         for v in views:
             self.access(v.buf, v.starts, s)
             kept = tuple(x for x in v.extents if x is not None)
-            if len(kept) != 2 or (isinstance(s, L.Mma) and self.buffers[v.buf].space != "shared"):
-                self.fail("fragment operand that is not a 2-D view (of shared memory, for mma)", s)
+            # mma: shared operands, or an operand fragment (16-bit, in scope) as a; a row vector moves 1-D views
+            operand = self.buffers[v.buf]
+            in_registers = v is getattr(s, "a", None) and operand.space == "frag" and operand.elem.is_half \
+                and "@" + v.buf in scope
+            rank = 2 if isinstance(s, L.Mma) else len(acc.shape)
+            if len(kept) != rank or (isinstance(s, L.Mma) and operand.space != "shared" and not in_registers):
+                self.fail("fragment operand that is not a view of the fragment's rank (of shared memory or an "
+                          "operand fragment, for mma)", s)
         if isinstance(s, (L.FragLoad, L.FragStore)):
             kept = tuple(x for x in (s.src if isinstance(s, L.FragLoad) else s.dst).extents if x is not None)
             if kept != tuple(int(d.value) for d in acc.shape if isinstance(d, L.Const)):
