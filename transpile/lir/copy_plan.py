@@ -89,7 +89,7 @@ def copied_tensors(fn: L.Function) -> tuple[str, ...]:
 def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     """The shape symbols that the aligned variant takes to be multiples of 16, only as many as
     make the copied tensors' rows and strides 16-byte multiples: a tensor's innermost dimension
-    when it is a symbol (its row length), and for each stride (the product of the dimensions after
+    when it is a symbol and not the first (its row length), and for each stride (the product of the dimensions after
     one) that its constant factors do not already make a multiple of 16 bytes and no symbol taken
     so far divides, the innermost symbol among those dimensions. `f32[M, K]` takes K; an attention
     kernel's `f16[Z, H, N_CTX, 64]` takes none, and `f16[Z, H, N_CTX, D]` only D."""
@@ -97,7 +97,7 @@ def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     for name in copied_tensors(fn):
         b = fn.buffer(name)
         assert b is not None
-        if isinstance(b.shape[-1], L.Var) and b.shape[-1].name not in out:
+        if len(b.shape) > 1 and isinstance(b.shape[-1], L.Var) and b.shape[-1].name not in out:
             out.append(b.shape[-1].name)
         for k in range(len(b.shape) - 2, -1, -1):
             after = b.shape[k + 1:]
