@@ -87,12 +87,15 @@ def copied_tensors(fn: L.Function) -> tuple[str, ...]:
 
 def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     """The shape symbols that set the strides and row lengths of the copied tensors (all their
-    dimensions but the first): multiples of 16 in the aligned variant."""
+    dimensions but the first; of a 1-D tensor that a vector access moves, its length too, which
+    ends its only row): multiples of 16 in the aligned variant."""
+    vectors = {s.view.buf for s in statements(fn.body) if isinstance(s, L.VecMove)}
     out: list[str] = []
     for name in copied_tensors(fn):
         b = fn.buffer(name)
         assert b is not None
-        out += [d.name for d in b.shape[1:] if isinstance(d, L.Var) and d.name not in out]
+        dims = b.shape if len(b.shape) == 1 and name in vectors else b.shape[1:]
+        out += [d.name for d in dims if isinstance(d, L.Var) and d.name not in out]
     return tuple(out)
 
 
