@@ -174,7 +174,7 @@ def test_gpu_bench_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"variant {kernel}_a16;" in out
     assert "ok     vector_add_scalar" in out
     # The vector-access rows (issue 26): full-size launches bound, the cases of samples/runner.py on the CPU.
-    for kernel, variant in [("gelu_bf16", "gelu_bf16"), ("layernorm_bf16", "layernorm_bf16_a16"),
+    for kernel, variant in [("gelu_bf16", "gelu_bf16_a16"), ("layernorm_bf16", "layernorm_bf16_a16"),
                             ("bias_relu_f32", "bias_relu_f32_a16"), ("bias_row_gelu_bf16", "bias_row_gelu_bf16_a16")]:
         line = out.split(f"ok     {kernel} ")[1].splitlines()[0]
         assert f"variant {variant};" in line and f"{kernel}: matches NumPy" in line, line

@@ -259,3 +259,23 @@ def test_a_vector_load_of_a_pipelined_shared_array_reads_the_iterations_stage(ch
         out = np.zeros(m, np.float32)
         mod.rowsum[m](x, out)
         assert np.array_equal(out, x.sum(axis=1)), (m, n)
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_llmc_sample_moves_8_bf16_per_access(arch: str) -> None:
+    """samples/llmc_bf16.tsr in its aligned variants: GELU one 128-bit load and store per tile (a
+    1-D tensor: its length is assumed a multiple of 16 there), the layer norm 128-bit loads of X, w
+    and b and stores of Y, untested."""
+    from tessera.transpile.driver import load_source
+    from tests.conftest import ROOT
+
+    result = compile_source(load_source(str(ROOT / "samples" / "llmc_bf16.tsr")), options=CompileOptions(arch=arch))
+    assert "tsr_vec_load<__nv_bfloat16, 8, 16, false>" in result.cuda.split("gelu_bf16_a16(")[1]
+    nv = compile_cuda(result.cuda, name="llmc.cu", arch=arch)
+    assert nv.cubin is not None
+    text = disassemble(nv.cubin)
+    gelu = instructions(function_sass(text, "gelu_bf16_a16"))
+    assert _wide(gelu, "LDG") == 1 and _wide(gelu, "STG") == 1, gelu
+    norm = instructions(function_sass(text, "layernorm_bf16_a16"))
+    assert _wide(norm, "LDG") >= 5 and _wide(norm, "STG") >= 2, norm

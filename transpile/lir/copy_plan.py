@@ -92,12 +92,14 @@ def aligned_symbols(fn: L.Function) -> tuple[str, ...]:
     when it is a symbol and not the first (its row length), and for each stride (the product of the dimensions after
     one) that its constant factors do not already make a multiple of 16 bytes and no symbol taken
     so far divides, the innermost symbol among those dimensions. `f32[M, K]` takes K; an attention
-    kernel's `f16[Z, H, N_CTX, 64]` takes none, and `f16[Z, H, N_CTX, D]` only D."""
+    kernel's `f16[Z, H, N_CTX, 64]` takes none, and `f16[Z, H, N_CTX, D]` only D. A 1-D tensor that a
+    vector access moves takes its length too (it ends its only row)."""
+    vectors = {s.view.buf for s in statements(fn.body) if isinstance(s, L.VecMove)}
     out: list[str] = []
     for name in copied_tensors(fn):
         b = fn.buffer(name)
         assert b is not None
-        if len(b.shape) > 1 and isinstance(b.shape[-1], L.Var) and b.shape[-1].name not in out:
+        if (len(b.shape) > 1 or name in vectors) and isinstance(b.shape[-1], L.Var) and b.shape[-1].name not in out:
             out.append(b.shape[-1].name)
         for k in range(len(b.shape) - 2, -1, -1):
             after = b.shape[k + 1:]
