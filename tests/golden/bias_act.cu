@@ -3,7 +3,7 @@
 // Device header sections: core, bf16, map
 // <inlined here: device/core.cuh, device/bf16.cuh, device/map.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 bias_relu_f32(const float* __restrict__ X, const float* __restrict__ b, float* __restrict__ Y, const int M, const int N)  // line 6: group 256, map kernel, 4 elements per tile and step
 {
     // every element of the map's tensors, 4 per tile and step
@@ -19,7 +19,7 @@ bias_relu_f32(const float* __restrict__ X, const float* __restrict__ b, float* _
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 bias_relu_f32_a16(const float* __restrict__ X, const float* __restrict__ b, float* __restrict__ Y, const int M, const int N)  // line 6: group 256, map kernel, 4 elements per tile and step, for 16-byte-aligned X, b, Y, N % 16 == 0
 {
     // every element of the map's tensors, 4 per tile and step
@@ -43,7 +43,7 @@ bias_relu_f32_a16(const float* __restrict__ X, const float* __restrict__ b, floa
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 bias_row_gelu_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ Y, const int M, const int N)  // line 12: group 128, map kernel, 8 elements per tile and step
 {
     // every element of the map's tensors, 8 per tile and step
@@ -60,7 +60,7 @@ bias_row_gelu_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __r
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 bias_row_gelu_bf16_a16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ Y, const int M, const int N)  // line 12: group 128, map kernel, 8 elements per tile and step, for 16-byte-aligned X, b, Y, N % 16 == 0
 {
     // every element of the map's tensors, 8 per tile and step

@@ -3,7 +3,7 @@
 // Device header sections: core, f16, bf16, race, copy, mma
 // <inlined here: device/core.cuh, device/f16.cuh, device/bf16.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_f16(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V, __half* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, 46080 bytes shared
 {
     [[maybe_unused]] constexpr int causal = 0;  // line 11
@@ -225,8 +225,8 @@ flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_f16(const __half* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_f16_a16(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V, __half* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, for 16-byte-aligned Q, K, V, N % 16 == 0, D % 16 == 0, 46080 bytes shared
+extern "C" __global__ void __launch_bounds__(128, 1)
+flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_f16_a16(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V, __half* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, for 16-byte-aligned Q, K, V, D % 16 == 0, 46080 bytes shared
 {
     [[maybe_unused]] constexpr int causal = 0;  // line 11
     [[maybe_unused]] constexpr int HD = 64;  // line 11
@@ -447,7 +447,7 @@ flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_f16_a16(const __half* __r
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_bf16(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K, const __nv_bfloat16* __restrict__ V, __nv_bfloat16* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, 46080 bytes shared
 {
     [[maybe_unused]] constexpr int causal = 0;  // line 11
@@ -669,8 +669,8 @@ flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_bf16(const __nv_bfloat16*
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_bf16_a16(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K, const __nv_bfloat16* __restrict__ V, __nv_bfloat16* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, for 16-byte-aligned Q, K, V, N % 16 == 0, D % 16 == 0, 46080 bytes shared
+extern "C" __global__ void __launch_bounds__(128, 1)
+flash_attention_causal0_HD64_BM64_BN64_stages2_NT128_T_bf16_a16(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K, const __nv_bfloat16* __restrict__ V, __nv_bfloat16* __restrict__ O, const float scale, const int BH, const int N, const int D)  // line 10: group 128, for 16-byte-aligned Q, K, V, D % 16 == 0, 46080 bytes shared
 {
     [[maybe_unused]] constexpr int causal = 0;  // line 11
     [[maybe_unused]] constexpr int HD = 64;  // line 11

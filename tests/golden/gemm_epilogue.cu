@@ -3,7 +3,7 @@
 // Device header sections: core, f16, bf16, race, copy, mma
 // <inlined here: device/core.cuh, device/f16.cuh, device/bf16.cuh, device/race.cuh, tessera_copy.cuh, device/mma.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_f16(const __half* __restrict__ A, const __half* __restrict__ B, const float* __restrict__ bias, __half* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, 29184 bytes shared
 {
     [[maybe_unused]] constexpr int act = 0;  // line 9
@@ -100,7 +100,7 @@ gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_f16(const __half* __restrict__
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_f16_a16(const __half* __restrict__ A, const __half* __restrict__ B, const float* __restrict__ bias, __half* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 29184 bytes shared
 {
     [[maybe_unused]] constexpr int act = 0;  // line 9
@@ -197,7 +197,7 @@ gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_f16_a16(const __half* __restri
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_bf16(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B, const float* __restrict__ bias, __nv_bfloat16* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, 29184 bytes shared
 {
     [[maybe_unused]] constexpr int act = 0;  // line 9
@@ -294,7 +294,7 @@ gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_bf16(const __nv_bfloat16* __re
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_epilogue_act0_BM64_BN64_BK32_stages3_NT128_T_bf16_a16(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B, const float* __restrict__ bias, __nv_bfloat16* __restrict__ C, const int M, const int K, const int N)  // line 9: group 128, for 16-byte-aligned A, B, K % 16 == 0, N % 16 == 0, 29184 bytes shared
 {
     [[maybe_unused]] constexpr int act = 0;  // line 9

@@ -3,7 +3,7 @@
 // Device header sections: core, f16, bf16
 // <inlined here: device/core.cuh, device/f16.cuh, device/bf16.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 layer_norm_BM64_BN64_NT128_T_f32(const float* __restrict__ X, const float* __restrict__ gamma, const float* __restrict__ beta, float* __restrict__ Y, float* __restrict__ Mean, float* __restrict__ Rstd, const float eps, const int M, const int N)  // line 10: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 12
@@ -172,7 +172,7 @@ layer_norm_BM64_BN64_NT128_T_f32(const float* __restrict__ X, const float* __res
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 layer_norm_BM64_BN64_NT128_T_f16(const __half* __restrict__ X, const float* __restrict__ gamma, const float* __restrict__ beta, __half* __restrict__ Y, float* __restrict__ Mean, float* __restrict__ Rstd, const float eps, const int M, const int N)  // line 10: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 12
@@ -341,7 +341,7 @@ layer_norm_BM64_BN64_NT128_T_f16(const __half* __restrict__ X, const float* __re
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 layer_norm_BM64_BN64_NT128_T_bf16(const __nv_bfloat16* __restrict__ X, const float* __restrict__ gamma, const float* __restrict__ beta, __nv_bfloat16* __restrict__ Y, float* __restrict__ Mean, float* __restrict__ Rstd, const float eps, const int M, const int N)  // line 10: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 12

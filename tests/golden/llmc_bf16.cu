@@ -3,7 +3,7 @@
 // Device header sections: core, bf16, race, warp_reduce, vec
 // <inlined here: device/core.cuh, device/bf16.cuh, device/race.cuh, device/warp_reduce.cuh, device/vec.cuh>
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 gelu_bf16(const __nv_bfloat16* __restrict__ X, __nv_bfloat16* __restrict__ Y, const int n)  // line 9: group 256
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x) * 8;  // line 10
@@ -27,7 +27,7 @@ gelu_bf16(const __nv_bfloat16* __restrict__ X, __nv_bfloat16* __restrict__ Y, co
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 gelu_bf16_a16(const __nv_bfloat16* __restrict__ X, __nv_bfloat16* __restrict__ Y, const int n)  // line 9: group 256, for 16-byte-aligned X, Y, n % 16 == 0
 {
     int i = (tsr_group_linear_id() * 256 + (int)threadIdx.x) * 8;  // line 10
@@ -51,7 +51,7 @@ gelu_bf16_a16(const __nv_bfloat16* __restrict__ X, __nv_bfloat16* __restrict__ Y
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 layernorm_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ b, float* __restrict__ Y, float* __restrict__ mean, float* __restrict__ rstd, const int N, const int C)  // line 23: group 256
 {
     int row = (int)blockIdx.x * 8 + ((int)threadIdx.x >> 5);  // line 24
@@ -127,7 +127,7 @@ layernorm_bf16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 1)
 layernorm_bf16_a16(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ b, float* __restrict__ Y, float* __restrict__ mean, float* __restrict__ rstd, const int N, const int C)  // line 23: group 256, for 16-byte-aligned X, w, b, Y, C % 16 == 0
 {
     int row = (int)blockIdx.x * 8 + ((int)threadIdx.x >> 5);  // line 24

@@ -3,7 +3,7 @@
 // Device header sections: core, f16, bf16
 // <inlined here: device/core.cuh, device/f16.cuh, device/bf16.cuh>
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 rms_norm_BM64_BN64_NT128_T_f32(const float* __restrict__ X, const float* __restrict__ gamma, float* __restrict__ Y, const float eps, const int M, const int N)  // line 8: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 9
@@ -97,7 +97,7 @@ rms_norm_BM64_BN64_NT128_T_f32(const float* __restrict__ X, const float* __restr
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 rms_norm_BM64_BN64_NT128_T_f16(const __half* __restrict__ X, const float* __restrict__ gamma, __half* __restrict__ Y, const float eps, const int M, const int N)  // line 8: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 9
@@ -191,7 +191,7 @@ rms_norm_BM64_BN64_NT128_T_f16(const __half* __restrict__ X, const float* __rest
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 rms_norm_BM64_BN64_NT128_T_bf16(const __nv_bfloat16* __restrict__ X, const float* __restrict__ gamma, __nv_bfloat16* __restrict__ Y, const float eps, const int M, const int N)  // line 8: group 128
 {
     [[maybe_unused]] constexpr int BM = 64;  // line 9

@@ -216,7 +216,7 @@ def test_flash_attention_keeps_s_p_and_the_statistics_in_registers() -> None:
 def test_info_prints_row_vectors_and_the_whole_row_division(tmp_path, capsys) -> None:
     src = ROOT / "samples" / "flash_attention.tsr"
     assert run([str(src), "--info", "-D", "T=f16", "-o", str(tmp_path / "fa.cu")]) == 0
-    err = capsys.readouterr().err
-    assert "S: 4x1 warps, 16x64 per warp, 1x8 mma tiles, 32 registers per tile" in err
-    assert "m: a row vector of 64 rows, 2 registers per tile" in err
-    assert "Qs: rows padded by 8 elements (chosen by the compiler)" in err
+    out = capsys.readouterr().out  # the table is the command's output
+    assert "S: 4x1 warps, 16x64 per warp, 1x8 mma tiles, 32 registers per tile" in out
+    assert "m: a row vector of 64 rows, 2 registers per tile" in out
+    assert "Qs: rows padded by 8 elements (chosen by the compiler)" in out

@@ -11,7 +11,10 @@ In an elementwise statement a fragment's name is its element at the position bei
 map kernel's tensors are), typed as an `Index` with no indices. `Fragments` is a part of the type
 checker (typecheck.FunctionChecker): it provides the rules of tmma, tload and tstore, declares
 fragments for arrays.ArrayDecls, checks elementwise statements for assignments.Assignments, and
-hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index).
+hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index). `MmaViews` types
+tmma's operands that are views of shared arrays (`tmma(acc, As[:, kk:kk + 16], Bs[kk:kk + 16, :])`):
+their constant starts are checked here, the others by the plan-fragments pass
+(transpile/passes/mma_views.py) and at run time in check_bounds builds.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
 from tessera.transpile.checks.frag_vectors import FragVectors, uses_rows
-from tessera.transpile.checks.mma_views import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
@@ -347,3 +349,46 @@ class Fragments(Part):
                             f"cannot be indexed; use an elementwise statement, or tstore() it to shared memory")
             return e
         return None
+
+
+class MmaViews(Part):
+    """tmma's operands that are views: their types, and the typed views for the call."""
+
+    def __init__(self, fc) -> None:  # noqa: ANN001 - typecheck.FunctionChecker (an import cycle)
+        super().__init__(fc)
+        self._typed: dict[int, N.Index] = {}  # id of the operand as written -> the typed view
+
+    def operand(self, e: N.Index, name: str, what: str) -> N.ArrayType | None:
+        """The operand's type as a shared array of the view's extents, or None after its error."""
+        view = self.fc.memory.view(e, name, what)
+        if view is None:
+            return None
+        assert isinstance(view.ty, N.ViewType)
+        base = view.ty.base
+        array = base_name(view.base)
+        if not (isinstance(base, N.ArrayType) and base.space == "shared"):
+            self.sink.error(e.loc, f"the {what} of {name}() must be a shared array or a view of one; '{array}' is "
+                            f"a {type_name(base)} (copy the block to shared memory first)")
+            return None
+        extents = view.ty.extents
+        if len(extents) != 2:
+            self.sink.error(e.loc, f"the {what} of {name}() is a 2-D view (two sliced dimensions); "
+                            f"this one has {len(extents)}")
+            return None
+        kept = iter(extents)
+        for k, (i, dim) in enumerate(zip(view.indices, base.shape)):
+            extent = next(kept) if isinstance(i, N.Slice) else 1
+            start = self.scope.try_const(i.lo if isinstance(i, N.Slice) and i.lo is not None else i)
+            if isinstance(start, int) and not isinstance(start, bool) and (start < 0 or start + extent > int(dim)):
+                shape = ", ".join(str(d) for d in base.shape)
+                self.sink.error(e.loc, f"the {what} of {name}() reaches outside '{array}' [{shape}]: dimension {k} "
+                                f"covers {start} to {start + extent - 1}; tmma() reads views that lie inside "
+                                f"their shared array")
+                return None
+        self._typed[id(e)] = view
+        return N.ArrayType(base.elem, extents, "shared")
+
+    def typed(self, e: N.Expr) -> N.Expr:
+        """The typed argument: the view checked by `operand`, or the array or fragment as a name."""
+        view = self._typed.pop(id(e), None)
+        return view if view is not None else self.fc.expr(e)

@@ -1,6 +1,6 @@
 """The checks of `tmma`'s operand views that need the lowered IR (a part of the plan-fragments
 pass, spec section 14 v3). The type checker has checked the views' extents against the fragment
-and the starts that are constants (transpile/checks/mma_views.py); here:
+and the starts that are constants (transpile/checks/frags.py, MmaViews); here:
 
 - an operand read with `ldmatrix` needs each row to start on 16 bytes: the start of the view's
   contiguous dimension must be a multiple of 16 bytes of elements (`As[:, kk:kk + 16]` of f16 with
