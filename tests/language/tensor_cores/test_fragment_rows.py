@@ -19,8 +19,8 @@ from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
 from tests.conftest import sample_of
-from tests.language.frag_expr_gen import Gen, model
-from tests.language.ptx_fragments import accumulator, whole_row_tile_owner
+from tests.language.tensor_cores.frag_expr_gen import Gen, model
+from tests.language.tensor_cores.ptx_fragments import accumulator, whole_row_tile_owner
 
 MASK = """
 @kernel tile[(128,)]
@@ -79,7 +79,7 @@ def test_row_reductions_and_broadcasts_match_numpy(check_bounds: bool) -> None:
     np.testing.assert_allclose(y, (s / lv[:, None])[:, :n], rtol=1e-5, atol=1e-7)
 
 
-# ---- lane by lane against the PTX ISA's layouts (tests/language/ptx_fragments.py) --------------
+# ---- lane by lane against the PTX ISA's layouts (tests/language/tensor_cores/ptx_fragments.py) --------------
 
 LANES = """
 @kernel tile[(128,)]
@@ -149,7 +149,7 @@ def test_a_planted_row_layout_bug_is_caught_lane_by_lane(plant: str, monkeypatch
     assert _model_mismatches(x, *_lane_dump(monkeypatch, ROW_PLANTS[plant], x)) > 0
 
 
-# ---- a random differential test of whole-fragment statements (tests/language/frag_expr_gen.py) --
+# ---- a random differential test of whole-fragment statements (tests/language/tensor_cores/frag_expr_gen.py) --
 
 def run_generated(seed: int, check_bounds: bool) -> None:
     src, steps = Gen(seed).program(6)

@@ -194,7 +194,7 @@ def test_a_planted_error_in_the_conversion_is_caught(bug: str, monkeypatch) -> N
     assert _mismatches(tessera.compile(f"# planted {bug}\n" + KERNELS, backend="cpu", path="tf32.tsr"))
 
 
-if __name__ == "__main__":  # a longer run: python -m tests.language.test_tf32 N (random values of N seeds)
+if __name__ == "__main__":  # a longer run: python -m tests.language.tensor_cores.test_tf32 N (random values of N seeds)
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     kernels = tessera.compile(KERNELS, backend="cpu", path="tf32.tsr")
     bad = [m for seed in range(1, runs + 1) for m in _mismatches(kernels, seed)]

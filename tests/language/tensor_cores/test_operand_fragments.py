@@ -3,7 +3,7 @@ shared array of its type, element by element from anywhere else), converted from
 (`P[:] = S`, rounded to nearest even, in place: the C layout of 16-bit elements is their A layout)
 and used as tmma's first operand. The CPU backend runs the emitted per-lane code: NumPy checks at
 ragged sizes with and without check_bounds, the A registers lane by lane against the PTX ISA's
-layout (tests/language/ptx_fragments.py) with planted bugs it catches, the race detector on the
+layout (tests/language/tensor_cores/ptx_fragments.py) with planted bugs it catches, the race detector on the
 ldmatrix loads, and NVRTC's machine code."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
 from tessera.transpile.lir import nodes as L
 from tests.conftest import ROOT
-from tests.language.ptx_fragments import a_operand_16bit
+from tests.language.tensor_cores.ptx_fragments import a_operand_16bit
 
 TWO_MMAS = """
 @kernel tile[(128,)]
@@ -107,7 +107,7 @@ def conv(X: f32[64, 64], Y: mut f16[64, 64], Z: mut f32[64, 64]):
     np.testing.assert_array_equal(z, x.astype(np.float16).astype(np.float32))
 
 
-# ---- the A registers lane by lane against the PTX ISA (tests/language/ptx_fragments.py) ----------
+# ---- the A registers lane by lane against the PTX ISA (tests/language/tensor_cores/ptx_fragments.py) ----------
 
 A_PLANTS = {  # (what the clean C says, what the planted C says instead)
     # lanes 8 ... 15 give the addresses of rows 0 ... 7 in the ldmatrix of tload(Qf, Qs)

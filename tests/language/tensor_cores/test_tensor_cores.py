@@ -24,7 +24,7 @@ from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import FragLayout, choose, divisions, operand_pad, working_extents
 from tests.conftest import ROOT
-from tests.language.test_tf32 import tf32
+from tests.language.tensor_cores.test_tf32 import tf32
 
 SAMPLES = {n: ROOT / "samples" / f"{n}.tsr" for n in ("tc_gemm_f16", "tc_gemm_bf16_bias_relu", "tc_gemm_i8")}
 
