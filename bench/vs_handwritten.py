@@ -1,8 +1,9 @@
 """Tessera's kernels against hand-written CUDA C of the same tiling, compiled by the same NVRTC.
 
 For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`,
-`samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, and the tensor-core
-`samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu` -- and each architecture
+`samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, the tensor-core
+`samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu`, and FlashAttention-2 forward
+(f16, head dim 64, not causal) `samples/flash_attention.tsr` and `bench/handwritten/flash_attn_fwd.cu` -- and each architecture
 (default sm_80 and sm_90), both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
 same options) and the table shows, per kernel:
 
@@ -54,7 +55,7 @@ class Pair:
 
     title: str
     sample: str  # under samples/
-    variants: Mapping[str, Mapping[str, int]]
+    variants: Mapping[str, Mapping[str, int | str]]  # const values, and type parameters by name
     handwritten: str  # under bench/handwritten/
     kernel: str  # the hand-written kernel's C name
     opcode: str = "FFMA"  # the arithmetic instruction that finds the main loop and checks its work
@@ -68,6 +69,9 @@ PAIRS = (
     Pair("tc_gemm_f16", "tc_gemm_f16.tsr",
          {"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}, "hgemm_mma.cu", "hgemm", "HMMA",
          3 * (128 * 40 + 32 * 136) * 2),  # kStages * sizeof(Stage)
+    Pair("flash_attention", "flash_attention.tsr",
+         {"flash_attention": {"causal": 0, "HD": 64, "BM": 64, "BN": 64, "stages": 2, "NT": 128, "T": "f16"}},
+         "flash_attn_fwd.cu", "flash_fwd_d64", "HMMA", 5 * 64 * (64 + 8) * 2),  # sizeof(Smem<64>)
 )
 
 
