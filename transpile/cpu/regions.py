@@ -233,10 +233,7 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"const {s.var.dtype.c_compute} {var_name(s.var.name)} = {base} + "
                   f"({s.var.dtype.c_compute})tsr_t;")
         self.emit("{")
-        self.depth += 1
-        for x in s.body:
-            self.stmt(x)
-        self.depth -= 1
+        self.block(s.body)
         self.emit("}")
         self._close_tiles()
 
@@ -258,10 +255,7 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"if (!({cond})) continue;")
         self.emit(f"tsr_more{k} = true;")
         self.emit("{")
-        self.depth += 1
-        for x in s.body:
-            self.stmt(x)
-        self.depth -= 1
+        self.block(s.body)
         self.emit("}")
         self.emit(f"{var} += {step};")
         self._close_tiles()
