@@ -113,6 +113,23 @@ def skip_without_cxx() -> None:
         pytest.skip("no C++ compiler", allow_module_level=True)
 
 
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The C names of the kernels launched on the CPU backend from now on in this test, in order
+    (they still run): which variant really ran."""
+    from tessera.runtime.host.library import CpuLibrary
+
+    calls: list[str] = []
+    real = CpuLibrary.launch
+
+    def spy(self, info, bound, **kw):  # type: ignore[no-untyped-def]
+        calls.append(info.c_name)
+        return real(self, info, bound, **kw)
+
+    monkeypatch.setattr(CpuLibrary, "launch", spy)
+    return calls
+
+
 def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
     """The C++ compiler commands with `flag` that `host_build._run` runs from now on in this test
     (they still run): "-c" for kernel-unit compiles, "-shared" for links."""

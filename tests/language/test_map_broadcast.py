@@ -19,7 +19,6 @@ from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
-from tessera.runtime.host.library import CpuLibrary
 from tessera.transpile.driver import compile_source
 from tests.language.test_map_kernels import args_intact, place
 
@@ -50,19 +49,6 @@ def mod(request, tmp_path_factory):
         mp.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
         mp.delenv("TESSERA_BACKEND", raising=False)
         yield tessera.compile(SOURCE, backend="cpu", check_bounds=request.param, path="bcast.tsr")
-
-
-@pytest.fixture
-def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    calls: list[str] = []
-    real = CpuLibrary.launch
-
-    def spy(self, info, bound, **kw):
-        calls.append(info.c_name)
-        return real(self, info, bound, **kw)
-
-    monkeypatch.setattr(CpuLibrary, "launch", spy)
-    return calls
 
 
 SIZES = [(1, 1), (3, 5), (2, 16), (5, 33), (4, 64), (3, 100)]

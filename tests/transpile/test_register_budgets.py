@@ -13,7 +13,6 @@ import tessera
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
-from tessera.runtime.host.library import CpuLibrary
 from tessera.transpile.driver import compile_source, load_source
 from tests.conftest import ROOT, SAMPLES
 from tests.transpile.test_shared_reuse import WMMA
@@ -138,15 +137,7 @@ def test_the_attention_kernel_asks_only_for_an_aligned_head_dimension() -> None:
 
 
 @pytest.mark.usefixtures("shared_cache")
-def test_ordinary_attention_shapes_get_the_aligned_variant(monkeypatch: pytest.MonkeyPatch) -> None:
-    launched: list[str] = []
-    real = CpuLibrary.launch
-
-    def spy(self, info, bound, **kw):  # type: ignore[no-untyped-def]
-        launched.append(info.c_name)
-        return real(self, info, bound, **kw)
-
-    monkeypatch.setattr(CpuLibrary, "launch", spy)
+def test_ordinary_attention_shapes_get_the_aligned_variant(launched: list[str]) -> None:
     mod = tessera.compile(ATTENTION, backend="cpu", check_bounds=True, path="attention.tsr")
     rng = np.random.default_rng(11)
     z, h, n, d = 1, 3, 50, 64  # H and N_CTX not multiples of 16
