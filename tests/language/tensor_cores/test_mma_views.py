@@ -14,17 +14,13 @@ import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
-from tessera.cli.compile import run
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.transpile.driver import compile_source
 from tests.language.tensor_cores.test_tf32 import tf32
 from tests.transpile.checks.test_diagnostics import (
     Case,
-    _check_source_and_caret,
-    _fragments,
-    _source_line,
-    _write,
+    check_catalog_case,
 )
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -202,14 +198,4 @@ CATALOG = [
 
 @pytest.mark.parametrize("case", CATALOG, ids=lambda c: c.id)
 def test_catalog(case: Case, tmp_path, capsys) -> None:
-    path = _write(tmp_path, case.source)
-    out = tmp_path / "case.cu"
-    code = run([str(path), "-o", str(out), *case.args])
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal compiler error" not in err, err
-    assert code == 1 and not out.exists(), err
-    lines = err.splitlines()
-    assert lines[0].startswith(f"{path}:{case.line}:{case.col}: error: "), err
-    for fragment in _fragments(case.message):
-        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-    _check_source_and_caret(lines[1], lines[2], case.line, case.col, _source_line(case.source, case.line), err)
+    check_catalog_case(case, tmp_path, capsys)

@@ -696,8 +696,9 @@ def test_catalog_is_large_and_unique() -> None:
     assert len({c.id for c in CATALOG}) == len(CATALOG)
 
 
-@pytest.mark.parametrize("case", CATALOG, ids=lambda c: c.id)
-def test_catalog(case: Case, tmp_path, capsys) -> None:
+def check_catalog_case(case: Case, tmp_path, capsys) -> None:
+    """Compile `case` with tesserac: exit status 1, no output, and its located error (the message's
+    fragments, the note if any) with the source line and a caret under the column."""
     path = _write(tmp_path, case.source)
     out = tmp_path / "case.cu"
     code = run([str(path), "-o", str(out), *case.args])
@@ -716,6 +717,11 @@ def test_catalog(case: Case, tmp_path, capsys) -> None:
     # The source line under it (a window of it when it is long), with a gutter, then a caret under
     # the column.
     _check_source_and_caret(lines[1], lines[2], case.line, case.col, _source_line(case.source, case.line), err)
+
+
+@pytest.mark.parametrize("case", CATALOG, ids=lambda c: c.id)
+def test_catalog(case: Case, tmp_path, capsys) -> None:
+    check_catalog_case(case, tmp_path, capsys)
 
 
 def _check_source_and_caret(text: str, caret: str, line: int, col: int, full: str, err: str) -> None:

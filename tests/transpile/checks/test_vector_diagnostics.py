@@ -9,10 +9,8 @@ import pytest
 from tessera.cli.compile import run
 from tests.transpile.checks.test_diagnostics import (
     Case,
-    _check_source_and_caret,
-    _fragments,
-    _source_line,
     _write,
+    check_catalog_case,
     kern,
 )
 
@@ -72,18 +70,7 @@ def test_catalog_is_unique() -> None:
 
 @pytest.mark.parametrize("case", CATALOG, ids=lambda c: c.id)
 def test_vector_access_misuse(case: Case, tmp_path, capsys) -> None:
-    path = _write(tmp_path, case.source)
-    out = tmp_path / "case.cu"
-    code = run([str(path), "-o", str(out), *case.args])
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal compiler error" not in err, err
-    assert code == 1 and not out.exists(), err
-    lines = err.splitlines()
-    prefix = f"{path}:{case.line}:{case.col}: error: "
-    assert lines[0].startswith(prefix), f"expected {prefix!r}, got:\n{err}"
-    for fragment in _fragments(case.message):
-        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-    _check_source_and_caret(lines[1], lines[2], case.line, case.col, _source_line(case.source, case.line), err)
+    check_catalog_case(case, tmp_path, capsys)
 
 
 VALID = {
