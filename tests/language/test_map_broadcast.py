@@ -168,8 +168,11 @@ def _random_case(rng: random.Random) -> tuple[str, list[tuple[int, ...]], tuple[
     return src, shapes, out
 
 
+@pytest.mark.parametrize("mode", ["regions", "fibers"])
 @pytest.mark.parametrize("seed", range(6))
-def test_random_broadcasting_shapes_match_numpy(seed: int) -> None:
+def test_random_broadcasting_shapes_match_numpy(seed: int, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if mode == "fibers":  # the CPU backend's other mode (region mode is the default)
+        monkeypatch.setenv("TESSERA_CPU_REGIONS", "0")
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     src, shapes, out = _random_case(rng)
