@@ -127,7 +127,7 @@ def _gemm(ao: Operand, A: Any, B: Any, vec: Any, out: Any, consts: dict[str, Any
         scratch = ao.empty((bb, m, n), "f32")
         tuned = launcher.config(k, (A, B, vec, out, scratch), {**consts, "fuse": 0}, types, grid)
     used = launcher.launch(k, (A, B, vec, out, tiny if scratch is None else scratch), consts, grid, tuned, types)
-    if used.get("fuse", 1):
+    if scratch is None or used.get("fuse", 1):
         return
     row = vec if consts["has_bias"] else ao.zeros((n,), "f32")
     epi = launcher.kernel("matmul.tsr", "mm_epilogue", ao.on_device)
