@@ -75,6 +75,14 @@ def test_attention_ragged_sequence(causal: bool) -> None:
           ref.ATTENTION_TOLERANCE)
 
 
+@pytest.mark.parametrize("dtype, shape, k, stride, padding", [
+    ("f32", (2, 3, 17, 23), 3, 1, 1), ("f16", (1, 2, 40, 70), 5, 2, 2), ("f32", (1, 1, 9, 9), 1, 1, 0)])
+def test_depthwise_conv2d(dtype: str, shape, k: int, stride: int, padding: int) -> None:
+    rng = np.random.default_rng(9)
+    x, w = make(rng, shape, dtype), make(rng, (shape[1], 1, k, k), "f32")
+    close(ops.depthwise_conv2d(x, w, stride, padding), ref.depthwise_conv2d(x, w, stride, padding), dtype)
+
+
 def test_torch_cpu_tensors_in_give_torch_tensors_out() -> None:
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)
@@ -116,6 +124,12 @@ def test_non_contiguous_and_other_host_arrays() -> None:
     (lambda: ops.attention(np.zeros((1, 1, 8, 64), np.float16), np.zeros((1, 1, 9, 64), np.float16),
                            np.zeros((1, 1, 8, 64), np.float16)), "k"),
     (lambda: ops.attention(*(np.zeros((1, 1, 8, 64), np.float16),) * 3, causal=1), "causal"),
+    (lambda: ops.depthwise_conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 1, 3, 3), np.float32)), "w"),
+    (lambda: ops.depthwise_conv2d(np.zeros((2, 8, 8), np.float32), np.zeros((2, 1, 3, 3), np.float32)), "x"),
+    (lambda: ops.depthwise_conv2d(np.zeros((1, 2, 2, 2), np.float32), np.zeros((2, 1, 3, 3), np.float32)), "x"),
+    (lambda: ops.depthwise_conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((2, 1, 3, 3), np.float32), 0), "stride"),
+    (lambda: ops.depthwise_conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((2, 1, 3, 3), np.float32), 1, -1),
+     "padding"),
 ])
 def test_bad_arguments_are_named(call, argument: str) -> None:
     with pytest.raises(OpArgumentError, match=f"argument '{argument}'") as e:
