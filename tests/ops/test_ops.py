@@ -142,3 +142,14 @@ def test_empty_inputs_give_empty_results() -> None:
     assert ops.softmax(np.zeros((3, 0), np.float32)).shape == (3, 0)
     k0 = ops.matmul(np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32), np.ones(3, np.float32))
     assert (k0 == 1.0).all()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/ops.md"])
+def test_the_documented_examples_run(doc: str) -> None:
+    from tests.conftest import ROOT
+
+    text = (ROOT / doc).read_text()
+    start = text.index("```python\nimport numpy as np\nfrom tessera import ops\n") + len("```python\n")
+    scope: dict = {}
+    exec(compile(text[start:text.index("```", start)], doc, "exec"), scope)
+    assert scope["y"].dtype == np.float16
