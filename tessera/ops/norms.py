@@ -73,6 +73,12 @@ def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5) -> Any:
     """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias (var biased, as
     PyTorch's). `weight` and `bias` have x's last axis as their shape (f32, f16 or bf16; None means
     ones and zeros); statistics in f32; the result has x's kind, shape and element type."""
+    return layer_norm_forward(x, weight, bias, eps)[0]
+
+
+def layer_norm_forward(x: Any, weight: Any, bias: Any, eps: float = 1e-5) -> tuple[Any, Any, Any]:
+    """`layer_norm` and its row statistics for a backward pass: (y, mean, rstd), mean and rstd f32
+    arrays of x's kind with one value per row (x's shape without its last axis)."""
     op = "layer_norm"
     xo = _normalized_input(op, x)
     e = check_eps(op, eps)
@@ -80,26 +86,32 @@ def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5) -> Any:
     w = _vector(op, "weight", weight, xo).as_f32() if weight is not None else xo.zeros((cols,), "f32") + 1
     b = _vector(op, "bias", bias, xo).as_f32() if bias is not None else xo.zeros((cols,), "f32")
     out = xo.empty(xo.shape, xo.dtype)
+    mean, rstd = xo.empty((rows,), "f32"), xo.empty((rows,), "f32")
     if rows and cols:
-        mean, rstd = xo.empty((rows,), "f32"), xo.empty((rows,), "f32")
         k = launcher.kernel("rows.tsr", "layer_norm", xo.on_device)
         launcher.launch(k, (xo.reshaped((rows, cols)), w, b, out.reshape(rows, cols), mean, rstd, e), {}, rows,
                         types={"T": xo.dtype})
-    return out
+    return out, mean.reshape(xo.shape[:-1]), rstd.reshape(xo.shape[:-1])
 
 
 def rms_norm(x: Any, weight: Any, eps: float = 1e-6) -> Any:
     """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight` has x's last axis as
     its shape (f32, f16 or bf16; None means ones); the result has x's kind, shape and element type."""
+    return rms_norm_forward(x, weight, eps)[0]
+
+
+def rms_norm_forward(x: Any, weight: Any, eps: float = 1e-6) -> tuple[Any, Any]:
+    """`rms_norm` and its row statistic for a backward pass: (y, rstd), rstd an f32 array of x's
+    kind with one value per row (x's shape without its last axis)."""
     op = "rms_norm"
     xo = _normalized_input(op, x)
     e = check_eps(op, eps)
     rows, cols = _rows(xo)
     w = _vector(op, "weight", weight, xo).as_f32() if weight is not None else xo.zeros((cols,), "f32") + 1
     out = xo.empty(xo.shape, xo.dtype)
+    rstd = xo.empty((rows,), "f32")
     if rows and cols:
-        rstd = xo.empty((rows,), "f32")
         k = launcher.kernel("rows.tsr", "rms_norm", xo.on_device)
         launcher.launch(k, (xo.reshaped((rows, cols)), w, out.reshape(rows, cols), rstd, e), {}, rows,
                         types={"T": xo.dtype})
-    return out
+    return out, rstd.reshape(xo.shape[:-1])

@@ -12,7 +12,7 @@ import pytest
 
 from tessera import autotune, ops
 from tessera.autotune.store import TuneStore
-from tessera.ops import OpArgumentError
+from tessera.ops import OpArgumentError, norms
 from tests.ops import reference as ref
 from tests.ops.reference import close, make
 
@@ -65,6 +65,12 @@ def test_norms(dtype: str) -> None:
     x, w, b = make(rng, (2, 7, 131), dtype), make(rng, (131,), "f32"), make(rng, (131,), "f32")
     close(ops.layer_norm(x, w, b), ref.layer_norm(x, w, b), dtype)
     close(ops.rms_norm(x, w, eps=1e-3), ref.rms_norm(x, w, eps=1e-3), dtype)
+    xd = ref.as_f64(x)
+    _, mean, rstd = norms.layer_norm_forward(x, w, b)
+    close(mean, xd.mean(-1), "f32")
+    close(rstd, 1 / np.sqrt(xd.var(-1) + 1e-5), "f32")
+    _, rstd = norms.rms_norm_forward(x, w)
+    close(rstd, 1 / np.sqrt((xd * xd).mean(-1) + 1e-6), "f32")
 
 
 @pytest.mark.parametrize("causal", [False, True])
