@@ -101,13 +101,17 @@ class Operand:
 
     def as_f32(self) -> Any:
         """The array's values as f32 (itself when it is f32), of the same kind."""
-        if self.dtype == "f32":
-            return self.value
-        if self.kind == "torch":
-            return self.value.float()
         if self.dtype == "bf16" and self.kind == "numpy" and self.value.dtype.name != "bfloat16":
             return (self.value.view(np.uint16).astype(np.uint32) << 16).view(np.float32)  # bf16 bits
-        return self.value.astype(np.float32)
+        return self.as_type("f32")
+
+    def as_type(self, dtype: str) -> Any:
+        """The array's values converted to a .tsr element type (itself when it has it), of the same kind."""
+        if self.dtype == dtype:
+            return self.value
+        if self.kind == "torch":
+            return self.value.to(_torch_dtype(self.lib, dtype))
+        return self.value.astype(numpy_dtype(dtype))
 
     def moved(self, axis: int, to: int) -> Any:
         """A contiguous copy with axis `axis` moved to position `to`."""

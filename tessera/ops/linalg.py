@@ -89,7 +89,7 @@ def matmul(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> A
         if bo_bias is None:
             vec = ao.zeros((1,), bias_type)
         elif ao.dtype == "i8":
-            vec = bo_bias.value if bo_bias.dtype == "i32" else bo_bias.value.astype(np.int32)
+            vec = bo_bias.as_type("i32")
         else:
             vec = bo_bias.as_f32()
         if ao.dtype == "i8":

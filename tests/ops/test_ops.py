@@ -102,6 +102,15 @@ def test_torch_cpu_tensors_in_give_torch_tensors_out() -> None:
     close(y, ref.rms_norm(x.detach().to(torch.bfloat16), w), "bf16")
 
 
+def test_torch_i8_matmul_with_an_i8_bias() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    a, b, bias = make(rng, (5, 40), "i8", "torch"), make(rng, (40, 7), "i8", "torch"), make(rng, (7,), "i8", "torch")
+    y = ops.matmul(a, b, bias, "relu")
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.int32
+    assert (ref.as_f64(y) == ref.matmul(a, b, bias, "relu")).all()
+
+
 def test_non_contiguous_and_other_host_arrays() -> None:
     x = make(np.random.default_rng(8), (40, 24), "f32")
     close(ops.softmax(x.T), ref.softmax(x.T), "f32")
