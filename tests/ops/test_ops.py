@@ -168,3 +168,16 @@ def test_the_documented_examples_run(doc: str) -> None:
     scope: dict = {}
     exec(compile(text[start:text.index("```", start)], doc, "exec"), scope)
     assert scope["y"].dtype == np.float16
+
+
+def test_a_second_call_compiles_nothing(monkeypatch) -> None:
+    from tessera import variant
+
+    x = make(np.random.default_rng(11), (3, 50), "f32")
+    ops.softmax(x)
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(variant, "compile_spec", no_compile)
+    close(ops.softmax(x + 1), ref.softmax(x + 1), "f32")
