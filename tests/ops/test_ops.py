@@ -181,3 +181,15 @@ def test_a_second_call_compiles_nothing(monkeypatch) -> None:
 
     monkeypatch.setattr(variant, "compile_spec", no_compile)
     close(ops.softmax(x + 1), ref.softmax(x + 1), "f32")
+
+
+def test_aligned_shapes_take_the_aligned_variants() -> None:
+    # Rows and strides that are multiples of 16 elements launch the 16-byte-aligned variants.
+    rng = np.random.default_rng(12)
+    a, b, bias = make(rng, (40, 64), "f16"), make(rng, (64, 48), "f16"), make(rng, (48,), "f32")
+    close(ops.matmul(a, b, bias, "relu"), ref.matmul(a, b, bias, "relu"), "f16")
+    x, w = make(rng, (5, 128), "f16"), make(rng, (128,), "f32")
+    close(ops.softmax(x), ref.softmax(x), "f16")
+    close(ops.layer_norm(x, w, w), ref.layer_norm(x, w, w), "f16")
+    img, filt = make(rng, (1, 2, 20, 32), "f32"), make(rng, (2, 1, 3, 3), "f32")
+    close(ops.depthwise_conv2d(img, filt, 1, 1), ref.depthwise_conv2d(img, filt, 1, 1), "f32")
