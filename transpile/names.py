@@ -72,6 +72,22 @@ def var_name(name: str) -> str:
     return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
 
 
+INLINED = "%inl"  # the prefix of an inlined device function's locals: `%inl3_t` (C: `tsr_inl3_t`)
+
+
+def inlined_local(name: str, call: int) -> str:
+    """The name of the local `name` of a device function inlined by the kernel's call number `call`
+    (transpile/checks/device_calls.py InlineCalls): no source name can equal it."""
+    return f"{INLINED}{call}_{name}"
+
+
+def source_name(name: str) -> str:
+    """The name as the source spells it (an inlined local's without its prefix)."""
+    if name.startswith(INLINED):
+        return name.split("_", 1)[1]
+    return name
+
+
 def _value_text(v: int | float | bool) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
