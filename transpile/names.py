@@ -6,6 +6,7 @@ variant names for sets of `const` parameter values and type bindings, made uniqu
 from __future__ import annotations
 
 import functools
+import re
 
 # C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
 CXX_KEYWORDS = frozenset("""
@@ -81,11 +82,9 @@ def inlined_local(name: str, call: int) -> str:
     return f"{INLINED}{call}_{name}"
 
 
-def source_name(name: str) -> str:
-    """The name as the source spells it (an inlined local's without its prefix)."""
-    if name.startswith(INLINED):
-        return name.split("_", 1)[1]
-    return name
+def source_text(message: str) -> str:
+    """A diagnostic's message with each inlined local named as the source spells it (`'%inl3_t'`: `'t'`)."""
+    return re.sub(r"%inl\d+_", "", message) if INLINED in message else message
 
 
 def _value_text(v: int | float | bool) -> str:

@@ -20,7 +20,6 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import RESERVED
 from tessera.transpile.const_eval import evaluate
 from tessera.transpile.consts import NotConstant, Value
-from tessera.transpile.names import source_name
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.expr import Expressions
@@ -137,7 +136,6 @@ class Scope:
     def undefined(self, loc: Loc, name: str) -> None:
         if name in self.quiet:
             return
-        name = source_name(name)
         if name in PYTHON_TYPES:
             self.sink.error(loc, f"'{name}' is not a .tsr type; {PYTHON_TYPES[name]}")
             return

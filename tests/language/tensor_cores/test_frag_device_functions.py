@@ -242,6 +242,9 @@ CATALOG = [
          "type parameter 'T' is f16 from argument 'H' but f32 from argument 's'"),
     Case("frag-function-barrier-under-a-tile-condition", "@device\ndef sync(S: mut frag f32[64, 32]):\n"
          "    tbarrier()\n\n" + _kernel("    if tile_id(0) < 3:\n        sync(S)\n"), 3, 5, "tbarrier"),
+    Case("frag-function-tile-dependent-argument", "@device\ndef add(S: mut frag f32[64, 32], x: f32):\n"
+         "    S[:] = S + x\n\n" + _kernel("    add(S, f32(tile_id(0)))\n"), 3, 16,
+         "'x' differs between tiles, but a whole-fragment statement computes each element"),
     Case("frag-param-on-a-kernel", "@kernel tile[(128,)]\ndef k(S: mut frag f32[64, 32]):\n    pass\n", 2, 7,
          "only @device functions take fragments"),
     Case("frag-extent-against-an-array", "@device\ndef f(S: mut frag f32[BM, BN], s: f32[BN]):\n    S[:] = 0.0\n\n"
