@@ -30,16 +30,7 @@ PARAMS = {"S": "P", "T": "Q", "H": "G", "v": "a", "w": "z"}  # the parameters' n
 
 def _words(text: str, mapping: dict[str, str]) -> str:
     """`text` with each identifier in `mapping` replaced."""
-    out, word = [], ""
-    for ch in text + " ":
-        if ch.isalnum() or ch == "_":
-            word += ch
-            continue
-        if word:
-            out.append(mapping.get(word, word))
-            word = ""
-        out.append(ch)
-    return "".join(out)[:-1]
+    return re.sub(r"[A-Za-z_]\w*", lambda m: mapping.get(m[0], m[0]), text)
 
 
 def swapped(steps: list[Step]) -> Step:

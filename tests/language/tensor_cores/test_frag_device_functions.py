@@ -121,6 +121,12 @@ def softmax_rows(acc: mut frag f32[R, C], mx: mut frag f32[R], out: mut f32[m, n
     tstore(out[r0:r0 + R, 0:C], acc)
     tstore(sums[r0:r0 + R], mx)
 
+@device
+def both(acc: mut frag f32[R, C], a: mut frag f16[R, K], mx: mut frag f32[R], As: f16[R, K], Bs: f16[K, C],
+         out: mut f32[m, n], sums: mut f32[m], r0: i32):
+    product(acc, a, As, Bs)
+    softmax_rows(acc, mx, out, sums, r0)
+
 @kernel tile[(128,)]
 def twice(A: f16[M, 32], B: f16[32, 32], B2: f16[32, 64], Y: mut f32[M, 32], Y2: mut f32[M, 64], L: mut f32[M],
           L2: mut f32[M]):
@@ -137,14 +143,13 @@ def twice(A: f16[M, 32], B: f16[32, 32], B2: f16[32, 64], Y: mut f32[M, 32], Y2:
     tcopy(B2s, B2[0:32, 0:64])
     tbarrier()
     product(acc, a, As, Bs)
-    product(acc2, a, As, B2s)
     softmax_rows(acc, mx, Y, L, r0)
-    softmax_rows(acc2, mx, Y2, L2, r0)
+    both(acc2, a, mx, As, B2s, Y2, L2, r0)
 """
 
 
 @pytest.mark.parametrize("check_bounds", [False, True])
-def test_a_device_function_called_on_fragments_of_two_shapes(check_bounds: bool) -> None:
+def test_device_functions_called_on_fragments_of_two_shapes_and_nested(check_bounds: bool) -> None:
     m = 100
     rng = np.random.default_rng(5)
     a = (rng.standard_normal((m, 32)) / 4).astype(np.float16)
