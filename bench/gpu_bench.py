@@ -4,14 +4,15 @@ reduction on the CUDA backend; then the map kernels of samples/elementwise.tsr (
 SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's memory bandwidth;
 then the per-tile vector access and broadcasting rows (llm.c-style GELU and layer norm with 16-byte
 loads of 8 bf16, samples/llmc_bf16.tsr; a bias row and an activation over a matrix,
-samples/bias_act.tsr) against the same goal.
+samples/bias_act.tsr) against the same goal; then FlashAttention (samples/flash_attention.tsr) at
+B=4, H=16, N=4096, D=128 against PyTorch's flash SDPA (bench/attention_bench.py).
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
 same operation in CuPy or PyTorch when one is installed, measured in the same run, as a ratio.
-Skips (exit 0) without an NVIDIA GPU; `--dry-run` checks the map rows and the f16 GEMM row without
-one (their launch configuration at full size, and each kernel on the CPU backend at a small size
-against NumPy).
+Skips (exit 0) without an NVIDIA GPU; `--dry-run` checks the map rows, the f16 GEMM row and the
+attention rows without one (their launch configuration at full size, the attention kernel's NVRTC
+compile, and each kernel on the CPU backend at a small size against NumPy).
 """
 
 from __future__ import annotations
@@ -441,6 +442,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
           f"CPU backend {'matches' if ok else 'differs from'} NumPy")
     failed += not dry_run_hgemm()
     failed += dry_run_vector_rows()
+    failed += _attention().dry_run_attention()
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
 
@@ -502,7 +504,21 @@ def _measure(args: argparse.Namespace) -> int:
         free_reference_memory()
     bench_map(tessera, bw, args.repeat)
     bench_vector_rows(tessera, bw, args.repeat)
+    if not args.map_only:
+        _attention().bench_attention(tessera, flops, args.repeat, record)
     return 0
+
+
+def _attention() -> Any:
+    """bench/attention_bench.py (bench/ is not a package: loaded by path, once)."""
+    import importlib.util
+
+    if "attention_bench" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("attention_bench", ROOT / "bench" / "attention_bench.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules["attention_bench"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["attention_bench"])
+    return sys.modules["attention_bench"]
 
 
 def bench_others(tessera: Any, bw: float, flops: float, repeat: int) -> None:

@@ -6,6 +6,7 @@ variant names for sets of `const` parameter values and type bindings, made uniqu
 from __future__ import annotations
 
 import functools
+import re
 
 # C++ keywords, CUDA built-in names and device math functions a user name must not shadow.
 CXX_KEYWORDS = frozenset("""
@@ -70,6 +71,20 @@ def var_name(name: str) -> str:
     """The C name of a variable: compiler temporaries (`%stop_k`) are `tsr_stop_k`, user names are
     kept where safe (c_ident)."""
     return "tsr_" + name[1:] if name.startswith("%") else c_ident(name)
+
+
+INLINED = "%inl"  # the prefix of an inlined device function's locals: `%inl3_t` (C: `tsr_inl3_t`)
+
+
+def inlined_local(name: str, call: int) -> str:
+    """The name of the local `name` of a device function inlined by the kernel's call number `call`
+    (transpile/checks/device_calls.py InlineCalls): no source name can equal it."""
+    return f"{INLINED}{call}_{name}"
+
+
+def source_text(message: str) -> str:
+    """A diagnostic's message with each inlined local named as the source spells it (`'%inl3_t'`: `'t'`)."""
+    return re.sub(r"%inl\d+_", "", message) if INLINED in message else message
 
 
 def _value_text(v: int | float | bool) -> str:

@@ -26,6 +26,7 @@ from tessera.transpile.checks.module_check import typecheck
 from tessera.transpile.consts import Value
 from tessera.transpile.cpu.region_plan import plan_cpu_regions
 from tessera.transpile.lir.fold import fold_constants
+from tessera.transpile.names import source_text
 from tessera.transpile.passes.kernel_header import evaluate_headers
 from tessera.transpile.passes.lower import lower
 from tessera.transpile.passes.pipeline_copies import pipeline_copies
@@ -102,9 +103,16 @@ def run_passes(module: Any, ctx: PassContext, stop_after: str | None = None, sta
             typing_errors = list(ctx.sink.items)
         if p.name == stop_after:
             break
+    ctx.sink.items[:] = [_source_names(d) for d in ctx.sink.items]
     if raise_errors:
         ctx.sink.raise_if_errors()
     return module
+
+
+def _source_names(d: Diagnostic) -> Diagnostic:
+    """`d` naming each local of an inlined device function as the source does (names.source_text)."""
+    notes = tuple(dataclasses.replace(n, message=source_text(n.message)) for n in d.notes)
+    return dataclasses.replace(d, message=source_text(d.message), notes=notes)
 
 
 def without_errors(module: N.Module, errors: list[Diagnostic]) -> N.Module:

@@ -129,9 +129,9 @@ class Build(Transformer):
         return tuple(p for p in c if p is not None)
 
     def param(self, c):
-        name, qual, tname, dims, default = c
+        name, qual, frag, tname, dims, default = c
         return N.Param(_loc(name), str(name), qual or "", str(tname), _loc(tname),
-                       tuple(dims) if dims is not None else None, default)
+                       tuple(dims) if dims is not None else None, default, frag=frag is not None)
 
     def dims(self, c):
         return c[0]

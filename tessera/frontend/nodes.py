@@ -322,6 +322,7 @@ class Param:
     dims: tuple[Expr, ...] | None
     default: Expr | None
     ty: Type | None = None     # set by typecheck
+    frag: bool = False         # `S: mut frag f32[BM, BN]`: a fragment (the function is inlined)
 
 
 @ir_node

@@ -178,6 +178,10 @@ def test_gpu_bench_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
                             ("bias_relu_f32", "bias_relu_f32_a16"), ("bias_row_gelu_bf16", "bias_row_gelu_bf16_a16")]:
         line = out.split(f"ok     {kernel} ")[1].splitlines()[0]
         assert f"variant {variant};" in line and f"{kernel}: matches NumPy" in line, line
+    # The attention rows (issue 29, bench/attention_bench.py): grid, NVRTC compile, the CPU backend.
+    for row in ("attention_full", "attention_causal"):
+        line = out.split(f"ok     {row} ")[1].splitlines()[0]
+        assert "grid 32 x 64 x 256 threads" in line and "0 spill bytes" in line and "matches NumPy" in line, line
 
 
 @pytest.mark.usefixtures("shared_cache")

@@ -288,8 +288,8 @@ CATALOG = [
     Case("fragment-passed-to-a-device-function", "@device\ndef scale(s: mut f32[m, k], a: f32):\n    s[0, 0] = a\n\n"
          "@kernel tile[(128,)]\ndef k(C: mut f32[M, N]):\n    acc = tfrag(f32[32, 32], 0.0)\n    scale(acc, 2.0)\n"
          "    tstore(C[0:32, 0:32], acc)\n", 8, 11,
-         ("'acc' is a fragment: passing fragments to device functions is not supported yet",
-          "argument 's' of scale()")),
+         ("'acc' is a fragment, but parameter 's' of scale() is not",
+          "declare it 's: mut frag f32[32, 32]' (the function is then inlined)")),
     Case("duplicate-parameter-const-later", "@kernel tile[(64,)]\ndef k(G: f32[n], G: const i32 = 4):\n    pass\n",
          2, 18, "duplicate parameter 'G'", note="first defined here"),
 ]

@@ -16,28 +16,45 @@ above: parts outside the tensor read as zero). `FragVectors` is a helper of frag
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.rules import check_arity, typed_call
+from tessera.transpile.checks.scope import Sym
 from tessera.transpile.lir.frag_layout import MMA_M, REDUCTIONS
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.frags import Fragments
 
 
-def uses_rows(fn: N.FuncDef) -> bool:
+def takes_fragments(sym: Sym) -> bool:
+    """Whether a function's symbol is one of a device function that takes fragments (generic or not)."""
+    return sym.ref == "func" and (bool(sym.extra.get("inline")) or bool(sym.extra.get("generic"))
+                                  and any(p.frag for p in sym.extra["def"].params))
+
+
+def inline_functions(module_syms: Mapping[str, Sym]) -> dict[str, N.FuncDef]:
+    """The device functions (by name) that take fragments and are inlined."""
+    return {k: s.extra["def"] for k, s in module_syms.items() if takes_fragments(s)}
+
+
+def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel divides its fragments into whole rows per warp: it declares a row vector or an
-    operand fragment, or reduces rows (the same decision as frag_layout.kernel_whole_rows on the
-    lowered kernel)."""
+    operand fragment, or reduces rows, itself or in the bodies of the functions `inline` it calls
+    (the same decision as frag_layout.kernel_whole_rows on the lowered kernel, where they are inlined)."""
     stack: list[object] = list(fn.body)
+    seen: set[str] = set()
     while stack:
         n = stack.pop()
         if isinstance(n, N.Call) and isinstance(n.func, N.Name):
             if n.func.id in REDUCTIONS:
                 return True
+            if n.func.id in inline and n.func.id not in seen:
+                seen.add(n.func.id)
+                stack.extend(inline[n.func.id].body)
             spec = n.args[0] if n.func.id == "tfrag" and n.args else None
             if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
                                               and spec.base.id in ("f16", "bf16")):
@@ -157,4 +174,4 @@ class FragVectors:
         return True
 
 
-__all__ = ["FragVectors", "uses_rows"]
+__all__ = ["FragVectors", "inline_functions", "takes_fragments", "uses_rows"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.expr import base_name, type_name
-from tessera.transpile.checks.frag_vectors import FragVectors, uses_rows
+from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, uses_rows
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
@@ -59,7 +59,7 @@ class Fragments(Part):
         self.frag_kind: str | None = None
         self.stmt_rank = 0
         self.vectors = FragVectors(self)
-        self.whole_rows = fc.in_kernel and uses_rows(fc.fn)
+        self.whole_rows = fc.in_kernel and uses_rows(fc.fn, inline_functions(fc.scope.module_syms))
         self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
@@ -83,6 +83,10 @@ class Fragments(Part):
     def frag_decl(self, s: N.Assign, name: str) -> N.Stmt:
         v = s.value
         assert isinstance(v, N.Call)
+        if self.fc.inline.active:
+            self.sink.error(v.loc, "a device function cannot declare fragments: declare it in the kernel and pass it "
+                            "(a parameter 'name: mut frag T[dims]')")
+            return s
         if not self.fc.in_kernel or self.fc.block != (0, 1):
             self.sink.error(v.loc, "tfrag() is only allowed at the top level of a kernel body (a fragment belongs "
                             "to the whole group)")

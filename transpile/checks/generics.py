@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tessera.base.dtypes import SCALARS
 from tessera.base.errors import DiagnosticSink, Note
@@ -70,6 +70,28 @@ def _sub(x: object, m: Mapping[str, str]) -> object:
             if nv is not v:
                 changes[f.name] = nv
     return N.replace(x, **changes) if changes else x
+
+
+def rename(x: object, names: Mapping[str, N.Expr], local: Callable[[str], str | None]) -> object:
+    """`x` (a function's body) with each name replaced: by the expression `names[id]`, else by
+    `local(id)` unless that is None (a loop variable too); used to inline a function
+    (device_calls.InlineCalls)."""
+    if isinstance(x, tuple):
+        return tuple(rename(i, names, local) for i in x)
+    if isinstance(x, N.Name):
+        if x.id in names:
+            return N.replace(names[x.id], loc=x.loc)
+        return x if local(x.id) is None else N.replace(x, id=local(x.id))
+    if not dataclasses.is_dataclass(x) or isinstance(x, (type, N.Loc)):
+        return x
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(x):
+        v = getattr(x, f.name)
+        if isinstance(x, N.For) and f.name == "var":
+            changes["var"] = local(v) or v
+        elif isinstance(v, tuple) or (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+            changes[f.name] = rename(v, names, local)
+    return N.replace(x, **changes)
 
 
 def check_type_params(fn: N.FuncDef, module: N.Module, sink: DiagnosticSink) -> bool:

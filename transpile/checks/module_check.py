@@ -2,18 +2,22 @@
 function signatures (parameter types, tensor dimensions, shape symbols), then each body.
 
 Runs after resolve-constants, specialize and kernel-headers, whose results it reads; it adds types
-only (`Param.ty`, expression types, name references).
+only (`Param.ty`, expression types, name references). A device function that takes fragments
+(`S: mut frag f32[BM, BN]`, spec section 14) is checked here in its signature and its rules
+(`frag_param`, `check_inline_def`) and not compiled on its own: device_calls.InlineCalls inlines
+each call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from tessera.base.dtypes import I32, SCALARS
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import Coop
-from tessera.transpile.checks.callgraph import coop_class, uses_indices, uses_warp_ops
+from tessera.transpile.checks.callgraph import coop_class, uses_indices, uses_warp_ops, walk
 from tessera.transpile.checks.generics import binding_text, instance_name, substitute
 from tessera.transpile.checks.scope import BUILTIN_NAMES, Scope, Sym
 from tessera.transpile.checks.typecheck import check_function
@@ -71,8 +75,9 @@ class ModuleChecker:
         if sym is not None:
             return sym if sym.ref == "func" and sym.extra["def"].base_name == generic.name else None
         checked = self.func(substitute(generic, values, rename=True))
-        if checked is None:
-            return None
+        if checked is None:  # with errors, or a function that takes fragments (inlined at each call)
+            sym = self.syms.get(name)
+            return sym if sym is not None and sym.extra.get("inline") else None
         self.instances.append(checked)
         return self.syms.get(name)
 
@@ -108,6 +113,10 @@ class ModuleChecker:
                 return None
         fn = dataclasses.replace(fn, params=params)
         sym.extra["def"] = fn  # typed parameters, for the calls in its own body
+        if any(p.frag for p in params):  # inlined at each call (device_calls.InlineCalls), not compiled alone
+            sym.extra["inline"] = True
+            sym.extra["inline_ok"] = check_inline_def(fn, self.syms, self.sink)
+            return None
         later = {i.name: i.loc for i in self.module.items if isinstance(i, N.FuncDef) and i.name not in self.syms}
         checked = check_function(self.sink, self.syms, fn, signature.params, later)
         sym.extra["def"] = checked
@@ -132,6 +141,12 @@ class ModuleChecker:
         order = sorted(range(len(fn.params)), key=lambda i: fn.params[i].qual != "const")
         for i in order:
             p = fn.params[i]
+            if p.frag and p.name not in scope.params:
+                typed = frag_param(p, fn, scope, self.sink)
+                ok = ok and typed is not None
+                if typed is not None:
+                    out[i] = typed
+                continue
             earlier = next((q for q in fn.params[:i] if q.name == p.name), None)
             if earlier is not None:
                 self.sink.error(p.loc, f"duplicate parameter '{p.name}'", Note("first defined here", earlier.loc))
@@ -218,6 +233,84 @@ class ModuleChecker:
                 return None
             out.append(N.IntLit(d.loc, v, I32))
         return tuple(out)
+
+
+FRAG_ELEMS = ("f32", "i32", "f16", "bf16")  # the element types of fragment parameters
+
+
+def frag_param(p: N.Param, fn: N.FuncDef, scope: Scope, sink: DiagnosticSink) -> N.Param | None:
+    """The typed fragment parameter `p` (an ArrayType in the space "frag" whose shape holds the shape
+    symbols' names), its shape symbols declared in `scope`; None after an error."""
+    if fn.kind != "device":
+        sink.error(p.loc, f"only @device functions take fragments; a kernel declares its own "
+                   f"({p.name} = tfrag({p.type_name}[...]))")
+        return None
+    if p.qual == "const" or p.default is not None:
+        where = p.default.loc if p.default is not None else p.loc
+        sink.error(where, f"a fragment parameter is 'name: frag T[dims]' or 'name: mut frag T[dims]', "
+                   f"with no const and no default value ('{p.name}')")
+        return None
+    elem = SCALARS.get(p.type_name)
+    if elem is None or elem.name not in FRAG_ELEMS:
+        sink.error(p.type_loc, f"a fragment holds {', '.join(FRAG_ELEMS)} elements, not '{p.type_name}'")
+        return None
+    if p.dims is None or len(p.dims) not in (1, 2) or (elem.is_half and len(p.dims) != 2):
+        sink.error(p.type_loc, f"fragment parameter '{p.name}' needs its dimensions: two (frag {elem}[BM, BN])"
+                   f"{'' if elem.is_half else f', or one for a row vector (frag {elem}[BM])'}")
+        return None
+    shape: list[int | str] = []
+    for d in p.dims:
+        if isinstance(d, N.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
+            scope.params.setdefault(d.id, Sym(d.id, "shape", I32, d.loc, extra={"frag": True}))
+            shape.append(d.id)
+            continue
+        if isinstance(d, N.Name) and d.id in scope.params and scope.params[d.id].ref == "shape":
+            shape.append(d.id)
+            continue
+        v = scope.const_int(d, "a fragment dimension (a constant or a shape symbol)", 1)
+        if v is None:
+            return None
+        shape.append(v)
+    return dataclasses.replace(p, ty=N.ArrayType(elem, tuple(shape), "frag"))
+
+
+def check_inline_def(fn: N.FuncDef, syms: Mapping[str, Sym], sink: DiagnosticSink) -> bool:
+    """The rules of a function that takes fragments, at its definition (typed parameters)."""
+    ok = True
+    if fn.ret is not None or fn.rets:
+        sink.error(fn.ret_loc or fn.loc, f"'{fn.name}' takes fragments, so it is inlined and returns nothing; "
+                   f"pass a mut fragment or a mut array for its results")
+        ok = False
+    readonly = {p.name: p for p in fn.params if p.frag and p.qual != "mut"}
+    for n in (x for s in fn.body for x in walk(s)):
+        if isinstance(n, N.Return):
+            sink.error(n.loc, f"'{fn.name}' takes fragments, so it is inlined and cannot return; let the "
+                       f"code after the return run under an if instead")
+            ok = False
+        written = _written_fragment(n)
+        if written is not None and written.id in readonly:
+            sink.error(written.loc, f"'{written.id}' is a read-only fragment parameter of {fn.name}(); declare "
+                       f"it '{written.id}: mut frag ...' to write it", Note("parameter here", readonly[written.id].loc))
+            ok = False
+        if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id in syms \
+                and syms[n.func.id].extra.get("inline"):
+            callee: N.FuncDef = syms[n.func.id].extra["def"]
+            for a, q in zip(n.args, callee.params):
+                if isinstance(a, N.Name) and a.id in readonly and q.frag and q.qual == "mut":
+                    sink.error(a.loc, f"'{a.id}' is a read-only fragment parameter of {fn.name}(), but argument "
+                               f"'{q.name}' of {callee.name}() is mut", Note("parameter here", readonly[a.id].loc))
+                    ok = False
+    return ok
+
+
+def _written_fragment(n: object) -> N.Name | None:
+    """The name a statement or call writes as a whole fragment: `F[:] = ...`, `tload(F, v)`, `tmma(F, ...)`."""
+    if isinstance(n, (N.Assign, N.AugAssign)) and isinstance(n.target, N.Index) and isinstance(n.target.base, N.Name):
+        return n.target.base
+    if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id in ("tload", "tmma") and n.args \
+            and isinstance(n.args[0], N.Name):
+        return n.args[0]
+    return None
 
 
 def typecheck(module: N.Module, sink: DiagnosticSink) -> N.Module:

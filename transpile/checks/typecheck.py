@@ -12,7 +12,8 @@ goes on so that independent errors are all reported.
 symbols, the block and loop depth, the bare allocation, the map kernel's state), walks the
 statements and dispatches each statement and expression to the part that checks it; each part is
 an object with one job that is given the checker and reaches the state and the other parts through
-it: `Expressions` (expr.py), `BuiltinCalls` (calls.py), `DeviceCalls` (device_calls.py),
+it: `Expressions` (expr.py), `BuiltinCalls` (calls.py), `DeviceCalls` (device_calls.py), `InlineCalls`
+(device_calls.py),
 `MemoryBuiltins` (memory.py), `Fragments` (frags.py), `ArrayDecls` (arrays.py), `MapKernel`
 (maps.py), `Loops` (loops.py), `VectorAccess` (vectors.py) and `Assignments` (assignments.py). A
 builtin's call goes to the implementation of its typing rule in the rule table (rules.py) that the
@@ -31,7 +32,7 @@ from tessera.transpile.checks.arrays import ArrayDecls
 from tessera.transpile.checks.assignments import Assignments
 from tessera.transpile.checks.calls import BuiltinCalls
 from tessera.transpile.checks.const_ranges import ConstRangeChecker
-from tessera.transpile.checks.device_calls import DeviceCalls
+from tessera.transpile.checks.device_calls import DeviceCalls, InlineCalls, spliced
 from tessera.transpile.checks.expr import Expressions, describe
 from tessera.transpile.checks.frags import Fragments
 from tessera.transpile.checks.loops import Loops
@@ -63,6 +64,7 @@ class FunctionChecker:
         self.exprs = Expressions(self)
         self.memory = MemoryBuiltins(self)
         self.devices = DeviceCalls(self)
+        self.inline = InlineCalls(self)
         self.calls = BuiltinCalls(self)
         self.frags = Fragments(self)
         self.arrays = ArrayDecls(self)
@@ -81,7 +83,7 @@ class FunctionChecker:
             # Asked of several parts in turn (below).
             "Name": self.x_Name, "Index": self.x_Index, "Call": self.x_Call,
         }
-        self._stmt_rules: dict[str, Callable[[Any], N.Stmt]] = {
+        self._stmt_rules: dict[str, Callable[[Any], N.Stmt | tuple[N.Stmt, ...]]] = {
             "Assign": self.assigns.s_Assign, "AugAssign": self.assigns.s_AugAssign, "For": self.loops.s_For,
             "Pass": self.s_Pass, "Break": self.s_Break, "Continue": self.s_Continue, "Return": self.s_Return,
             "ExprStmt": self.s_ExprStmt, "If": self.s_If, "While": self.s_While,
@@ -124,12 +126,13 @@ class FunctionChecker:
 
     def body(self, stmts: tuple[N.Stmt, ...]) -> tuple[N.Stmt, ...]:
         saved = self.enter_block()
-        out = tuple(self.stmt(s) for s in stmts)
+        out = tuple(x for s in stmts for x in spliced(self.stmt(s)))  # (no frame more per nested block)
         self.block = saved
         return out
 
     # -- statements
-    def stmt(self, s: N.Stmt) -> N.Stmt:
+    def stmt(self, s: N.Stmt) -> N.Stmt | tuple[N.Stmt, ...]:
+        """`s` typed; the call of a device function that takes fragments is its inlined body."""
         if self.map is not None and not self.maps.map_allows(s):
             return s
         return self._stmt_rules[type(s).__name__](s)
@@ -188,7 +191,9 @@ class FunctionChecker:
         assert s.value is not None
         return N.replace(s, value=N.TupleLit(s.value.loc, tuple(out), N.TupleType(tuple(types))))
 
-    def s_ExprStmt(self, s: N.ExprStmt) -> N.Stmt:
+    def s_ExprStmt(self, s: N.ExprStmt) -> N.Stmt | tuple[N.Stmt, ...]:
+        if self.inline.claims(s):
+            return self.inline.inline(s)
         if not isinstance(s.expr, N.Call):
             self.sink.error(s.expr.loc, "this expression has no effect; only calls can be statements")
             return s
