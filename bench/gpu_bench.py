@@ -4,7 +4,8 @@ reduction on the CUDA backend; then the map kernels of samples/elementwise.tsr (
 SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's memory bandwidth;
 then the per-tile vector access and broadcasting rows (llm.c-style GELU and layer norm with 16-byte
 loads of 8 bf16, samples/llmc_bf16.tsr; a bias row and an activation over a matrix,
-samples/bias_act.tsr) against the same goal.
+samples/bias_act.tsr) against the same goal; on a Hopper GPU, the sm_90a rows of bench/hopper_bench.py
+(the f16 GEMM with warpgroup MMA at 8192^3 against cuBLAS).
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
@@ -42,6 +43,20 @@ def vector_add(a: f32[n], b: f32[n], c: mut f32[n]):
     if i < n:
         c[i] = a[i] + b[i]
 """
+
+
+def hopper_rows() -> Any:
+    """bench/hopper_bench.py (the sm_90a rows), beside this file (bench/ is not a package)."""
+    import importlib.util
+
+    if "hopper_bench" in sys.modules:
+        return sys.modules["hopper_bench"]
+    spec = importlib.util.spec_from_file_location("hopper_bench", pathlib.Path(__file__).with_name("hopper_bench.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hopper_bench"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def vector_add_grid(n: int) -> int:
@@ -440,6 +455,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     print(f"{'ok' if ok else 'FAILED':<6} vector_add_scalar (hand-written) grid {vector_add_grid(n)} x 256 threads; "
           f"CPU backend {'matches' if ok else 'differs from'} NumPy")
     failed += not dry_run_hgemm()
+    failed += not hopper_rows().dry_run_hopper()
     failed += dry_run_vector_rows()
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
@@ -499,6 +515,8 @@ def _measure(args: argparse.Namespace) -> int:
     print(f"device: {name}; peak {bw / 1e9:.0f} GB/s, {flops / 1e12:.1f} FP32 TFLOP/s")
     if not args.map_only:
         bench_others(tessera, bw, flops, args.repeat)
+        free_reference_memory()
+        hopper_rows().bench_hopper(tessera, args.repeat, reference_time, record)
         free_reference_memory()
     bench_map(tessera, bw, args.repeat)
     bench_vector_rows(tessera, bw, args.repeat)
