@@ -292,3 +292,31 @@ def test_the_samples_use_hgmma_without_spills_or_warnings(sample: str) -> None:
         assert res.spill_stores == 0 and res.spill_loads == 0, res
         code = function_sass(sass, k.c_name)
         assert "HGMMA.64x" in code and "HMMA" not in code, k.c_name
+
+
+# ---- the race detector sees the MMA's reads through the descriptors ---------------------------------
+
+RACE = """
+@kernel tile[(128,)]
+def race(A: f16[64, 32], B: f16[32, 64], C: mut f32[64, 64]):
+    As = tshared.alloc(f16[64, 32])
+    Bs = tshared.alloc(f16[32, 64])
+    acc = tfrag(f32[64, 64], 0.0)
+    tcopy(As, A[0:64, 0:32])
+    tcopy(Bs, B[0:32, 0:64])
+    tmma(acc, As, Bs)
+    tstore(C[0:64, 0:64], acc)
+"""
+
+
+def test_a_missing_barrier_before_wgmma_is_reported() -> None:
+    mod = tessera.compile(RACE, backend="cpu", arch=ARCH, check_bounds=True, path="race.tsr")
+    assert "wgmma.mma_async" in compile_source(SourceFile("race.tsr", RACE), CompileOptions(arch=ARCH)).cuda
+    with pytest.raises(tessera.TesseraError, match=r"data race: tile \d+ reads it at line 9 and tile \d+ writes it at "
+                                                   r"line [78] with no tbarrier\(\)"):
+        mod.race(np.ones((64, 32), np.float16), np.ones((32, 64), np.float16), np.zeros((64, 64), np.float32), grid=1)
+    fixed = RACE.replace("    tmma(acc, As, Bs)", "    tbarrier()\n    tmma(acc, As, Bs)")
+    c = np.zeros((64, 64), np.float32)
+    tessera.compile(fixed, backend="cpu", arch=ARCH, check_bounds=True, path="fixed.tsr").race(
+        np.ones((64, 32), np.float16), np.ones((32, 64), np.float16), c, grid=1)
+    assert (c == 32).all()
