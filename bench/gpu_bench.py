@@ -5,7 +5,8 @@ SAXPY in f32 and f16) at 2^28 elements against the goal of 0.9 of the device's m
 then the per-tile vector access and broadcasting rows (llm.c-style GELU and layer norm with 16-byte
 loads of 8 bf16, samples/llmc_bf16.tsr; a bias row and an activation over a matrix,
 samples/bias_act.tsr) against the same goal; then FlashAttention (samples/flash_attention.tsr) at
-B=4, H=16, N=4096, D=128 against PyTorch's flash SDPA (bench/attention_bench.py).
+B=4, H=16, N=4096, D=128 against PyTorch's flash SDPA (bench/attention_bench.py); on a Hopper GPU, the
+sm_90a rows of bench/hopper_bench.py (the f16 GEMM with warpgroup MMA at 8192^3 against cuBLAS).
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
@@ -43,6 +44,18 @@ def vector_add(a: f32[n], b: f32[n], c: mut f32[n]):
     if i < n:
         c[i] = a[i] + b[i]
 """
+
+
+def sibling(name: str) -> Any:
+    """bench/<name>.py (the attention or sm_90a rows), beside this file (bench/ is not a package): loaded once."""
+    import importlib.util
+
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def vector_add_grid(n: int) -> int:
@@ -441,8 +454,9 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     print(f"{'ok' if ok else 'FAILED':<6} vector_add_scalar (hand-written) grid {vector_add_grid(n)} x 256 threads; "
           f"CPU backend {'matches' if ok else 'differs from'} NumPy")
     failed += not dry_run_hgemm()
+    failed += not sibling("hopper_bench").dry_run_hopper()
     failed += dry_run_vector_rows()
-    failed += _attention().dry_run_attention()
+    failed += sibling("attention_bench").dry_runsibling("attention_bench")
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
 
@@ -502,23 +516,13 @@ def _measure(args: argparse.Namespace) -> int:
     if not args.map_only:
         bench_others(tessera, bw, flops, args.repeat)
         free_reference_memory()
+        sibling("hopper_bench").bench_hopper(tessera, args.repeat, reference_time, record)
+        free_reference_memory()
     bench_map(tessera, bw, args.repeat)
     bench_vector_rows(tessera, bw, args.repeat)
     if not args.map_only:
-        _attention().bench_attention(tessera, flops, args.repeat, record)
+        sibling("attention_bench").bench_attention(tessera, flops, args.repeat, record)
     return 0
-
-
-def _attention() -> Any:
-    """bench/attention_bench.py (bench/ is not a package: loaded by path, once)."""
-    import importlib.util
-
-    if "attention_bench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("attention_bench", ROOT / "bench" / "attention_bench.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules["attention_bench"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["attention_bench"])
-    return sys.modules["attention_bench"]
 
 
 def bench_others(tessera: Any, bw: float, flops: float, repeat: int) -> None:

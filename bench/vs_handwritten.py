@@ -2,9 +2,10 @@
 
 For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`,
 `samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, the tensor-core
-`samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu`, and FlashAttention-2 forward
-(f16, head dim 64, not causal) `samples/flash_attention.tsr` and `bench/handwritten/flash_attn_fwd.cu` -- and each architecture
-(default sm_80 and sm_90), both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
+`samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu`, FlashAttention-2 forward
+(f16, head dim 64, not causal) `samples/flash_attention.tsr` and `bench/handwritten/flash_attn_fwd.cu`, on sm_80 and
+sm_90; on sm_90a the warpgroup-MMA `samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_wgmma.cu` (wgmma fed by
+cp.async into swizzled shared memory) -- and each architecture, both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
 same options) and the table shows, per kernel:
 
 * registers, spilled bytes (stores + loads) and shared memory: static (from the ptxas report) plus
@@ -26,7 +27,7 @@ goals: main loop within 1.1x of hand-written, compile time within 1.2x. The scri
 exits 0 whether or not the goals are met, and 1 only if something fails to compile (a sample that
 is missing or that Tessera rejects is shown as "not available").
 
-    python bench/vs_handwritten.py [--repeat N] [--arch sm_80 --arch sm_90]
+    python bench/vs_handwritten.py [--repeat N] [--arch sm_80 --arch sm_90 --arch sm_90a]
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Pair:
     kernel: str  # the hand-written kernel's C name
     opcode: str = "FFMA"  # the arithmetic instruction that finds the main loop and checks its work
     dynamic_smem: int = 0  # the hand-written kernel's dynamic shared memory at launch
+    archs: tuple[str, ...] = ("sm_80", "sm_90")  # the targets the pair is compared on
 
 
 PAIRS = (
@@ -72,6 +74,9 @@ PAIRS = (
     Pair("flash_attention", "flash_attention.tsr",
          {"flash_attention": {"causal": 0, "HD": 64, "BM": 64, "BN": 64, "stages": 2, "NT": 128, "T": "f16"}},
          "flash_attn_fwd.cu", "flash_fwd_d64", "HMMA", 5 * 64 * (64 + 8) * 2),  # sizeof(Smem<64>)
+    Pair("tc_gemm wgmma", "tc_gemm_f16.tsr",
+         {"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}, "hgemm_wgmma.cu", "hgemm_wgmma",
+         "HGMMA", 3 * (128 * 32 + 32 * 128) * 2, ("sm_90a",)),  # kSmem
 )
 
 
@@ -207,14 +212,14 @@ def report_pair(pair: Pair, arch: str, repeat: int) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=5, help="compiles per side for the median (default 5)")
-    p.add_argument("--arch", action="append", help="target (repeatable; default sm_80 and sm_90)")
+    p.add_argument("--arch", action="append", help="target (repeatable; default sm_80, sm_90 and sm_90a)")
     args = p.parse_args()
     major, minor = nvrtc.nvrtc_version()
     print(f"NVRTC {major}.{minor}; compile time: median of {max(1, args.repeat)}, interleaved")
     failed = False
-    for arch in args.arch or ["sm_80", "sm_90"]:
+    for arch in args.arch or ["sm_80", "sm_90", "sm_90a"]:
         print(f"\n{arch}\n{HEADER}")
-        for pair in PAIRS:
+        for pair in (p for p in PAIRS if arch in p.archs):
             try:
                 print("\n".join(report_pair(pair, arch, max(1, args.repeat))))
             except (OSError, TesseraError, KeyError) as e:

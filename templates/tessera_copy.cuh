@@ -59,6 +59,27 @@ __device__ __forceinline__ tsr_box tsr_box_of(int l0, int l1, int l2, int lo0, i
     return tsr_box{b0, b1, b2, h0 > b0 ? h0 - b0 : 0u, h1 > b1 ? h1 - b1 : 0u, h2 > b2 ? h2 - b2 : 0u};
 }
 
+// Where element (i, j, k) of the destination view is, from its origin: by the strides (tsr_linear),
+// or, for a shared array that wgmma reads (tsr_swizzled, lir/swizzle.py), i by its stride and
+// (j, k) in a ROWS-row matrix stored in MODE-byte swizzle atoms (panels of MODE bytes of columns,
+// the 16-byte chunks of each row XORed with its line's number).
+struct tsr_linear {
+    __device__ __forceinline__ static unsigned at(unsigned i, unsigned j, unsigned k, unsigned d0, unsigned d1,
+                                                  unsigned d2) {
+        return i * d0 + j * d1 + k * d2;
+    }
+};
+template <int MODE, unsigned ROWS, unsigned E>
+struct tsr_swizzled {
+    __device__ __forceinline__ static unsigned at(unsigned i, unsigned j, unsigned k, unsigned d0, unsigned,
+                                                  unsigned) {
+        constexpr unsigned cols = MODE / E;
+        unsigned o = j * MODE + (k % cols) * E;
+        o ^= ((o >> 7) & (MODE / 16 - 1)) << 4;
+        return i * d0 + ((k / cols) * (ROWS * MODE) + o) / E;
+    }
+};
+
 // Whether chunks of E elements can be moved whole: both origins VB-aligned, every stride and the
 // innermost bounds multiples of E (then a chunk is either wholly inside the tensor or outside).
 template <int VB, int E>
@@ -70,7 +91,8 @@ __device__ __forceinline__ bool tsr_chunks_aligned(const void* dst, const void* 
 
 // The synchronous copy in chunks of VB bytes. DST_SHARED/SRC_SHARED (check_bounds builds only)
 // route the shared side's elements through the race detector, with the .tsr line of the copy.
-template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED, bool ROLLED = false>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool DST_SHARED, bool SRC_SHARED, bool ROLLED = false,
+          class DO = tsr_linear>
 __device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, const tsr_box& db,
                                                 const T* src, unsigned ss0, unsigned ss1, unsigned ss2,
                                                 const tsr_box& sb, unsigned tid, int line) {
@@ -81,7 +103,7 @@ __device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned d
         k *= E;
         if (!db.has(i, j, k)) return;
         const bool in = sb.has(i, j, k);
-        T* d = dst + (i * ds0 + j * ds1 + k * ds2);
+        T* d = dst + DO::at(i, j, k, ds0, ds1, ds2);
         const T* s = src + (i * ss0 + j * ss1 + k * ss2);
         if (DST_SHARED || SRC_SHARED) {
             for (unsigned e = 0; e < E; ++e) {
@@ -95,7 +117,8 @@ __device__ __forceinline__ void tsr_copy_chunks(T* dst, unsigned ds0, unsigned d
     });
 }
 
-template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK, bool DST_SHARED = false, bool SRC_SHARED = false>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK, bool DST_SHARED = false, bool SRC_SHARED = false,
+          class DO = tsr_linear>
 __device__ __forceinline__ void tsr_copy(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1, int dl2,
                                          int dlo0, int dlo1, int dlo2, const T* src, unsigned ss0, unsigned ss1,
                                          unsigned ss2, int sl0, int sl1, int sl2, int slo0, int slo1, int slo2,
@@ -105,13 +128,14 @@ __device__ __forceinline__ void tsr_copy(T* dst, unsigned ds0, unsigned ds1, uns
     const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
         if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
-            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED, true>(dst, ds0, ds1, ds2, db, src,
-                                                                                        ss0, ss1, ss2, sb, tid, line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, sizeof(T), DST_SHARED, SRC_SHARED, true, DO>(dst, ds0, ds1, ds2, db,
+                                                                                            src, ss0, ss1, ss2, sb, tid,
+                                                                                            line);
             return;
         }
     }
-    tsr_copy_chunks<T, D0, D1, D2, NT, VB, DST_SHARED, SRC_SHARED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid,
-                                                                   line);
+    tsr_copy_chunks<T, D0, D1, D2, NT, VB, DST_SHARED, SRC_SHARED, false, DO>(dst, ds0, ds1, ds2, db, src, ss0, ss1,
+                                                                              ss2, sb, tid, line);
 }
 
 // ---- cp.async (sm_80 and later); the CPU backend's prelude emulates the same functions -------
@@ -148,17 +172,17 @@ __device__ __forceinline__ void tsr_cp_async_wait() {
 // below 4 bytes, and for single elements of 1 or 2 bytes, the copy is synchronous, and in
 // check_bounds builds, line > 0, its writes go through the race detector as tcopy's do). Chunks
 // outside the tensor are zero-filled through the source-size operand and read nothing.
-template <class T, int D0, int D1, int D2, int NT, int VB, bool ROLLED = false>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool ROLLED = false, class DO = tsr_linear>
 __device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsigned ds1, unsigned ds2,
                                                       const tsr_box& db, const T* src, unsigned ss0, unsigned ss1,
                                                       unsigned ss2, const tsr_box& sb, unsigned tid, int line) {
     if constexpr (VB < 4) {
         if (line > 0)
-            tsr_copy_chunks<T, D0, D1, D2, NT, VB, true, false, ROLLED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
-                                                                        tid, line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, true, false, ROLLED, DO>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2,
+                                                                            sb, tid, line);
         else
-            tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false, ROLLED>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
-                                                                         tid, line);
+            tsr_copy_chunks<T, D0, D1, D2, NT, VB, false, false, ROLLED, DO>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2,
+                                                                             sb, tid, line);
     } else {
         constexpr unsigned E = VB / sizeof(T);
         const tsr_saddr base = tsr_shared_addr(dst);
@@ -167,13 +191,13 @@ __device__ __forceinline__ void tsr_copy_async_chunks(T* dst, unsigned ds0, unsi
             k *= E;
             if (!db.has(i, j, k)) return;
             const bool in = sb.has(i, j, k);
-            tsr_cp_async<VB>(base + (i * ds0 + j * ds1 + k * ds2) * (unsigned)sizeof(T),
+            tsr_cp_async<VB>(base + DO::at(i, j, k, ds0, ds1, ds2) * (unsigned)sizeof(T),
                              src + (i * ss0 + j * ss1 + k * ss2), in ? VB : 0, (int)sizeof(T), line);
         });
     }
 }
 
-template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK>
+template <class T, int D0, int D1, int D2, int NT, int VB, bool CHECK, class DO = tsr_linear>
 __device__ __forceinline__ void tsr_copy_async(T* dst, unsigned ds0, unsigned ds1, unsigned ds2, int dl0, int dl1,
                                                int dl2, int dlo0, int dlo1, int dlo2, const T* src, unsigned ss0,
                                                unsigned ss1, unsigned ss2, int sl0, int sl1, int sl2, int slo0,
@@ -183,10 +207,10 @@ __device__ __forceinline__ void tsr_copy_async(T* dst, unsigned ds0, unsigned ds
     const tsr_box sb = tsr_box_of<D0, D1, D2>(sl0, sl1, sl2, slo0, slo1, slo2);
     if constexpr (CHECK && E > 1) {
         if (!tsr_chunks_aligned<VB, E>(dst, src, ds0 | ds1 | ss0 | ss1, db, sb)) {
-            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T), true>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb,
-                                                                      tid, line);
+            tsr_copy_async_chunks<T, D0, D1, D2, NT, sizeof(T), true, DO>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2,
+                                                                          sb, tid, line);
             return;
         }
     }
-    tsr_copy_async_chunks<T, D0, D1, D2, NT, VB>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid, line);
+    tsr_copy_async_chunks<T, D0, D1, D2, NT, VB, false, DO>(dst, ds0, ds1, ds2, db, src, ss0, ss1, ss2, sb, tid, line);
 }

@@ -17,6 +17,7 @@ from tessera.base.kernel_info import KernelInfo, ParamInfo
 from tessera.base.options import CompileOptions
 from tessera.base.version import VERSION
 from tessera.transpile.cpu.regions import print_regions
+from tessera.transpile.emit import wgmma_asm
 from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.emit.header_parts import SECTIONS, sections
 from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
@@ -156,6 +157,6 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
     text = module_renderer()(
         version=VERSION, source_name=_safe_comment(source_name), arch=opts.arch,
         kernel_names=", ".join(i.c_name for i in infos) or "(none)",
-        sections=", ".join(header), device_header=device_header(header),
+        sections=", ".join(header), device_header=device_header(header) + wgmma_asm.functions(module),
         constants=constants, tables=table_rows, functions=functions)
     return text, tuple(infos)

@@ -80,8 +80,8 @@ inline bool worker_init(Worker* w, Launch* L) {
   w->ready = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
   w->bar_wait = static_cast<unsigned*>(calloc(n, sizeof(unsigned)));
   w->async = static_cast<AsyncQueue*>(calloc(n, sizeof(AsyncQueue)));
-  const size_t dyn = (L->dyn_bytes + 127) / 128 * 128;
-  w->dyn_smem = static_cast<unsigned char*>(aligned_alloc(128, dyn ? dyn : 128));
+  const size_t dyn = (L->dyn_bytes + 1023) / 1024 * 1024;  // 1024-aligned: swizzled arrays (wgmma) need it
+  w->dyn_smem = static_cast<unsigned char*>(aligned_alloc(1024, dyn ? dyn : 1024));
   w->arena = acquire_arena(L->regions ? 1u : n, L->stack_bytes);  // region mode: tile 0's fiber only
   if (!w->tiles || !w->warps || !w->ready || !w->bar_wait || !w->async || !w->dyn_smem || !w->arena) return false;
   const unsigned bx = L->block[0], by = L->block[1];

@@ -66,8 +66,9 @@
 // which on the device expands to
 //     extern __shared__ __align__(16) unsigned char name[]
 // and here gives `name` as an `unsigned char*` to the group's buffer of the
-// launch's dynamic_smem_bytes (aligned to 128 bytes).
+// launch's dynamic_smem_bytes (aligned to 1024 bytes, as the swizzled arrays of TSR_DYNAMIC_SMEM_1024 need).
 #define TSR_DYNAMIC_SMEM(name) unsigned char* const name = ::tsr::detail::fiber_worker()->dyn_smem
+#define TSR_DYNAMIC_SMEM_1024(name) TSR_DYNAMIC_SMEM(name)
 
 static constexpr int warpSize = 32;
 

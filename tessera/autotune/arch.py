@@ -80,6 +80,7 @@ ARCH_TABLE: dict[str, ArchSpec] = {a.name: a for a in (
     ArchSpec("sm_89", "L40S", 142, 2.52, 128, 362.05, 183.0, 733.0, 864.0, 100 * KiB, 99 * KiB, max_tiles_per_sm=1536,
              max_groups_per_sm=24),
     ArchSpec("sm_90", "H100 SXM", 132, 1.98, 128, 989.4, 494.7, 1979.0, 3350.0, 228 * KiB, 227 * KiB),
+    ArchSpec("sm_90a", "H100 SXM", 132, 1.98, 128, 989.4, 494.7, 1979.0, 3350.0, 228 * KiB, 227 * KiB),
     ArchSpec("sm_100", "B200", 148, 1.965, 128, 2250.0, 1100.0, 4500.0, 8000.0, 228 * KiB, 227 * KiB),
 )}
 

@@ -18,8 +18,10 @@ from tessera.base.errors import TesseraError
 from tessera.base.irnode import ir_node
 
 # The architectures a user may ask for (`--arch`, `arch=`); one table for both. An NVRTC older than
-# an architecture (sm_100 needs CUDA 12.8) compiles PTX for the newest it knows instead.
-ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100")
+# an architecture (sm_100 needs CUDA 12.8) compiles PTX for the newest it knows instead. `sm_90a` is
+# Hopper with its architecture-specific features (spec section 16: the tensor memory accelerator for
+# `tcopy_async`); its code runs on sm_90 GPUs only. The default stays `sm_90`.
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100")
 # Which alignment variants of the kernels that have them to emit: the one for any alignment, the
 # one for 16-byte-aligned arrays, or both (tesserac's default; a launch compiles the one it needs).
 ALIGNMENTS = ("generic", "aligned", "both")

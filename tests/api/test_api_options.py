@@ -17,7 +17,7 @@ SOURCE = (ROOT / "samples" / "sum_reduce.tsr").read_text()
 @pytest.mark.parametrize("options,message", [
     ({"arch": 'sm_90. */\n__attribute__((constructor)) static void evil() {}\n/* '}, "arch= must be one of sm_75"),
     ({"arch": "sm_99"}, "arch= must be one of"),
-    ({"arch": 90}, "arch= must be one of sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_100 or None, not 90"),
+    ({"arch": 90}, "arch= must be one of sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100 or None, not 90"),
     ({"debug": 1}, "debug= must be True or False, not 1"),
     ({"debug": "no"}, "debug= must be True or False, not 'no'"),
     ({"check_bounds": None}, "check_bounds= must be True or False, not None"),

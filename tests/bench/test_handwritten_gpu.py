@@ -1,6 +1,7 @@
 """The hand-written kernels that bench/vs_handwritten.py compares Tessera's with compute what they
 say (on a GPU: they are inline PTX, which the CPU backend does not run). Without a GPU, NVRTC
-compiles them for sm_80 and sm_90 with no spills, which the benchmark's figures rely on."""
+compiles them for sm_80 and sm_90 (the wgmma GEMM for sm_90a) with no spills, which the benchmark's figures
+rely on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from tests.conftest import ROOT
 
 FLASH = ROOT / "bench" / "handwritten" / "flash_attn_fwd.cu"
+WGMMA_GEMM = ROOT / "bench" / "handwritten" / "hgemm_wgmma.cu"
 
 
 def _smem(d: int) -> int:
@@ -27,6 +29,20 @@ def test_flash_attention_by_hand_compiles_without_spills(arch: str) -> None:
         k = got.kernel(name)
         assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_bytes == 0, got.log
     assert not got.warnings, got.warnings
+
+
+def test_the_wgmma_gemm_by_hand_compiles_for_sm_90a_with_hgmma() -> None:
+    from tessera.runtime.cuda import nvrtc, sass
+
+    if sass.find_nvdisasm() is None:
+        pytest.skip("nvdisasm not found")
+    got = nvrtc.compile_cuda(WGMMA_GEMM.read_text(), name="hgemm_wgmma.cu", arch="sm_90a")
+    k = got.kernel("hgemm_wgmma")
+    assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_bytes == 0, got.log
+    assert not got.warnings, got.warnings
+    assert got.cubin is not None
+    code = sass.function_sass(sass.disassemble(got.cubin), "hgemm_wgmma")
+    assert sass.main_loop(code, "HGMMA").count("HGMMA") == 2  # two k16 steps of m64n128k16 per warpgroup
 
 
 def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:

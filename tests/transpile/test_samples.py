@@ -22,7 +22,7 @@ from tessera.transpile.render import device_header
 from tests.conftest import ROOT, SAMPLES
 
 GOLDEN = ROOT / "tests" / "golden"
-ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100")
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100")
 IDS = [p.stem for p in SAMPLES]
 
 

@@ -41,13 +41,14 @@ def print_ldmatrix_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     bp.emit(f"{{  // tload({s.acc}, {s.src.buf}) with ldmatrix: {lay.describe(s.acc)}", s.loc)
     bp.depth += 1
     lanes(bp)
-    bp.emit(f"const {acc.elem.c_storage}* tsr_pa = {ptr} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {stride};")
+    row0 = f"({lay.c_warp_row0()})" if lay.wgmma else f"(tsr_warp / {lay.warps_n}) * {lay.warp_m}"
+    bp.emit(f"const {acc.elem.c_storage}* tsr_pa = {ptr} + {row0} * {stride};")
     unrolled(bp, "tsr_k", lay.n, 16, "{")
     bp.depth += 1
     unrolled(bp, "tsr_i", lay.tiles_m, 1, "{")
     bp.depth += 1
     bp.emit("unsigned tsr_w[4];")
-    bp.emit(f"tsr_ldmatrix_x4(tsr_w, tsr_pa + (tsr_i * 16 + (tsr_lane & 15)) * {stride} + tsr_k + (tsr_lane >> 4) * 8, "
+    bp.emit(f"tsr_ldmatrix_x4(tsr_w, tsr_pa + (tsr_i * {lay.m_step} + (tsr_lane & 15)) * {stride} + tsr_k + (tsr_lane >> 4) * 8, "
             f"tsr_tid{line});")
     unrolled(bp, "tsr_x", 4, 1, "{")
     bp.depth += 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
-from tessera.transpile.emit import frag_operands, frag_rows
+from tessera.transpile.emit import frag_operands, frag_rows, frag_wgmma
 from tessera.transpile.emit.frag_common import (
     assign,
     close,
@@ -65,6 +65,9 @@ def print_fill(bp: BodyPrinter, s: L.Fill) -> None:
 
 
 def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
+    if bp.fn.wgmma:
+        frag_wgmma.print_wgmma(bp, s)
+        return
     lay = layout_of(bp, s.acc)
     a_buf, b_buf = bp.fn.buffer(s.a.buf), bp.fn.buffer(s.b.buf)
     assert a_buf is not None and b_buf is not None

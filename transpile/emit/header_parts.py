@@ -21,6 +21,8 @@ includes only those it uses. This module is the one place that maps what a modul
     copy          tessera_copy.cuh          a tcopy
     vec           device/vec.cuh            a vector access of a view (r[:] = X[i, j:j + 8])
     mma           device/mma.cuh            a tmma (ldmatrix, mma.sync and their CPU-backend versions)
+    wgmma         device/wgmma.cuh          a wgmma kernel (sm_90a): descriptors, fences, the emulation
+                                            (the instructions follow the header: emit/wgmma_asm.py)
     map           device/map.cuh            a map kernel with vectorize(w > 1), unless only its generic
                                             variant is emitted (vector loads and stores)
 
@@ -72,6 +74,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("vec", "device/vec.cuh", ("race",)),
     Section("map", "device/map.cuh"),
     Section("mma", "device/mma.cuh"),
+    Section("wgmma", "device/wgmma.cuh", ("mma",)),
 )
 
 _COLLECTIVES = {"warp_reduce": "warp_reduce", "group_reduce": "group_reduce"}  # printer rule -> section
@@ -90,6 +93,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("copy")
         if any(isinstance(s, L.Mma) for s in stmts) or any(b.space == "frag" and b.elem.is_half for b in fn.buffers):
             used.add("mma")  # (operand fragments: tload from shared memory uses ldmatrix)
+        if fn.wgmma:
+            used.add("wgmma")
         if any(isinstance(s, L.VecMove) for s in stmts):
             used.add("vec")
         if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):

@@ -87,11 +87,15 @@ class BodyPrinter:
                       f"  // {layout.total_bytes} bytes of shared memory, then the arrays sized at launch")
             self.emit(f"unsigned long long tsr_smem_end = {layout.total_bytes};  // where the next launch-sized "
                       "array starts")
+        elif layout.dynamic and layout.slots and self.fn.wgmma:  # swizzled arrays: 1024-byte aligned
+            self.emit("TSR_DYNAMIC_SMEM_1024(tsr_dynamic_smem);"
+                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
         elif layout.dynamic and layout.slots:
             self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
         elif layout.shares:
-            self.emit(f"__shared__ __align__(16) unsigned char tsr_shared_pool[{layout.total_bytes}];"
+            self.emit(f"__shared__ __align__({1024 if self.fn.wgmma else 16}) unsigned char "
+                      f"tsr_shared_pool[{layout.total_bytes}];"
                       "  // the shared arrays, some sharing memory")
 
     # ---- statements
@@ -181,7 +185,8 @@ class BodyPrinter:
             self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>({base} + {slot.offset});  "
                       f"// {slot.nbytes} bytes{note}", s.loc)
         else:
-            self.emit(f"__shared__ __align__(16) {ctype} {name}{dims_suffix(shape, b.pad)};", s.loc)
+            self.emit(f"__shared__ __align__({1024 if b.swizzle else 16}) {ctype} {name}{dims_suffix(shape, b.pad)};"
+                      f"{f'  // swizzled ({b.swizzle}-byte mode) for wgmma' if b.swizzle else ''}", s.loc)
 
     def s_Fill(self, s: L.Fill) -> None:
         b = self.fn.buffer(s.buf)
@@ -293,11 +298,16 @@ class BodyPrinter:
         targs = (f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}, {plan.vb}, "
                  f"{str(plan.check).lower()}")
         tail = ""
-        if self.opts.check_bounds:
+        if self.opts.check_bounds or (dst_buf.swizzle and name == "tsr_copy"):
             if name == "tsr_copy":
-                shared = [str(self.pr.ctx.buffers[v.buf].space == "shared").lower() for v in (s.dst, s.src)]
+                shared = [str(self.opts.check_bounds and self.pr.ctx.buffers[v.buf].space == "shared").lower()
+                          for v in (s.dst, s.src)]
                 targs += f", {shared[0]}, {shared[1]}"
-            tail = f", {s.loc.line}"
+            if self.opts.check_bounds:
+                tail = f", {s.loc.line}"
+        if dst_buf.swizzle:  # a shared array that wgmma reads: its matrices swizzled (lir/swizzle.py)
+            rows = int(dst_buf.shape[-2].value)  # type: ignore[union-attr]
+            targs += f", tsr_swizzled<{dst_buf.swizzle}, {rows}, {dst_buf.elem.size}>"
         self.emit(f"{name}<{targs}>({dp}, {ds}, {dl}, {dlo}, {sp}, {ss}, {sl}, {slo}, {self.pr.tid()}{tail});", s.loc)
 
     def s_VecMove(self, s: L.VecMove) -> None:

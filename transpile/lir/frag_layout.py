@@ -15,7 +15,14 @@ of a quad hold the same rows. A kernel with row vectors or row reductions divide
 into whole rows per warp (`warps_n` = 1), so a row reduction is the lane's own elements and then
 shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier. This module is the
 one place that knows the mma.sync layout: the printers ask it for the C of rows, columns, slots and
-the lanes that share a row (a warpgroup MMA layout would give other answers here, and nowhere else).
+the lanes that share a row.
+
+Kernels whose tmma statements are warpgroup MMAs (sm_90a, `Function.wgmma`) give every fragment the
+PTX ISA's wgmma accumulator layout instead (`wgmma_division`): per warpgroup of 4 warps, blocks of
+64 rows, warp `w % 4` owning rows 16 (w % 4) ... + 15 of each block, its lanes holding them in the
+m16n8 layout repeated over all N columns. It is the layout above with each warp's m16 tiles 64 rows
+apart instead of 16 (`m_step`) and the warp's first row `c_warp_row0`; columns, slots, quads and the
+A registers of an operand fragment are unchanged, so section 14's operations print the same C.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from tessera.base.dtypes import ScalarType
 from tessera.base.irnode import ir_node
 
 MMA_M, MMA_N = 16, 8
+WGMMA_M, WGMMA_MAX_N = 64, 256  # wgmma.mma_async.m64nNk*: N a multiple of 8 up to 256
 MAX_PER_LANE = 256  # accumulator registers per tile (a thread has at most 255 registers: beyond, it spills)
 
 
@@ -52,6 +60,7 @@ class FragLayout:
     n: int
     warps_m: int
     warps_n: int
+    wgmma: bool = False  # the warpgroup MMA layout (warps_n 1; see WGMMA below)
 
     @property
     def warp_m(self) -> int:
@@ -76,16 +85,30 @@ class FragLayout:
         """Accumulator elements each lane holds."""
         return self.tiles_m * self.tiles_n * 4
 
+    @property
+    def m_step(self) -> int:
+        """Rows between a warp's m16 tiles: 16, or 64 in the warpgroup layout (one per m64 block)."""
+        return WGMMA_M if self.wgmma else MMA_M
+
     def describe(self, name: str) -> str:
+        if self.wgmma:
+            groups = self.warps_m // 4
+            return (f"{name}: {groups} warpgroup{'s' if groups > 1 else ''} (wgmma), {4 * self.warp_m}x{self.n} "
+                    f"per warpgroup, {self.tiles_m} m64n{self.n} blocks, {self.per_lane} registers per tile")
         return (f"{name}: {self.warps_m}x{self.warps_n} warps, {self.warp_m}x{self.warp_n} per warp, "
                 f"{self.tiles_m}x{self.tiles_n} mma tiles, {self.per_lane} registers per tile")
+
+    def _warp_row0(self, warp: int) -> int:
+        if self.wgmma:
+            return (warp >> 2) * 4 * self.warp_m + (warp & 3) * MMA_M
+        return (warp // self.warps_n) * self.warp_m
 
     def position(self, warp: int, lane: int, k: int) -> tuple[int, int]:
         """The (row, column) of element `k` of the per-lane array of `lane` in `warp`."""
         tile, r = divmod(k, 4)
         i, j = divmod(tile, self.tiles_n)
         g, t = divmod(lane, 4)
-        row = (warp // self.warps_n) * self.warp_m + i * MMA_M + g + (8 if r >= 2 else 0)
+        row = self._warp_row0(warp) + i * self.m_step + g + (8 if r >= 2 else 0)
         col = (warp % self.warps_n) * self.warp_n + j * MMA_N + 2 * t + (r & 1)
         return row, col
 
@@ -96,9 +119,15 @@ class FragLayout:
         """Row-vector elements each lane holds: one per row it holds."""
         return self.tiles_m * 2
 
+    def c_warp_row0(self) -> str:
+        """The first row of the warp's block (needs tsr_warp)."""
+        if self.wgmma:
+            return f"(tsr_warp >> 2) * {4 * self.warp_m} + (tsr_warp & 3) * {MMA_M}"
+        return f"(tsr_warp / {self.warps_n}) * {self.warp_m}"
+
     def c_row0(self) -> str:
         """The row of the lane's first element (`tsr_r0`; needs tsr_warp and tsr_lane)."""
-        return f"(tsr_warp / {self.warps_n}) * {self.warp_m} + (tsr_lane >> 2)"
+        return f"{self.c_warp_row0()} + (tsr_lane >> 2)"
 
     def c_col0(self) -> str:
         return f"(tsr_warp % {self.warps_n}) * {self.warp_n} + (tsr_lane & 3) * 2"
@@ -108,7 +137,7 @@ class FragLayout:
         return f"const int tsr_r0 = {self.c_row0()}, tsr_c0 = {self.c_col0()};"
 
     def c_row(self, e: str) -> str:
-        return f"tsr_r0 + ({e} / {4 * self.tiles_n}) * 16 + (({e} >> 1) & 1) * 8"
+        return f"tsr_r0 + ({e} / {4 * self.tiles_n}) * {self.m_step} + (({e} >> 1) & 1) * 8"
 
     def c_col(self, e: str) -> str:
         return f"tsr_c0 + (({e} >> 2) % {self.tiles_n}) * 8 + ({e} & 1)"
@@ -118,7 +147,7 @@ class FragLayout:
         return f"({e} / {4 * self.tiles_n}) * 2 + (({e} >> 1) & 1)"
 
     def c_slot_row(self, q: str) -> str:
-        return f"tsr_r0 + ({q} >> 1) * 16 + ({q} & 1) * 8"
+        return f"tsr_r0 + ({q} >> 1) * {self.m_step} + ({q} & 1) * 8"
 
     def c_slot_element(self, q: str, k: str) -> str:
         """Element `k` (0 ... 2 tiles_n - 1) of the lane's elements in the row of slot `q`."""
@@ -141,11 +170,20 @@ class FragLayout:
 
     def slot_position(self, warp: int, lane: int, q: int) -> int:
         """The row of slot `q` of `lane` in `warp` (the model of c_slot_row)."""
-        return (warp // self.warps_n) * self.warp_m + (q >> 1) * MMA_M + (lane >> 2) + (q & 1) * 8
+        return self._warp_row0(warp) + (q >> 1) * self.m_step + (lane >> 2) + (q & 1) * 8
 
 
 ROW_LANE_MASKS = (1, 2)  # lanes `lane ^ mask` hold the other columns of the lane's rows (a quad)
 REDUCTIONS = {"tmax": "max", "tmin": "min", "tsum": "+"}
+
+
+def wgmma_division(m: int, n: int, warps: int) -> FragLayout | None:
+    """The warpgroup MMA layout: warpgroup `g` owns rows g * R ... g * R + R - 1 (R = M / groups,
+    a multiple of 64), as R / 64 blocks of m64; in each block, warp `w` of the group owns rows
+    16 w ... 16 w + 15, its lanes holding them in the m16n8 layout over all N columns."""
+    if warps % 4 or m % (WGMMA_M * (warps // 4)) or n % MMA_N:
+        return None
+    return FragLayout(m, n, warps, 1, True)
 
 
 def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
@@ -177,8 +215,11 @@ def layout_of_buffer(fn: object, name: str) -> FragLayout:
     assert b is not None and b.space == "frag"
     dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
     warps = fn.tile_count // 32
-    layout = (whole_row_division(dims[0], dims[1] if len(dims) == 2 else MMA_N, warps) if kernel_whole_rows(fn)
-              else choose(dims[0], dims[1], warps))
+    n = dims[1] if len(dims) == 2 else MMA_N
+    if fn.wgmma:
+        layout = wgmma_division(dims[0], n, warps)
+    else:
+        layout = whole_row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
     assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
     return layout
 
@@ -265,6 +306,9 @@ def fragment_info(fn: object) -> list[str]:
             out.append(f"{b.name}: a row vector of {lay.m} rows, {lay.slots} registers per tile")
         elif b.space == "frag":
             out.append(layout_of_buffer(fn, b.name).describe(b.name))
+    if out and fn.wgmma:
+        swizzled = ", ".join(f"{b.name} {b.swizzle}-byte" for b in fn.buffers if b.swizzle)
+        out.append(f"tmma: warpgroup MMA (wgmma.mma_async); swizzled shared arrays: {swizzled}")
     if out:
         for b in fn.buffers:
             if b.space == "shared" and b.pad:
@@ -275,4 +319,4 @@ def fragment_info(fn: object) -> list[str]:
 
 __all__ = ["MAX_PER_LANE", "MMA_KINDS", "REDUCTIONS", "ROW_LANE_MASKS", "FragLayout", "MmaKind", "choose", "divisions",
            "fragment_info", "kernel_whole_rows", "layout_of_buffer", "needs_column_pad", "operand_pad", "uses_ldmatrix",
-           "whole_row_division", "working_extents"]
+           "wgmma_division", "whole_row_division", "working_extents"]

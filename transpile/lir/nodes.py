@@ -197,6 +197,7 @@ class Buffer:
     stages: int = 1    # shared arrays multi-buffered by a tpipeline: the leading dimension
     pipeline: Loc | None = None  # ... and the loop that does it
     auto_pad: bool = False  # shared arrays without pad=: the compiler may pad them (plan-fragments)
+    swizzle: int = 0   # shared arrays read by wgmma: the swizzle mode (bytes) of their matrices (lir/swizzle.py)
 
 
 @ir_node
@@ -545,6 +546,9 @@ class Function:
     regions: RegionPlan | None = None
     # Kernels: where each shared array lives (the plan-shared pass; None before it).
     shared: SharedLayout | None = None
+    # Kernels whose tmma statements are warpgroup MMAs (sm_90a; passes/plan_wgmma.py): every
+    # fragment then has the wgmma layout (lir/frag_layout.py).
+    wgmma: bool = False
 
     @property
     def tile_count(self) -> int:

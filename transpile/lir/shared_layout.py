@@ -5,7 +5,7 @@ result the plan-shared pass, transpile/passes/plan_shared.py, stores on the kern
     a = tshared.alloc(f16[3, 5], pad=1);  b = tshared.alloc(f32[4]);  group_sum(...)
     -> a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
 
-Slots are 16-byte aligned, each at the lowest offset where it overlaps no array it conflicts with
+Slots are 16-byte aligned (1024-byte for the swizzled arrays of a warpgroup MMA, lir/swizzle.py), each at the lowest offset where it overlaps no array it conflicts with
 (lir/shared_lifetimes.py: arrays live in one barrier interval conflict), taking the arrays in
 declaration order or, where that needs less, largest first; without reuse every array conflicts
 with every other and the slots follow each other in declaration order. Above 48 KiB the kernel
@@ -21,6 +21,7 @@ import math
 
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_lifetimes import conflicts
+from tessera.transpile.lir.swizzle import ALIGN as SWIZZLE_ALIGN
 from tessera.transpile.lir.visit import all_exprs
 
 STATIC_LIMIT = 48 * 1024
@@ -102,10 +103,11 @@ def _first_fit(order: list[L.Buffer], clash: frozenset[frozenset[str]], reuse: b
         nbytes = buffer_bytes(b)
         taken = sorted(span for name, span in placed.items() if not reuse or frozenset((name, b.name)) in clash)
         offset = 0
+        align = SWIZZLE_ALIGN if b.swizzle else 16
         for lo, hi in taken:
             if offset + nbytes <= lo:
                 break
-            offset = max(offset, _align(hi))
+            offset = max(offset, _align(hi, align))
         placed[b.name] = (offset, offset + nbytes)
     return {name: span[0] for name, span in placed.items()}
 

@@ -1,4 +1,6 @@
-"""The `plan-fragments` pass (spec section 12): tensor-core fragments need sm_80 or newer, and the
+"""The `plan-fragments` pass (spec section 12): tensor-core fragments need sm_80 or newer; on sm_90a
+a kernel whose tmma statements qualify becomes a warpgroup-MMA kernel whose operand arrays are
+swizzled instead of padded (passes/plan_wgmma.py); otherwise the
 shared arrays that `tmma` reads (and those that an operand fragment is loaded from, with ldmatrix,
 as an A operand) get rows padded so that the operand loads are free of bank conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
 written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes).
@@ -20,6 +22,7 @@ from tessera.transpile.lir.frag_layout import needs_column_pad, operand_pad, use
 from tessera.transpile.lir.shared_layout import arch_number
 from tessera.transpile.lir.visit import statements
 from tessera.transpile.passes.mma_views import check_mma_views
+from tessera.transpile.passes.plan_wgmma import plan_wgmma
 
 
 def plan_fragments(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
@@ -39,6 +42,7 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
         return fn
     if not check_mma_views(fn, sink):
         return fn
+    fn = plan_wgmma(fn, arch)  # sm_90a: warpgroup MMAs read swizzled arrays, not padded ones
     pads: dict[str, int] = {}
     for s in statements(fn.body):
         src = fn.buffer(s.src.buf) if isinstance(s, L.FragLoad) else None
@@ -51,7 +55,7 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
         for view, role in ((s.a, "a"), (s.b, "b")):
             b = fn.buffer(view.buf)
             assert b is not None and isinstance(b.shape[-1], L.Const)
-            if b.space == "frag":  # an operand fragment: in registers
+            if b.space == "frag" or b.swizzle:  # an operand fragment (in registers), or swizzled for wgmma
                 continue
             row = int(b.shape[-1].value)
             if b.auto_pad and b.name not in pads:
@@ -62,7 +66,7 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
                            f"and the compiler pads the rows, or pad={operand_pad(b.elem, row, False)})")
                 return fn
     if not any(pads.get(b.name, b.pad) != b.pad for b in fn.buffers):
-        return fn
+        return fn  # (with plan_wgmma's changes, if any)
     buffers = tuple(dataclasses.replace(b, pad=pads[b.name]) if b.name in pads else b for b in fn.buffers)
     return dataclasses.replace(fn, buffers=buffers)
 

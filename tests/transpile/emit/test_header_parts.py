@@ -118,6 +118,7 @@ def test_every_program_compiles_with_the_sections_of_every_option(path, options:
 
 def test_the_feature_program_uses_every_section_but_copy_map_mma_and_vec() -> None:
     """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/tensor_cores/test_tensor_cores.py;
+    wgmma, their sm_90a form, by tests/language/tensor_cores/test_wgmma.py;
     vec, per-tile vector access, by tests/language/test_vector_access.py.)"""
     cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
-    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec")]
+    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec", "wgmma")]

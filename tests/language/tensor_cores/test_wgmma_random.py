@@ -1,0 +1,152 @@
+"""A random differential generator against warpgroup MMA (spec section 16): random tilings (one or
+two warpgroups, one or two m64 blocks each, N from 8 to 128, K steps whose rows take each swizzle
+mode and panels), operand types (f16, bf16, and i8 with trans_b), both B layouts, A from shared
+memory or from an operand fragment, the tmma in a pipelined or a plain loop and under a run-time
+condition, and a section-14 epilogue (element coordinates, a row reduction into a row vector).
+Each case runs on the CPU backend for sm_90a and sm_80 and must give NumPy's result, bit for bit
+the same on both; whether it used wgmma must be what the contract's conditions say (a Python
+model of them). `TESSERA_WGMMA_CASES=N` runs N cases instead of the suite's few."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import tessera
+from samples.runner import bf16_bits, bf16_values
+from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
+from tessera.transpile.driver import compile_source
+
+CASES = int(os.environ.get("TESSERA_WGMMA_CASES", "3"))
+
+
+@dataclass(frozen=True)
+class Case:
+    t: str
+    groups: int
+    bm: int
+    bn: int
+    bk: int
+    trans_b: bool
+    a_regs: bool
+    pipelined: bool
+    rows: bool
+
+    @property
+    def nt(self) -> int:
+        return 128 * self.groups
+
+    def source(self) -> str:
+        acc_t = "i32" if self.t == "i8" else "f32"
+        zero = "0" if self.t == "i8" else "0.0"
+        b_shape = f"{self.t}[N, K]" if self.trans_b else f"{self.t}[K, N]"
+        bs = f"[{self.bn}, {self.bk}]" if self.trans_b else f"[{self.bk}, {self.bn}]"
+        b_view = "B[n0:n0 + BN, k0:k0 + BK]" if self.trans_b else "B[k0:k0 + BK, n0:n0 + BN]"
+        a_arg = "Af" if self.a_regs else "As"
+        lines = [
+            f"@kernel tile[({self.nt},)]",
+            f"def mm(A: {self.t}[M, K], B: {b_shape}, C: mut {acc_t}[M, N], R: mut {acc_t}[M], skip: i32, "
+            f"BM: const i32 = {self.bm}, BN: const i32 = {self.bn}, BK: const i32 = {self.bk}):",
+            f"    As = tshared.alloc({self.t}[BM, BK])",
+            f"    Bs = tshared.alloc({self.t}{bs})",
+            f"    acc = tfrag({acc_t}[BM, BN], {zero})",
+        ]
+        if self.a_regs:
+            lines.append(f"    Af = tfrag({self.t}[BM, BK])")
+        if self.rows:
+            lines.append(f"    mx = tfrag({acc_t}[BM])")
+        lines += ["    m0 = group_id(1) * BM", "    n0 = group_id(0) * BN"]
+        copy = "tcopy_async" if self.pipelined else "tcopy"
+        loop = "tpipeline(0, K, BK, stages=2)" if self.pipelined else "range(0, K, BK)"
+        lines += [f"    for k0 in {loop}:", f"        {copy}(As, A[m0:m0 + BM, k0:k0 + BK])", f"        {copy}(Bs, {b_view})"]
+        if not self.pipelined:
+            lines.append("        tbarrier()")
+        if self.a_regs:
+            lines.append("        tload(Af, As)")
+        lines += ["        if k0 >= skip:",
+                  f"            tmma(acc, {a_arg}, Bs{', trans_b=True' if self.trans_b else ''})"]
+        if not self.pipelined:
+            lines.append("        tbarrier()")
+        if self.rows:
+            lines += ["    acc[:] = acc * 2 + row_index() - col_index()", "    mx[:] = tmax(acc, axis=1)",
+                      "    tstore(R[m0:m0 + BM], mx)"]
+        lines.append("    tstore(C[m0:m0 + BM, n0:n0 + BN], acc)")
+        return "\n".join(lines) + "\n"
+
+    def expect_wgmma(self) -> bool:
+        """The contract's conditions (passes/plan_wgmma.py), restated: rows of each operand array of
+        32, 64 or a multiple of 128 bytes; 8-bit B K-major; A in registers only without ldmatrix's
+        own array being read elsewhere (the tload reads As: then As is not swizzled, A comes from Af)."""
+        size = 1 if self.t == "i8" else 2
+
+        def fits(row_bytes: int) -> bool:
+            return row_bytes in (32, 64) or row_bytes % 128 == 0
+
+        b_row = (self.bk if self.trans_b else self.bn) * size
+        a_ok = self.a_regs or fits(self.bk * size)
+        return a_ok and fits(b_row) and (self.t != "i8" or self.trans_b)
+
+
+def random_case(rng: random.Random) -> Case:
+    t = rng.choice(["f16", "bf16", "i8"])
+    groups = rng.choice([1, 2])
+    bm = 64 * groups * rng.choice([1, 2])
+    per_lane_max = 64
+    bns = [n for n in (8, 16, 24, 32, 48, 64, 128) if bm * n // (128 * groups) <= per_lane_max]
+    bn = rng.choice(bns)
+    trans_b = True if t == "i8" else rng.random() < 0.5
+    bk = rng.choice([32, 64, 128] if t == "i8" else [16, 32, 64, 128])
+    a_regs = t != "i8" and rng.random() < 0.3
+    return Case(t, groups, bm, bn, bk, trans_b, a_regs, rng.random() < 0.5, t != "i8" and rng.random() < 0.5)
+
+
+def _inputs(case: Case, rng: np.random.Generator, m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+    if case.t == "i8":
+        a, b = rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+        return a, b, a.astype(np.int64), b.astype(np.int64)
+    a, b = rng.integers(-4, 5, (m, k)) / 4, rng.integers(-4, 5, (k, n)) / 4  # exact products and sums
+    if case.t == "f16":
+        return a.astype(np.float16), b.astype(np.float16), a, b
+    return bf16_bits(a), bf16_bits(b), bf16_values(bf16_bits(a)).astype(np.float64), \
+        bf16_values(bf16_bits(b)).astype(np.float64)
+
+
+def check(case: Case, seed: int) -> None:
+    src = case.source()
+    cuda = compile_source(SourceFile("r.tsr", src), CompileOptions(arch="sm_90a")).cuda
+    assert ("wgmma.mma_async" in cuda) == case.expect_wgmma(), (case, src)
+    rng = np.random.default_rng(seed)
+    m, k = case.bm + 37, case.bk * 3
+    n = (case.bn - 3 if case.bn > 8 else case.bn) if case.rows else case.bn * 2 + 3  # a row vector: one tile along N
+    skip = case.bk * int(rng.integers(0, 3))
+    a, b, a64, b64 = _inputs(case, rng, m, k, n)
+    keep = np.repeat(np.arange(0, k, case.bk) >= skip, case.bk)[:, None]
+    want = a64 @ (b64 * keep)
+    bt = np.ascontiguousarray(b.T) if case.trans_b else b
+    grid = (-(-n // case.bn), -(-m // case.bm))
+    out = {}
+    dt = np.int32 if case.t == "i8" else np.float32
+    for arch in ("sm_80", "sm_90a"):
+        mod = tessera.compile(src, backend="cpu", path="r.tsr", arch=arch)
+        c, r = np.zeros((m, n), dt), np.zeros(m, dt)
+        mod.mm(a, bt, c, r, skip, grid=grid)
+        out[arch] = (c, r)
+    c, r = out["sm_90a"]
+    if case.rows:
+        rows, cols = np.arange(m)[:, None] % case.bm, np.arange(case.bn)[None, :]
+        full = (rows - cols).astype(np.float64)  # columns past N: zero products, coordinates only
+        full[:, :n] += 2 * want
+        want = full[:, :n]
+        np.testing.assert_array_equal(r.astype(np.float64), full.max(axis=1))
+    np.testing.assert_array_equal(c.astype(np.float64), want)
+    assert np.array_equal(c, out["sm_80"][0]) and np.array_equal(r, out["sm_80"][1]), case
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_random_wgmma_cases(seed: int) -> None:
+    check(random_case(random.Random(1000 + seed)), seed)
