@@ -1,0 +1,223 @@
+"""The backward passes of tessera.ops (tessera/ops/backward.py, tessera/ops/kernels/*_bwd.tsr) on the
+CPU backend against float64 NumPy models of the same math: every operation at ragged sizes in f64
+and f32, batched leading dimensions, each activation of matmul, f16 inputs, empty shapes, the
+argument errors, and a seeded random differential over shapes and options.
+
+Tolerances: f64 results agree to 1e-12 relative to the largest magnitude (the kernels sum in
+another order than NumPy); f32 to 2e-5 (sums of up to a few hundred f32 products); f16 inputs are
+computed in f32 and rounded to f16, so 1e-2 (f16's 2^-11 rounding, with margin).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tessera.base.errors import TesseraError
+from tessera.ops import backward as bw
+
+pytestmark = pytest.mark.usefixtures("shared_cache")
+
+TOL = {"float64": 1e-12, "float32": 2e-5, "float16": 1e-2}
+_erf = np.vectorize(math.erf)
+
+
+# ---- float64 NumPy models ----------------------------------------------------------------------
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_bwd(y, dy, axis=-1):
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+
+
+def layer_norm_bwd(x, w, dy, eps):
+    lead = tuple(range(x.ndim - 1))
+    mu = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + eps)
+    xh, g = (x - mu) * rstd, dy * w
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
+    return dx, (dy * xh).sum(lead), dy.sum(lead)
+
+
+def rms_norm_bwd(x, w, dy, eps):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    g = dy * w
+    return r * (g - x * r * r * (g * x).mean(-1, keepdims=True)), (dy * x * r).sum(tuple(range(x.ndim - 1)))
+
+
+def act_grad(p: np.ndarray, act: str | None) -> np.ndarray:
+    if act is None:
+        return np.ones_like(p)
+    if act == "relu":
+        return (p > 0).astype(p.dtype)
+    if act == "gelu":
+        return 0.5 * (1 + _erf(p / np.sqrt(2))) + p * np.exp(-p * p / 2) / np.sqrt(2 * np.pi)
+    if act == "gelu_tanh":
+        c = np.sqrt(2 / np.pi)
+        u = np.tanh(c * (p + 0.044715 * p ** 3))
+        return 0.5 * (1 + u) + 0.5 * p * (1 - u * u) * c * (1 + 3 * 0.044715 * p * p)
+    s = 1 / (1 + np.exp(-p))
+    return s * (1 + p * (1 - s))
+
+
+def matmul_bwd(a, b, bias, act, dy):
+    p = a @ b + (0 if bias is None else bias)
+    dp = dy * act_grad(p, act)
+    da = dp @ np.swapaxes(b, -1, -2)
+    db = np.swapaxes(a, -1, -2) @ dp
+    if b.ndim == 2:
+        db = db.reshape(-1, *db.shape[-2:]).sum(0)
+    dbias = None if bias is None else dp.reshape(-1, dp.shape[-1]).sum(0)
+    return da, db, dbias
+
+
+def close(got, want, dtype: str) -> None:
+    assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=TOL[dtype] * scale)
+
+
+def rand(rng, shape, dtype="float64"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# ---- each operation ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape,axis", [((7, 33), -1), ((3, 5, 130), 1), ((1, 1), 0), ((2, 3, 4), 0)])
+def test_softmax_backward(dtype, shape, axis) -> None:
+    rng = np.random.default_rng(1)
+    y = softmax(rand(rng, shape), axis).astype(dtype)
+    dy = rand(rng, shape, dtype)
+    close(bw.softmax_backward(y, dy, axis), softmax_bwd(y.astype(float), dy.astype(float), axis), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(5, 37), (2, 3, 130), (1, 1), (300, 3)])
+def test_norm_backwards(dtype, shape) -> None:
+    rng = np.random.default_rng(2)
+    x, w, dy = rand(rng, shape, dtype), rand(rng, shape[-1:], dtype), rand(rng, shape, dtype)
+    x64, w64, dy64 = (t.astype(float) for t in (x, w, dy))
+    for got, want in zip(bw.layer_norm_backward(x, w, dy, 1e-5), layer_norm_bwd(x64, w64, dy64, 1e-5)):
+        close(got, want, dtype)
+    for got, want in zip(bw.rms_norm_backward(x, w, dy, 1e-6), rms_norm_bwd(x64, w64, dy64, 1e-6)):
+        close(got, want, dtype)
+
+
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "gelu_tanh", "silu"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_matmul_backward_activations(act, dtype) -> None:
+    rng = np.random.default_rng(3)
+    a, b, bias, dy = rand(rng, (19, 23), dtype), rand(rng, (23, 29), dtype), rand(rng, 29, dtype), rand(rng, (19, 29), dtype)
+    want = matmul_bwd(*(t.astype(float) for t in (a, b, bias)), act, dy.astype(float))
+    for got, ref in zip(bw.matmul_backward(a, b, bias, act, dy), want):
+        close(got, ref, dtype)
+
+
+@pytest.mark.parametrize("b_batched", [False, True])
+def test_matmul_backward_batched(b_batched) -> None:
+    rng = np.random.default_rng(4)
+    a = rand(rng, (2, 3, 17, 33))
+    b = rand(rng, (2, 3, 33, 18) if b_batched else (33, 18))
+    dy = rand(rng, (2, 3, 17, 18))
+    da, db, dbias = bw.matmul_backward(a, b, None, "silu", dy)
+    want = matmul_bwd(a, b, None, "silu", dy)
+    close(da, want[0], "float64")
+    close(db, want[1], "float64")
+    assert dbias is None
+
+
+def test_relu_derivative_at_zero_is_zero() -> None:
+    a, b = np.zeros((2, 3)), np.zeros((3, 4))
+    da, db, dbias = bw.matmul_backward(a, b, np.zeros(4), "relu", np.ones((2, 4)))
+    assert not da.any() and not db.any() and not dbias.any()
+
+
+def test_f16_inputs_compute_in_f32_and_return_f16() -> None:
+    rng = np.random.default_rng(5)
+    x, w, dy = rand(rng, (6, 40), "float16"), rand(rng, 40, "float16"), rand(rng, (6, 40), "float16")
+    for got, want in zip(bw.rms_norm_backward(x, w, dy), rms_norm_bwd(*(t.astype(float) for t in (x, w, dy)), 1e-6)):
+        close(got, want, "float16")
+
+
+def test_empty_shapes_give_zero_gradients() -> None:
+    dx, dw, db = bw.layer_norm_backward(np.zeros((0, 5)), np.ones(5), np.zeros((0, 5)))
+    assert dx.shape == (0, 5) and dw.tolist() == [0.0] * 5 and db.tolist() == [0.0] * 5
+    assert bw.softmax_backward(np.zeros((3, 0)), np.zeros((3, 0))).shape == (3, 0)
+    da, db2, dbias = bw.matmul_backward(np.ones((2, 3)), np.ones((3, 0)), np.ones(0), "relu", np.ones((2, 0)))
+    assert da.tolist() == [[0.0] * 3] * 2 and db2.shape == (3, 0) and dbias.shape == (0,)
+    da, db2, _ = bw.matmul_backward(np.ones((2, 0)), np.ones((0, 4)), None, None, np.ones((2, 4)))
+    assert da.shape == (2, 0) and db2.shape == (0, 4)
+
+
+# ---- argument errors ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call,names", [
+    (lambda: bw.softmax_backward(np.zeros((2, 3), np.int32), np.zeros((2, 3), np.int32)), ("'y'", "int32")),
+    (lambda: bw.softmax_backward(np.zeros((2, 3)), np.zeros((2, 4))), ("'dy'", "(2, 4)")),
+    (lambda: bw.softmax_backward(np.zeros((2, 3)), np.zeros((2, 3), np.float32)), ("'dy'", "float32")),
+    (lambda: bw.softmax_backward(np.zeros((2, 3)), np.zeros((2, 3)), axis=2), ("'axis'", "2")),
+    (lambda: bw.softmax_backward([[1.0]], [[1.0]]), ("'y'", "list")),
+    (lambda: bw.layer_norm_backward(np.zeros((2, 3)), np.zeros(4), np.zeros((2, 3))), ("'weight'", "(4,)")),
+    (lambda: bw.layer_norm_backward(np.zeros((2, 3)), np.zeros(3), np.zeros((2, 3)), eps=-1.0), ("'eps'",)),
+    (lambda: bw.rms_norm_backward(np.zeros(()), np.zeros(()), np.zeros(())), ("'x'", "at least 1")),
+    (lambda: bw.matmul_backward(np.zeros((2, 3)), np.zeros((4, 5)), None, None, np.zeros((2, 5))), ("'b'", "(4, 5)")),
+    (lambda: bw.matmul_backward(np.zeros(3), np.zeros((3, 5)), None, None, np.zeros(5)), ("'a'", "at least 2")),
+    (lambda: bw.matmul_backward(np.zeros((2, 2, 3)), np.zeros((3, 3, 5)), None, None, np.zeros((2, 2, 5))), ("'b'",)),
+    (lambda: bw.matmul_backward(np.zeros((2, 3)), np.zeros((3, 5)), np.zeros(4), None, np.zeros((2, 5))), ("'bias'",)),
+    (lambda: bw.matmul_backward(np.zeros((2, 3)), np.zeros((3, 5)), None, "tanh", np.zeros((2, 5))), ("'activation'", "tanh")),
+    (lambda: bw.matmul_backward(np.zeros((2, 3)), np.zeros((3, 5)), None, None, np.zeros((5, 2))), ("'dy'",)),
+])
+def test_unsupported_arguments_raise_a_tessera_error_naming_them(call, names) -> None:
+    with pytest.raises(TesseraError) as e:
+        call()
+    for name in names:
+        assert name in str(e.value)
+
+
+# ---- a seeded random differential --------------------------------------------------------------
+
+def run_case(rng: np.random.Generator) -> None:
+    """One random operation, shape and options, against the NumPy model."""
+    dtype = str(rng.choice(["float64", "float32"]))
+    lead = tuple(int(d) for d in rng.integers(1, 4, size=int(rng.integers(0, 3))))
+    n = int(rng.choice([1, 2, 15, 16, 17, 31, 33, 127, 129, 200]))
+    op = str(rng.choice(["softmax", "layer_norm", "rms_norm", "matmul"]))
+    if op == "matmul":
+        m, k = (int(rng.choice([1, 5, 16, 17, 40])) for _ in range(2))
+        act = [None, "relu", "gelu", "gelu_tanh", "silu"][int(rng.integers(5))]
+        a = rand(rng, lead + (m, k), dtype)
+        b = rand(rng, (lead if rng.random() < 0.5 else ()) + (k, n), dtype)
+        bias = rand(rng, n, dtype) if rng.random() < 0.5 else None
+        dy = rand(rng, lead + (m, n), dtype)
+        got = bw.matmul_backward(a, b, bias, act, dy)
+        want = matmul_bwd(a.astype(float), b.astype(float), None if bias is None else bias.astype(float), act,
+                          dy.astype(float))
+    else:
+        x, dy = rand(rng, lead + (n,), dtype), rand(rng, lead + (n,), dtype)
+        x64, dy64 = x.astype(float), dy.astype(float)
+        if op == "softmax":
+            axis = int(rng.integers(-x.ndim, x.ndim))
+            y = softmax(x64, axis).astype(dtype)
+            got, want = (bw.softmax_backward(y, dy, axis),), (softmax_bwd(y.astype(float), dy64, axis),)
+        else:
+            w = rand(rng, (n,), dtype)
+            eps = float(rng.choice([1e-6, 1e-5, 0.1]))
+            fwd, model = (bw.layer_norm_backward, layer_norm_bwd) if op == "layer_norm" else (bw.rms_norm_backward, rms_norm_bwd)
+            got, want = fwd(x, w, dy, eps), model(x64, w.astype(float), dy64, eps)
+    for g, w_ in zip(got, want):
+        if w_ is None:
+            assert g is None
+        else:
+            close(g, w_, dtype)
+
+
+def test_random_differential(seed: int = 2027, count: int = 40) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        run_case(rng)
