@@ -16,9 +16,8 @@ import numpy as np
 
 from tessera.base.errors import TesseraError
 
-# The element types the backward passes take; the first two are computed in f32.
+# The element types the backward passes take (f16 and bf16 are computed in f32).
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-_WIDENED = ("float16", "bfloat16")
 
 
 def kind(x: Any) -> str:
@@ -50,17 +49,17 @@ def _torch_dtype(name: str) -> Any:
     return getattr(sys.modules["torch"], name)
 
 
-def compute(x: Any) -> Any:
-    """`x` as the kernels read it: contiguous, detached from autograd, f16/bf16 widened to f32
+def compute_type(*dtypes: str) -> str:
+    """The type the kernels compute in for arguments of these dtypes: f64 if one is, else f32."""
+    return "float64" if "float64" in dtypes else "float32"
+
+
+def compute(x: Any, ctype: str) -> Any:
+    """`x` as the kernels read it: contiguous, detached from autograd, of element type `ctype`
     (a copy only where one of these needs it)."""
     if kind(x) == "torch":
-        x = x.detach()
-        if str(x.dtype).removeprefix("torch.") in _WIDENED:
-            x = x.float()
-        return x.contiguous()
-    if x.dtype.name in _WIDENED:
-        x = x.astype(np.float32)
-    return np.ascontiguousarray(x)
+        return x.detach().to(_torch_dtype(ctype)).contiguous()
+    return np.ascontiguousarray(x, dtype=ctype)
 
 
 def empty_like_shape(like: Any, shape: tuple[int, ...]) -> Any:
@@ -93,3 +92,20 @@ def moveaxis(x: Any, source: int, dest: int) -> Any:
     if kind(x) == "torch":
         return x.movedim(source, dest)
     return np.moveaxis(x, source, dest)
+
+
+def expand(x: Any, shape: tuple[int, ...]) -> Any:
+    """A contiguous copy of `x` broadcast to `shape`."""
+    if kind(x) == "torch":
+        return x.expand(shape).contiguous()
+    return np.ascontiguousarray(np.broadcast_to(x, shape))
+
+
+def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
+    """`x` summed over the axes that broadcasting `shape` to x's shape added or stretched."""
+    lead = len(x.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    if not axes:
+        return x
+    total = x.sum(dim=axes) if kind(x) == "torch" else x.sum(axis=axes)
+    return total.reshape(shape)
