@@ -206,7 +206,8 @@ def _launch(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given
     repeat = _settings["repeat"]
     return Launch(k.name, mod.arch, source_hash(mod.source), fingerprint(),
                   tuple(sorted((s, shapes[s]) for s in space.key)), tuple(sorted(dtypes.items())), configs, shapes,
-                  mod.front_end, other, groups_function(k.name, grid), recheck_variant(mod, k.name, mod.arch),
+                  mod.front_end, other, groups_function(k.name, grid),
+                  recheck_variant(mod, k.name, mod.arch, {n: v for n, v in other.items() if isinstance(v, str)}),
                   (lambda cfg: measure(k, cfg, args, kwargs, grid, repeat)) if measuring else None, where,
                   _settings["top_k"], _settings["generalize"])
 

@@ -158,13 +158,15 @@ def choose(store: TuneStore, ln: Launch) -> Choice:
     raise LaunchError(f"{ln.kernel}(): autotuning found no configuration that fits {ln.arch}")
 
 
-def recheck_variant(module: Any, kernel: str, arch: str) -> Callable[[Record], str | None]:
-    """A re-check of a record against the variant the launch would compile: it compiles, and its
-    group size and shared memory agree with the record's figures."""
+def recheck_variant(module: Any, kernel: str, arch: str,
+                    types: Mapping[str, str] | None = None) -> Callable[[Record], str | None]:
+    """A re-check of a record against the variant the launch would compile (with the launch's type
+    bindings `types`, for a generic kernel): it compiles, and its group size and shared memory
+    agree with the record's figures."""
     def check(r: Record) -> str | None:
         res = resources_of(r)
         try:
-            info = module.variant(kernel, dict(r.config)).kernel(kernel)
+            info = module.variant(kernel, {**(types or {}), **dict(r.config)}).kernel(kernel)
         except (CompileError, LaunchError) as e:
             return f"it does not compile ({str(e).strip().splitlines()[0][:200]})"
         if res is None:

@@ -325,3 +325,26 @@ def test_concurrent_tuners_keep_every_record(fresh) -> None:
     got = sorted((r.key[0][1], r.config[0][1]) for r in recs)
     assert got == sorted((n, b) for sizes in keys.values() for n in sizes for b in (32, 64, 128))
     assert [f.name for f in _cache_file(fresh).parent.iterdir() if ".tmp" in f.name] == []
+
+
+GENERIC = """\
+@autotune(BLOCK=[32, 64], key=[n])
+@kernel tile[(BLOCK,)]
+def copy[T: (f32, f16)](x: T[n], out: mut T[n], BLOCK: const i32 = 64):
+    i = global_linear_id()
+    if i < n:
+        out[i] = x[i]
+"""
+
+
+def test_a_kernel_with_type_parameters_is_tuned_per_binding(fresh) -> None:
+    # The re-check of the winning record compiles the variant the launch uses: with the launch's
+    # type binding (it once compiled the generic kernel unbound, dropped every record and failed).
+    mod = tessera.compile(GENERIC, backend="cpu")
+    for dtype in (np.float32, np.float16):
+        x = np.arange(100, dtype=dtype)
+        out = np.zeros_like(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AutotuneWarning)
+            mod.copy(x, out, grid=lambda c: (100 + c["BLOCK"] - 1) // c["BLOCK"])
+        assert (out == x).all()
