@@ -186,13 +186,13 @@ def launch_config(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any],
     return {n: v for n, v in choice.config.items() if n in space.names}
 
 
-def _launch(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given: dict[str, Any], grid: Any):
+def _launch(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given: dict[str, Any], grid: Any,
+            shapes: dict[str, int], dtypes: dict[str, str]):
     from tessera.autotune.measure import measure
     from tessera.autotune.select import Launch, recheck_variant
     from tessera.runtime.cache.fingerprint import fingerprint
 
     mod = k.module
-    shapes, dtypes = launch_facts(space, k.name, args, kwargs)
     fixed = {n: v for n, v in given.items() if n in space.names}
     other = {n: v for n, v in given.items() if n not in space.names}
     numeric = tuple((n, v) for n, v in sorted(other.items()) if not isinstance(v, str))
@@ -215,12 +215,15 @@ def _launch(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given
 def _choose(k: Any, space: TuneSpace, args: tuple, kwargs: dict[str, Any], given: dict[str, Any], grid: Any):
     from tessera.autotune.select import choose
 
-    ln = _launch(k, space, args, kwargs, given, grid)
-    memo_key = (id(k.module), ln.kernel, ln.arch, ln.key, ln.dtypes, tuple(sorted(map(str, given.items()))))
+    shapes, dtypes = launch_facts(space, k.name, args, kwargs)
+    # The decision of a launch seen before is remembered: looked up before anything else is made.
+    memo_key = (id(k.module), k.name, k.module.arch, tuple(sorted((s, shapes[s]) for s in space.key)),
+                tuple(sorted(dtypes.items())), tuple(sorted(map(str, given.items()))))
     with _memo_lock:
         hit = _memo.get(memo_key)
     if hit is not None and hit[0] is k.module:
         return hit[1]
+    ln = _launch(k, space, args, kwargs, given, grid, shapes, dtypes)
     before = STATS.get("tunings", 0)
     choice = choose(_store, ln)
     count("reuses" if "nearest" in choice.origin else "cache_hits" if STATS.get("tunings", 0) == before else "tuned")

@@ -3,8 +3,9 @@
 A walk over the kernel's body multiplies what each statement does by the trip counts of the loops
 around it, evaluated with the launch's shape symbols and the variant's constants:
 - FLOPs: floating-point `+ - * /` (an `fma` is two, a compound assignment one more), per tile;
-- global bytes: loads and stores of global tensors, per tile, and copies (`tcopy`,
-  `tcopy_async`) between global and shared memory, per group (a group copies cooperatively);
+- global bytes: loads and stores of global tensors and per-tile vector accesses
+  (`r[:] = X[i, j:j + 8]`), per tile, and copies (`tcopy`, `tcopy_async`) between global and
+  shared memory, per group (a group copies cooperatively);
 - shared-memory accesses (words), per tile; barriers, per group;
 - tensor-core work (spec section 12), per group and per kind of `mma.sync` (f16/bf16 -> f32,
   TF32, 8-bit -> i32): an `Mma` on an `M x N` fragment with `K`-wide operands is 2 * M * N * K
@@ -12,8 +13,10 @@ around it, evaluated with the launch's shape symbols and the variant's constants
   columns of B of its block of the fragment, lir/frag_layout.py); a `FragLoad` / `FragStore` moves
   M * N elements of its view (global: copy bytes; shared: words), and a `FragAssign` evaluates its
   expression once per element of the fragment.
-Where a bound depends on a value known only at run time (a tile index, a loaded value) the tile
-index counts as 0 and a `while` loop runs once; of the two branches of an `if` the larger counts.
+A loop bound may be a local assigned before the loop (`stop = min(N, m0 + BM) if causal else N`,
+with comparisons and conditional expressions). Where a bound depends on a value known only at run
+time (a tile index, a loaded value) the tile and group indices count as 0, a loop whose stop is
+not known runs once, and so does a `while` loop; of the two branches of an `if` the larger counts.
 These are estimates of what the kernel asks for, not of what reaches DRAM through the caches;
 `global_footprint` gives the other bound: the bytes of the global tensors, which a launch that
 touches all of them must move at least once.
@@ -22,6 +25,7 @@ touches all of them must move at least once.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 
@@ -70,6 +74,11 @@ class WorkCounts:
 MMA_FIELD = {"f16": "mma_f16", "bf16": "mma_f16", "f32": "mma_tf32", "i8": "mma_i8", "u8": "mma_i8"}
 
 
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+            "!=": operator.ne}
+_INDICES = ("tile_linear_id", "tile_id", "group_id", "group_linear_id", "global_linear_id", "lane_id", "warp_id")
+
+
 def _value(e: L.Expr, env: Mapping[str, Value]) -> int | None:
     """An integer expression's value with `env` (None when it depends on anything else)."""
     if isinstance(e, L.Const):
@@ -96,6 +105,14 @@ def _value(e: L.Expr, env: Mapping[str, Value]) -> int | None:
         if e.op == "%" and b:
             return int(math.fmod(a, b))
         return None
+    if isinstance(e, L.Compare):
+        a, b = _value(e.a, env), _value(e.b, env)
+        return None if a is None or b is None else int(_COMPARE[e.op](a, b))
+    if isinstance(e, L.Select):
+        c = _value(e.cond, env)
+        return None if c is None else _value(e.a if c else e.b, env)
+    if isinstance(e, L.Intrinsic) and e.op in _INDICES and isinstance(env, _ZeroDefault):
+        return 0  # a tile or group index, at the first tile of the first group
     if isinstance(e, L.Intrinsic) and e.op in ("min", "max") and len(e.args) == 2:
         a, b = _value(e.args[0], env), _value(e.args[1], env)
         if a is None or b is None:
@@ -117,10 +134,21 @@ class _Counter:
         return v
 
     def trips(self, s: L.For) -> float:
-        a, b, step = self._bound(s.start), self._bound(s.stop), self._bound(s.step)
+        """A loop's trip count; its start may depend on the tile (taken at the first tile), its stop
+        on the locals assigned before it (`stop = N`); one trip when it is not known."""
+        a, b, step = self._bound(s.start), _value(s.stop, self.env), self._bound(s.step)
         if a is None or b is None or not step:
             return 1.0
         return float(min(len(range(a, b, step)), _MAX_TRIPS))
+
+    def local(self, var: L.Var, value: L.Expr | None) -> None:
+        """Record a local's integer value, at the first tile of the first group (a loop bound may
+        be one); forget it when it is not known."""
+        v = _value(value, _ZeroDefault(self.env)) if value is not None else None
+        if v is None:
+            self.env.pop(var.name, None)
+        else:
+            self.env[var.name] = v
 
     def expr(self, e: L.Expr) -> WorkCounts:
         out = WorkCounts()
@@ -195,6 +223,16 @@ class _Counter:
             return WorkCounts(shared_words=m * n * max(1, b.elem.size // 4) / self.tiles)
         return WorkCounts()
 
+    def vec_move(self, s: L.VecMove) -> WorkCounts:
+        """A per-tile vector access: the view's elements, this tile's own."""
+        b = self.space.get(s.view.buf)
+        n = math.prod(x for x in s.view.extents if x is not None)
+        if b is not None and b.space == "global":
+            return WorkCounts(global_bytes=float(n * b.elem.size))
+        if b is not None and b.space == "shared":
+            return WorkCounts(shared_words=float(n * max(1, b.elem.size // 4)))
+        return WorkCounts()
+
     def frag_assign(self, s: L.FragAssign) -> WorkCounts:
         """A `FragAssign`: its expression per element of the fragment, spread over the tiles."""
         m, n = self._frag_shape(s.acc)
@@ -230,6 +268,12 @@ class _Counter:
             return self.frag_move(s.dst, s.acc)
         if isinstance(s, L.FragAssign):
             return self.frag_assign(s)
+        if isinstance(s, L.VecMove):
+            return self.vec_move(s)
+        if isinstance(s, L.Decl) or (isinstance(s, L.Assign) and s.op is None):
+            self.local(s.var, s.init if isinstance(s, L.Decl) else s.value)
+        elif isinstance(s, L.Assign):
+            self.env.pop(s.var.name, None)
         work = WorkCounts()
         for e in stmt_exprs(s):
             work = work + self.expr(e)

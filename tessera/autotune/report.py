@@ -66,8 +66,14 @@ def report(path: str, kernel: str, arch: str, shapes: dict[str, int], grid: list
     missing = [s for s in space.key if s not in shapes]
     if missing:
         raise TesseraError(f"give the key's shape symbols with --shape: {', '.join(f'{s}=...' for s in missing)}")
-    for bad in [n for n, v in defines.items() if isinstance(v, str)]:
-        raise TesseraError(f"-D {bad}: tune fixes const parameters only")
+    types = {t.name: t for f in front.module.items if getattr(f, "name", None) == kernel
+             for t in getattr(f, "type_params", ())}
+    for bad in [n for n, v in defines.items() if isinstance(v, str) and n not in types]:
+        raise TesseraError(f"-D {bad}: tune fixes const parameters and binds type parameters only")
+    unbound = [t for t in types.values() if t.name not in defines]
+    if unbound:
+        raise TesseraError("bind the kernel's type parameters with -D: " + ", ".join(
+            f"-D {t.name}=" + ("|".join(t.allowed) if t.allowed else "TYPE") for t in unbound))
 
     def groups_of(consts: dict[str, Any]) -> int | None:
         if not grid:

@@ -348,3 +348,15 @@ def test_a_kernel_with_type_parameters_is_tuned_per_binding(fresh) -> None:
             warnings.simplefilter("error", AutotuneWarning)
             mod.copy(x, out, grid=lambda c: (100 + c["BLOCK"] - 1) // c["BLOCK"])
         assert (out == x).all()
+
+
+def test_cli_tune_binds_a_generic_kernels_type_parameters_with_D(fresh, tmp_path, capsys) -> None:
+    # It once refused -D T=f16 and, without it, failed with an internal compiler error (KeyError).
+    src = tmp_path / "g.tsr"
+    src.write_text(GENERIC)
+    assert tune_run([str(src), "--kernel", "copy", "--shape", "n=1000", "--arch", "sm_80"]) == 1
+    assert "bind the kernel's type parameters with -D: -D T=f32|f16" in capsys.readouterr().err
+    assert tune_run([str(src), "--kernel", "copy", "--shape", "n=1000", "--arch", "sm_80", "-D", "T=f16"]) == 0
+    assert "ranking by the cost model (2 survivor(s)" in capsys.readouterr().out
+    assert tune_run([str(src), "--kernel", "copy", "--shape", "n=1000", "-D", "U=f16"]) == 1
+    assert "-D U: tune fixes const parameters and binds type parameters only" in capsys.readouterr().err

@@ -97,3 +97,31 @@ def test_tensor_core_peaks_per_operand_type() -> None:
         one = 1e12
         assert a.mma_seconds(one, 0, 0) == pytest.approx(1 / a.tc_f16_tflops)
         assert a.mma_seconds(0, one, one) == pytest.approx(1 / a.tc_tf32_tflops + 1 / a.tc_i8_tops)
+
+
+def _source_kernel(text: str, consts: dict | None = None) -> L.Function:
+    from tessera.frontend.parser import decode_source
+
+    result = compile_source(decode_source(text.encode(), "k.tsr"), options=CompileOptions(arch="sm_80", alignment="generic"),
+                          variants={"k": consts} if consts else None)
+    assert isinstance(result.module, L.Module)
+    return result.module.kernels[0]
+
+
+def test_a_loop_up_to_a_local_counts_its_trips() -> None:
+    # The stop of a loop that is a local (FlashAttention's `stop`) was taken as 0: the main loop's
+    # work, tensor-core operations included, vanished from the estimate.
+    fn = _kernel("flash_attention.tsr", {"T": "f16"})
+    work = count_work(fn, {"BH": 8, "N": 4096, "D": 64}, 64 * 8)
+    assert work.mma_f16 == 2 * (4096 // 64) * 2 * 64 * 64 * 64  # two products of 64 x 64 x 64 per key block
+    fn = _source_kernel("@kernel tile[(32,)]\ndef k(x: f32[n], y: mut f32[n]):\n    s = 0.0\n    stop = n - 1\n"
+                        "    for j in range(0, stop, 2):\n        s += x[j]\n    y[0] = s\n")
+    assert count_work(fn, {"n": 1001}, 1).global_bytes == 500 * 4 + 4
+
+
+def test_per_tile_vector_access_counts_its_bytes() -> None:
+    # `r[:] = X[row, c:c + 8]` and `Y[row, c:c + 8] = r` moved global bytes the model did not count.
+    fn = _source_kernel("@kernel tile[(64,)]\ndef k(X: f16[R, C], Y: mut f16[R, C]):\n    r = tregs(f16[8])\n"
+                        "    for c in range(tile_linear_id() * 8, C, 512):\n        r[:] = X[group_id(0), c:c + 8]\n"
+                        "        Y[group_id(0), c:c + 8] = r\n")
+    assert count_work(fn, {"R": 10, "C": 4096}, 10).global_bytes == 8 * (2 * 8 * 2)
