@@ -1,203 +1,233 @@
 """The backward passes of `tessera.ops`' matmul, softmax, layer_norm and rms_norm.
 
 Each function takes the forward's inputs (and, for softmax, its output) with the gradient of the
-output, as NumPy arrays or PyTorch tensors, and returns the input gradients of the same kind, each
-in its own argument's element type. The work is done by the kernels in
-`tessera/ops/kernels/*_bwd.tsr` (what each computes is written at its top); this module checks
-the arguments, folds leading dimensions into rows, launches, and unfolds. The forward saves
-nothing for them: the norms recompute their row statistics and matmul its pre-activation
-`a @ b + bias`.
+output, as NumPy arrays, PyTorch tensors or CuPy arrays (`tessera/ops/arrays.py`), and returns
+the input gradients of the first argument's kind, each in its own argument's element type. The
+work is done by the kernels in `tessera/ops/kernels/*_bwd.tsr` (what each computes is written at
+its top); this module checks the arguments, folds leading dimensions into rows, launches and
+unfolds. The forward saves nothing for them: the norms recompute their row statistics and
+matmul its pre-activation `a @ b + bias` (one more read of the inputs, no memory kept between
+the passes).
 
 The kernels compute in f64 when an argument is f64 and in f32 otherwise (f16 and bf16 are
-widened). Any other element type, and shapes that do not fit the operation, raise a
-`TesseraError` naming the argument.
+widened). Any other element type, and shapes that do not fit the operation, raise an
+`OpArgumentError` (a `TesseraError`) naming the argument.
 """
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+import math
 from typing import Any
 
 import numpy as np
 
-import tessera
-from tessera.base.errors import TesseraError
-from tessera.ops import grad_arrays as ga
+from tessera.ops import launcher
+from tessera.ops.arrays import OpArgumentError, Operand, same_place
+from tessera.ops.norms import check_dtype, check_eps
 
-KERNELS = Path(__file__).resolve().parent / "kernels"
+FLOATS = ("f16", "bf16", "f32", "f64")
 
-# The activations of matmul and each one's ACT code in kernels/matmul_bwd.tsr.
+# The activations of matmul and each one's ACT code in kernels/matmul_bwd.tsr (tessera.ops.matmul's).
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 
 _BLOCK = 16  # the 16x16 blocks of kernels/matmul_bwd.tsr
 _COLUMNS = 128  # the tiles per group of the column sums
 
 
-@functools.cache
-def _module(name: str) -> Any:
-    """The compiled module kernels/NAME.tsr (loaded once per process, backend "auto")."""
-    return tessera.load(str(KERNELS / f"{name}.tsr"))
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _float(op: str, name: str, x: Any, min_rank: int = 0) -> str:
-    """The dtype name of `x` after checking that it is an array of at least `min_rank` dimensions with
-    a floating-point type the backward passes support."""
-    dtype = ga.dtype_name(op, name, x)
-    if dtype not in ga.FLOATS:
-        raise TesseraError(f"{op}: argument '{name}' has dtype {dtype}; the backward pass supports "
-                           f"{', '.join(ga.FLOATS)}")
-    if len(x.shape) < min_rank:
-        raise TesseraError(f"{op}: argument '{name}' has shape {tuple(x.shape)}; it needs at least "
-                           f"{min_rank} dimension{'s' if min_rank > 1 else ''}")
-    return dtype
+def _operand(op: str, name: str, value: Any, shape: tuple[int, ...] | None = None,
+             first: Operand | None = None) -> Operand:
+    """An array argument with a float type, of shape `shape` when given, where `first` lives."""
+    o = Operand.of(op, name, value)
+    check_dtype(op, name, o, FLOATS)
+    if shape is not None and o.shape != shape:
+        raise OpArgumentError(op, name, f"has shape {list(o.shape)}; it needs {list(shape)}")
+    if first is not None:
+        same_place(op, first, {name: o})
+    return o
 
 
-def _like(op: str, name: str, x: Any, ref_name: str, ref: Any, shape: tuple[int, ...]) -> str:
-    """The dtype of `x` after checking that it is a float array of `ref`'s kind and of shape `shape`."""
-    dtype = _float(op, name, x)
-    if ga.kind(x) != ga.kind(ref):
-        raise TesseraError(f"{op}: argument '{name}' is a {ga.kind(x)} array; it must be a {ga.kind(ref)} "
-                           f"array like '{ref_name}'")
-    if tuple(x.shape) != shape:
-        raise TesseraError(f"{op}: argument '{name}' has shape {tuple(x.shape)}; expected {shape}")
-    return dtype
+def _compute_type(*operands: Operand | None) -> str:
+    return "f64" if any(o is not None and o.dtype == "f64" for o in operands) else "f32"
+
+
+def _values(op: str, name: str, o: Operand, ctype: str) -> Any:
+    """The operand's values in the compute type (the array itself where it has that type)."""
+    if o.dtype == ctype:
+        return o.value
+    wide = o.as_f32()
+    return wide if ctype == "f32" else Operand.of(op, name, wide).as_type(ctype)
+
+
+def _result(op: str, value: Any, dtype: str) -> Any:
+    """A result of the kernels (compute type) converted to an argument's element type."""
+    return Operand.of(op, "result", value).as_type(dtype)
+
+
+def _launch(file: str, kernel: str, on_device: bool, args: tuple, grid: Any, ctype: str, **consts: Any) -> None:
+    launcher.launch(launcher.kernel(file, kernel, on_device), args, consts, grid, types={"T": ctype})
 
 
 def softmax_backward(y: Any, dy: Any, axis: int = -1) -> Any:
     """dx of `y = softmax(x, axis)`, from the forward's output `y` and the gradient `dy`."""
-    op = "tessera.ops.softmax_backward"
-    dtype = _float(op, "y", y, 1)
-    ctype = ga.compute_type(dtype, _like(op, "dy", dy, "y", y, tuple(y.shape)))
-    rank = len(y.shape)
-    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank:
-        raise TesseraError(f"{op}: argument 'axis' is {axis!r}; it must be an int in [{-rank}, {rank})")
+    op = "softmax_backward"
+    yo = _operand(op, "y", y)
+    dyo = _operand(op, "dy", dy, yo.shape, yo)
+    rank = len(yo.shape)
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -max(1, rank) <= axis < max(1, rank):
+        raise OpArgumentError(op, "axis", f"must be an int naming one of y's {rank} axes, not {axis!r}"[:200])
+    if not rank:
+        raise OpArgumentError(op, "y", "must have at least one axis")
+    ctype = _compute_type(yo, dyo)
     axis %= rank
-    yw, dyw = (ga.compute(ga.moveaxis(a, axis, -1), ctype) for a in (y, dy))
-    moved = tuple(yw.shape)
-    rows, cols = ga.prod(moved[:-1]), moved[-1]
-    dx = ga.empty_like_shape(yw, (rows, cols))
+    yw, dyw = (Operand.of(op, n, _values(op, n, o, ctype)) for n, o in (("y", yo), ("dy", dyo)))
+    if axis != rank - 1:
+        yw, dyw = (Operand.of(op, n, o.moved(axis, -1)) for n, o in (("y", yw), ("dy", dyw)))
+    cols = yw.shape[-1]
+    rows = math.prod(yw.shape[:-1])
+    dx = yw.empty(yw.shape, ctype)
     if rows and cols:
-        _module("softmax_bwd").softmax_bwd(yw.reshape(rows, cols), dyw.reshape(rows, cols), dx, grid=rows)
-    return ga.cast(ga.moveaxis(dx.reshape(moved), -1, axis), dtype)
+        _launch("softmax_bwd.tsr", "softmax_bwd", yo.on_device,
+                (yw.reshaped((rows, cols)), dyw.reshaped((rows, cols)), dx.reshape(rows, cols)), rows, ctype)
+    if axis != rank - 1:
+        dx = Operand.of(op, "dx", dx).moved(-1, axis)
+    return _result(op, dx, yo.dtype)
 
 
-def _norm_args(op: str, x: Any, weight: Any, dy: Any, eps: Any) -> tuple[str, str, Any, Any, Any, float]:
-    """(x's dtype, weight's dtype, x, weight, dy as the kernels read them, eps); a weight of None is
-    ones."""
-    dtype = _float(op, "x", x, 1)
-    n = x.shape[-1]
-    wtype = dtype if weight is None else _like(op, "weight", weight, "x", x, (n,))
-    ctype = ga.compute_type(dtype, wtype, _like(op, "dy", dy, "x", x, tuple(x.shape)))
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-        raise TesseraError(f"{op}: argument 'eps' is {eps!r}; it must be a number >= 0")
-    rows = ga.prod(tuple(x.shape[:-1]))
-    xw = ga.compute(x, ctype).reshape(rows, n)
-    w = ga.compute(weight, ctype) if weight is not None else ga.zeros_like_shape(xw, (n,)) + 1
-    return dtype, wtype, xw, w, ga.compute(dy, ctype).reshape(rows, n), float(eps)
+class _Norm:
+    """The checked arguments of a norm's backward pass, as the kernels read them."""
+
+    def __init__(self, op: str, x: Any, dy: Any, eps: Any, **vectors: Any) -> None:
+        self.x = _operand(op, "x", x)
+        if not self.x.shape:
+            raise OpArgumentError(op, "x", "must have at least one axis (the normalized one)")
+        self.n = self.x.shape[-1]
+        self.rows = math.prod(self.x.shape[:-1])
+        self.vectors = {k: None if v is None else _operand(op, k, v, (self.n,), self.x) for k, v in vectors.items()}
+        dyo = _operand(op, "dy", dy, self.x.shape, self.x)
+        self.eps = check_eps(op, eps)
+        self.ctype = ctype = _compute_type(self.x, dyo, *self.vectors.values())
+        self.xw = _values(op, "x", self.x, ctype).reshape(self.rows, self.n)
+        self.dyw = _values(op, "dy", dyo, ctype).reshape(self.rows, self.n)
+        w = self.vectors.get("weight")
+        self.weight = _values(op, "weight", w, ctype) if w is not None else self.x.zeros((self.n,), ctype) + 1
+        self.op = op
+
+    def new(self, *shape: int) -> Any:
+        return self.x.zeros(shape, self.ctype)
+
+    def launch(self, kernel: str, args: tuple, grid: int) -> None:
+        _launch(f"{self.op.removesuffix('_backward')}_bwd.tsr", kernel, self.x.on_device, args, grid, self.ctype)
+
+    def grads(self, dx: Any, **sums: Any) -> tuple[Any, ...]:
+        """dx in x's type and shape, then each vector's gradient in its type (None for a None vector)."""
+        out = [_result(self.op, dx.reshape(self.x.shape), self.x.dtype)]
+        for name, o in self.vectors.items():
+            out.append(None if o is None else _result(self.op, sums[name], o.dtype))
+        return tuple(out)
 
 
 def layer_norm_backward(x: Any, weight: Any, bias: Any, dy: Any, eps: float = 1e-5) -> tuple[Any, Any, Any]:
-    """(dx, dweight, dbias) of `layer_norm(x, weight, bias, eps)` over the last dimension; dweight
+    """(dx, dweight, dbias) of `layer_norm(x, weight, bias, eps)` over the last axis; dweight
     (dbias) is None when weight (bias) is."""
-    op = "tessera.ops.layer_norm_backward"
-    dtype, wtype, xw, w, dyw, eps = _norm_args(op, x, weight, dy, eps)
-    btype = None if bias is None else _like(op, "bias", bias, "x", x, (x.shape[-1],))
-    rows, n = xw.shape
-    dx = ga.empty_like_shape(xw, (rows, n))
-    dw, db = ga.zeros_like_shape(xw, (n,)), ga.zeros_like_shape(xw, (n,))
-    if rows and n:
-        mod = _module("layer_norm_bwd")
-        mean, rstd = ga.empty_like_shape(xw, (rows,)), ga.empty_like_shape(xw, (rows,))
-        mod.layer_norm_bwd_dx(xw, w, dyw, dx, mean, rstd, eps, grid=rows)
-        mod.layer_norm_bwd_dwb(xw, dyw, mean, rstd, dw, db, grid=_cdiv(n, _COLUMNS))
-    return (ga.cast(dx.reshape(tuple(x.shape)), dtype), None if weight is None else ga.cast(dw, wtype),
-            None if btype is None else ga.cast(db, btype))
+    a = _Norm("layer_norm_backward", x, dy, eps, weight=weight, bias=bias)
+    dx, dw, db = a.new(a.rows, a.n), a.new(a.n), a.new(a.n)
+    if a.rows and a.n:
+        mean, rstd = a.new(a.rows), a.new(a.rows)
+        a.launch("layer_norm_bwd_dx", (a.xw, a.weight, a.dyw, dx, mean, rstd, a.eps), a.rows)
+        a.launch("layer_norm_bwd_dwb", (a.xw, a.dyw, mean, rstd, dw, db), _cdiv(a.n, _COLUMNS))
+    gx, gw, gb = a.grads(dx, weight=dw, bias=db)
+    return gx, gw, gb
 
 
 def rms_norm_backward(x: Any, weight: Any, dy: Any, eps: float = 1e-6) -> tuple[Any, Any]:
-    """(dx, dweight) of `rms_norm(x, weight, eps)` over the last dimension; dweight is None when
-    weight is."""
-    op = "tessera.ops.rms_norm_backward"
-    dtype, wtype, xw, w, dyw, eps = _norm_args(op, x, weight, dy, eps)
-    rows, n = xw.shape
-    dx = ga.empty_like_shape(xw, (rows, n))
-    dw = ga.zeros_like_shape(xw, (n,))
-    if rows and n:
-        mod = _module("rms_norm_bwd")
-        rs = ga.empty_like_shape(xw, (rows,))
-        mod.rms_norm_bwd_dx(xw, w, dyw, dx, rs, eps, grid=rows)
-        mod.rms_norm_bwd_dw(xw, dyw, rs, dw, grid=_cdiv(n, _COLUMNS))
-    return ga.cast(dx.reshape(tuple(x.shape)), dtype), None if weight is None else ga.cast(dw, wtype)
+    """(dx, dweight) of `rms_norm(x, weight, eps)` over the last axis; dweight is None when weight is."""
+    a = _Norm("rms_norm_backward", x, dy, eps, weight=weight)
+    dx, dw = a.new(a.rows, a.n), a.new(a.n)
+    if a.rows and a.n:
+        rs = a.new(a.rows)
+        a.launch("rms_norm_bwd_dx", (a.xw, a.weight, a.dyw, dx, rs, a.eps), a.rows)
+        a.launch("rms_norm_bwd_dw", (a.xw, a.dyw, rs, dw), _cdiv(a.n, _COLUMNS))
+    gx, gw = a.grads(dx, weight=dw)
+    return gx, gw
 
 
-def matmul_shapes(op: str, a: Any, b: Any, bias: Any, activation: Any) -> tuple[tuple[int, ...], int, int, int]:
-    """(batch shape, M, K, N) of `matmul(a, b, bias, activation)` after checking its arguments:
-    `a` is [..., M, K], `b` [..., K, N] with batch dimensions that broadcast with a's (NumPy's rules),
-    `bias` None or [N], `activation` one of ACTIVATIONS."""
-    _float(op, "a", a, 2)
-    _like(op, "b", b, "a", a, tuple(b.shape))
-    _float(op, "b", b, 2)
-    (m, k), (kb, n) = tuple(a.shape[-2:]), tuple(b.shape[-2:])
-    try:
-        batch = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
-    except ValueError:
-        batch = None
-    if kb != k or batch is None:
-        raise TesseraError(f"{op}: argument 'b' has shape {tuple(b.shape)}, which does not multiply 'a' of "
-                           f"shape {tuple(a.shape)}: it needs {k} rows and batch dimensions that broadcast")
-    if bias is not None:
-        _like(op, "bias", bias, "a", a, (n,))
-    if activation not in ACTIVATIONS:
-        raise TesseraError(f"{op}: argument 'activation' is {activation!r}; it must be one of "
-                           f"{', '.join(repr(x) for x in ACTIVATIONS)}")
-    return batch, m, k, n
-
-
-def _batched(x: Any, batch: tuple[int, ...], rows: int, cols: int) -> Any:
-    """`x` ([..., rows, cols]) as [B, rows, cols]: its own batches when it has the full batch or one,
-    else a copy broadcast to the full batch (its gradient is then summed back by `ga.sum_to`)."""
-    own = tuple(x.shape[:-2])
-    if own != batch and ga.prod(own) != 1:
-        x = ga.expand(x, batch + (rows, cols))
-    return x.reshape(ga.prod(tuple(x.shape[:-2])), rows, cols)
+def _batched(op: str, name: str, values: Any, batch: tuple[int, ...], rows: int, cols: int) -> Any:
+    """An operand's values ([..., rows, cols]) as [B, rows, cols]: its own batches when it has the
+    full batch or one (the kernels share a batch of one), else a copy broadcast to the full batch
+    (its gradient is then summed back by `_reduce_batch`)."""
+    o = Operand.of(op, name, values)
+    own = o.shape[:-2]
+    if own != batch and math.prod(own) != 1:
+        full = batch + (rows, cols)
+        if o.kind == "torch":
+            values = o.value.expand(full).contiguous()
+        else:
+            values = o.lib.ascontiguousarray(o.lib.broadcast_to(o.value, full))
+        own = batch
+    return values.reshape(math.prod(own), rows, cols)
 
 
 def matmul_backward(a: Any, b: Any, bias: Any, activation: str | None, dy: Any) -> tuple[Any, Any, Any]:
-    """(da, db, dbias) of `y = activation(a @ b + bias)` (dbias is None when bias is None)."""
-    op = "tessera.ops.matmul_backward"
-    batch, m, k, n = matmul_shapes(op, a, b, bias, activation)
-    types = [ga.dtype_name(op, "a", a), ga.dtype_name(op, "b", b), _like(op, "dy", dy, "a", a, batch + (m, n))]
-    ctype = ga.compute_type(*types, *([] if bias is None else [ga.dtype_name(op, "bias", bias)]))
-    z = ga.prod(batch)
-    aw = _batched(ga.compute(a, ctype), batch, m, k)
-    bw = _batched(ga.compute(b, ctype), batch, k, n)
-    dp = ga.compute(dy, ctype).reshape(z, m, n)
-    da, db = ga.zeros_like_shape(aw, tuple(aw.shape)), ga.zeros_like_shape(bw, tuple(bw.shape))
-    dbias = ga.zeros_like_shape(aw, (n,))
-    mod = _module("matmul_bwd")
+    """(da, db, dbias) of `y = activation(a @ b + bias)` (dbias is None when bias is None). `a` is
+    [..., M, K], `b` [..., K, N] with batch axes that broadcast with a's (NumPy's rules), `bias`
+    None or [N]."""
+    op = "matmul_backward"
+    ao = _operand(op, "a", a)
+    bo = _operand(op, "b", b, None, ao)
+    for name, o in (("a", ao), ("b", bo)):
+        if len(o.shape) < 2:
+            raise OpArgumentError(op, name, f"has shape {list(o.shape)}; it needs at least two axes ([..., rows, cols])")
+    (m, k), (k2, n) = ao.shape[-2:], bo.shape[-2:]
+    if k != k2:
+        raise OpArgumentError(op, "b", f"has {k2} rows but a has {k} columns (a: {list(ao.shape)}, b: {list(bo.shape)})")
+    try:
+        batch = tuple(np.broadcast_shapes(ao.shape[:-2], bo.shape[:-2]))
+    except ValueError:
+        raise OpArgumentError(op, "b", f"batch axes {list(bo.shape[:-2])} do not broadcast with a's "
+                                       f"{list(ao.shape[:-2])}") from None
+    biaso = None if bias is None else _operand(op, "bias", bias, (n,), ao)
+    if not (activation is None or isinstance(activation, str)) or activation not in ACTIVATIONS:
+        raise OpArgumentError(op, "activation", f"must be None, 'relu', 'gelu' or 'silu', not {activation!r}"[:200])
+    dyo = _operand(op, "dy", dy, batch + (m, n), ao)
+    ctype = _compute_type(ao, bo, biaso, dyo)
+    z = math.prod(batch)
+    aw = _batched(op, "a", _values(op, "a", ao, ctype), batch, m, k)
+    bw = _batched(op, "b", _values(op, "b", bo, ctype), batch, k, n)
+    dp = _values(op, "dy", dyo, ctype).reshape(z, m, n)
+    da, db, dbias = ao.zeros(tuple(aw.shape), ctype), ao.zeros(tuple(bw.shape), ctype), ao.zeros((n,), ctype)
+    on_device = ao.on_device
     if z and m and n:
         if activation is not None:
-            bias_w = ga.compute(bias, ctype) if bias is not None else ga.zeros_like_shape(aw, (n,))
-            pre = ga.empty_like_shape(aw, (z, m, n))
-            mod.matmul_dpre(aw, bw, bias_w, dp, pre, ACT=ACTIVATIONS[activation],
-                            grid=(_cdiv(n, _BLOCK), _cdiv(m, _BLOCK), z))
+            bias_w = _values(op, "bias", biaso, ctype) if biaso is not None else ao.zeros((n,), ctype)
+            pre = ao.empty((z, m, n), ctype)
+            _launch("matmul_bwd.tsr", "matmul_dpre", on_device, (aw, bw, bias_w, dp, pre),
+                    (_cdiv(n, _BLOCK), _cdiv(m, _BLOCK), z), ctype, ACT=ACTIVATIONS[activation])
             dp = pre
         if k:
-            mod.matmul_nt(dp, bw, da, grid=(_cdiv(k, _BLOCK), _cdiv(m, _BLOCK), aw.shape[0]))
-            mod.matmul_tn(aw, dp, db, grid=(_cdiv(n, _BLOCK), _cdiv(k, _BLOCK), bw.shape[0]))
-        if bias is not None:
-            mod.col_sum(dp.reshape(z * m, n), dbias, grid=_cdiv(n, _COLUMNS))
-    da = ga.sum_to(da.reshape(_full(a, batch, m, k, aw)), tuple(a.shape))
-    db = ga.sum_to(db.reshape(_full(b, batch, k, n, bw)), tuple(b.shape))
-    return (ga.cast(da, types[0]), ga.cast(db, types[1]),
-            None if bias is None else ga.cast(dbias, ga.dtype_name(op, "bias", bias)))
+            _launch("matmul_bwd.tsr", "matmul_nt", on_device, (dp, bw, da),
+                    (_cdiv(k, _BLOCK), _cdiv(m, _BLOCK), aw.shape[0]), ctype)
+            _launch("matmul_bwd.tsr", "matmul_tn", on_device, (aw, dp, db),
+                    (_cdiv(n, _BLOCK), _cdiv(k, _BLOCK), bw.shape[0]), ctype)
+        if biaso is not None:
+            _launch("matmul_bwd.tsr", "col_sum", on_device, (dp.reshape(z * m, n), dbias), _cdiv(n, _COLUMNS), ctype)
+    grads = [_reduce_batch(op, g, batch, o.shape) for g, o in ((da, ao), (db, bo))]
+    return (_result(op, grads[0], ao.dtype), _result(op, grads[1], bo.dtype),
+            None if biaso is None else _result(op, dbias, biaso.dtype))
 
 
-def _full(x: Any, batch: tuple[int, ...], rows: int, cols: int, w: Any) -> tuple[int, ...]:
-    """The shape of the gradient `_batched` computed for `x`: x's own shape, or the full batch's."""
-    return tuple(x.shape) if w.shape[0] == ga.prod(tuple(x.shape[:-2])) else batch + (rows, cols)
+def _reduce_batch(op: str, grad: Any, batch: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """The gradient `grad` ([B, rows, cols], B the argument's own batches or the full batch) of an
+    argument of shape `shape`: summed over the batch axes that broadcasting stretched (by the
+    array's library: only where `_batched` expanded the argument), then reshaped."""
+    own = math.prod(shape[:-2])
+    if Operand.of(op, "grad", grad).shape[0] == own:
+        return grad.reshape(shape)
+    full = grad.reshape(batch + shape[-2:])
+    lead = len(batch) - len(shape[:-2])
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape[:-2]) if d == 1 and batch[lead + i] != 1)
+    total = full.sum(dim=axes) if Operand.of(op, "grad", full).kind == "torch" else full.sum(axis=axes)
+    return total.reshape(shape)
