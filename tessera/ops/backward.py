@@ -23,12 +23,11 @@ import numpy as np
 
 from tessera.ops import launcher
 from tessera.ops.arrays import OpArgumentError, Operand, same_place
+from tessera.ops.linalg import ACTIVATIONS  # the act codes of kernels/matmul.tsr, which matmul_bwd.tsr shares
 from tessera.ops.norms import check_dtype, check_eps
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 
-# The activations of matmul and each one's ACT code in kernels/matmul_bwd.tsr (tessera.ops.matmul's).
-ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 
 _BLOCK = 16  # the 16x16 blocks of kernels/matmul_bwd.tsr
 _COLUMNS = 128  # the tiles per group of the column sums

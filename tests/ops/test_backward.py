@@ -78,10 +78,13 @@ def matmul_bwd(a, b, bias, act, dy):
     return da, db, dbias
 
 
-def close(got, want, dtype: str) -> None:
+def close(got, want, dtype: str, cond: float = 1.0) -> None:
+    """got agrees with want to TOL[dtype] of want's largest magnitude, times `cond`: the condition of
+    the computation where it can exceed 1 (a norm's 1 / sqrt(var + eps) multiplies the rounding errors
+    of the row's sums; it is at most 1 / sqrt(eps))."""
     assert got.dtype == np.dtype(dtype) and got.shape == want.shape
     scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=TOL[dtype] * scale)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=TOL[dtype] * scale * cond)
 
 
 def rand(rng, shape, dtype="float64"):
@@ -209,6 +212,7 @@ def test_unsupported_arguments_raise_a_tessera_error_naming_them(call, names) ->
 
 def run_case(rng: np.random.Generator) -> None:
     """One random operation, shape and options, against the NumPy model."""
+    cond = 1.0
     dtype = str(rng.choice(["float64", "float32"]))
     lead = tuple(int(d) for d in rng.integers(1, 4, size=int(rng.integers(0, 3))))
     n = int(rng.choice([1, 2, 15, 16, 17, 31, 33, 127, 129, 200]))
@@ -233,6 +237,8 @@ def run_case(rng: np.random.Generator) -> None:
         else:
             w = rand(rng, (n,), dtype)
             eps = float(rng.choice([1e-6, 1e-5, 0.1]))
+            spread = x64.var(-1) if op == "layer_norm" else (x64 * x64).mean(-1)
+            cond = max(1.0, float((1.0 / np.sqrt(spread + eps)).max())) if x.size else 1.0
             if op == "layer_norm":
                 got, want = bw.layer_norm_backward(x, w, w, dy, eps), layer_norm_bwd(x64, w.astype(float), dy64, eps)
             else:
@@ -241,7 +247,7 @@ def run_case(rng: np.random.Generator) -> None:
         if w_ is None:
             assert g is None
         else:
-            close(g, w_, dtype)
+            close(g, w_, dtype, cond)
 
 
 def test_random_differential(seed: int = 2027, count: int = 40) -> None:

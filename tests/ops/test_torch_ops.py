@@ -1,4 +1,4 @@
-"""tessera.ops.torch (tessera/ops/torch.py, torch_meta.py, torch_autograd.py): the operators as PyTorch
+"""tessera.ops.torch (tessera/ops/torch.py, torch_autograd.py): the operators as PyTorch
 custom operators on CPU tensors (the CPU backend). torch.library.opcheck with all its default checks
 (schema, autograd registration, fake tensors, AOT dispatch with dynamic shapes) on every forward and
 backward operator; torch.autograd.gradcheck of the four backward passes; torch.compile with the
@@ -10,8 +10,9 @@ gradcheck runs on f32 inputs: with eps = 1e-3 each central difference carries f3
 outputs (2^-24 relative) divided by 2 eps, about 3e-5 of the output's magnitude, plus the truncation
 error O(eps^2); atol = rtol = 1e-2 bounds both with margin for the small sizes used. The backward
 operators themselves take f64, and there they are held to 1e-10 against PyTorch's autograd in f64.
-Gradients of the f32 operators are compared with PyTorch's in f64 at 2e-4 (sums of up to 64
-products of f32 values).
+Gradients of the f32 operators are compared with PyTorch's in f64 at 2e-4 of the largest magnitude
+(sums of up to a hundred products of f32 values), times a norm's condition 1 / sqrt(var + eps) where
+that exceeds 1 (it multiplies the rounding errors of the row sums; at most 1 / sqrt(eps)).
 """
 
 from __future__ import annotations
@@ -236,10 +237,15 @@ def check_against_torch(rng: np.random.Generator) -> None:
     live = [i for i, a in enumerate(case.args) if a is not None]
     got = torch.autograd.grad(y, [case.args[i] for i in live], dy)
     want = torch.autograd.grad(y_ref, [ref[i] for i in live], dy.double())
+    cond = 1.0  # a norm's 1 / sqrt(var + eps) multiplies the rounding errors of its row sums
+    if case.op in ("layer_norm", "rms_norm") and ref[0].numel():
+        x = ref[0].detach()
+        spread = x.var(-1, unbiased=False) if case.op == "layer_norm" else (x * x).mean(-1)
+        cond = max(1.0, float((spread + case.opts["eps"]).rsqrt().max()))
     torch.testing.assert_close(y.double(), y_ref, rtol=2e-4, atol=2e-4)
     for g, w in zip(got, want):
         scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
-        torch.testing.assert_close(g.double(), w, rtol=0, atol=2e-4 * scale)
+        torch.testing.assert_close(g.double(), w, rtol=0, atol=2e-4 * scale * cond)
 
 
 def check_backward_f64(rng: np.random.Generator) -> None:
