@@ -21,8 +21,9 @@ import torch
 from tessera.ops import backward
 
 
-def _empty(like: torch.Tensor, shape: Any = None, dtype: Any = None) -> torch.Tensor:
-    return like.new_empty(tuple(like.shape) if shape is None else shape, dtype=dtype or like.dtype)
+def _empty(like: torch.Tensor, shape: Any = None) -> torch.Tensor:
+    """A new tensor of `like`'s type and device, of `shape` (default like's)."""
+    return like.new_empty(tuple(like.shape) if shape is None else shape)
 
 
 @torch.library.custom_op("tessera::softmax_backward", mutates_args=(),
