@@ -221,7 +221,7 @@ class CpuLibrary:
         check = make_checker(info, nargs, device=False)
         if check is None or check_bounds or info.dynamic_smem > CPU_SHARED_LIMIT:
             return None
-        run, smem, name = self._prepared(info).run, info.dynamic_smem, info.name
+        prepared, smem, name = self._prepared(info), info.dynamic_smem, info.name
 
         def launch(args: tuple, grid: Any, stream: Any) -> bool:
             got = check(args, grid)
@@ -230,7 +230,7 @@ class CpuLibrary:
             values, grid3, held = got  # `held` keeps other libraries' views alive during the launch
             _launched(self)
             try:
-                run(values, grid3, smem, _default_threads(), None)
+                prepared.run(values, grid3, smem, _default_threads(), None)
             except LaunchError as e:
                 if str(e).startswith(name):
                     raise
