@@ -169,3 +169,19 @@ def test_a_map_kernel_on_device_arrays_without_a_grid(fake) -> None:
         m.twice(il.FakeCudaArray(1000, 0x1000000), il.FakeCudaArray(1000, 0x2000000))
     grids = [c[2] for c in fake.calls if c[0] == "cuLaunchKernel"]
     assert len(grids) == 2 and grids[0] == grids[1] and grids[0][0] >= 1
+
+
+@pytest.mark.torch
+@pytest.mark.usefixtures("shared_cache")
+def test_repeated_launches_on_torch_cpu_tensors(counted) -> None:
+    import torch
+
+    m = tessera.compile(MAP, backend="cpu")
+    x = torch.arange(300, dtype=torch.float32)
+    y = torch.zeros(300)
+    for k in range(3):
+        m.twice(x + k, y)
+        assert torch.equal(y, 2 * (x + k))
+    assert counted == ["twice"]
+    with pytest.raises(tessera.LaunchError, match="parameter 'y'"):
+        m.twice(x, torch.zeros(300, dtype=torch.float64))
