@@ -11,20 +11,24 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from tessera.base.kernel_info import KernelInfo
-from tessera.runtime.cuda import driver
 from tessera.runtime.cuda.streams import current_stream, handle_of
 from tessera.runtime.direct_args import make_checker
+
+if TYPE_CHECKING:
+    from tessera.runtime.cuda.driver import CudaLibrary
 
 _HANDLE_LIMIT = 2**64
 
 
-def direct_launcher(library: driver.CudaLibrary, info: KernelInfo,
-                    nargs: int) -> Callable[[tuple, Any, Any], bool] | None:
+def direct_launcher(library: CudaLibrary, info: KernelInfo, nargs: int,
+                    driver: ModuleType) -> Callable[[tuple, Any, Any], bool] | None:
     """`launcher(args, grid, stream)`: True once launched, False where the usual way must launch;
-    None for a kernel without array parameters (its launches wait for the device)."""
+    None for a kernel without array parameters (its launches wait for the device). `driver` is
+    runtime/cuda/driver.py, passed in (its `_DRV` read at each launch), not imported: no cycle."""
     check = make_checker(info, nargs, device=True)
     if check is None or not any(p.kind == "tensor" for p in info.params):
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,7 @@ class CudaLibrary:
         `Library.direct`; runtime/cuda/direct.py)."""
         from tessera.runtime.cuda.direct import direct_launcher
 
-        return direct_launcher(self, info, nargs)
+        return direct_launcher(self, info, nargs, sys.modules[__name__])
 
     def holders(self, info: KernelInfo) -> _Params:
         """The parameter holders of `info` (made on its first launch with device arrays)."""
