@@ -25,6 +25,12 @@ class Library(Protocol):
     def benchmark(self, info: KernelInfo, bound: Any, *, repeat: int = 20, warmup: int = 3,
                   stream: Any = None) -> float: ...
 
+    def direct(self, info: KernelInfo, nargs: int, check_bounds: bool) -> Any:
+        """The direct launcher of `info` for `nargs` positional arguments: `launcher(args, grid,
+        stream)` launches and returns True, or returns False having done nothing (the arguments
+        need the usual way: runtime/direct_args.py); None where the kernel has none."""
+        ...
+
 
 class Backend(Protocol):
     name: str

@@ -25,6 +25,7 @@ from tessera.runtime.launch_args import (
     bind,
     broadcast_error,
     map_grid,
+    map_shape,
     normalize_grid,
     numpy_dtypes,
     shared_bytes,
@@ -201,7 +202,7 @@ def _bind_planned(info: KernelInfo, plan: _Plan, args: tuple, kwargs: dict[str, 
         return None
     if explicit is None:
         if info.map_width and "grid_groups" not in shapes:
-            explicit = (map_grid(info, arrays[info.map_tensor]), 1, 1)
+            explicit = (map_grid(info, map_shape(info, shapes)), 1, 1)
         elif "grid_groups" in shapes:
             try:
                 explicit = normalize_grid(info.name, shapes["grid_groups"])

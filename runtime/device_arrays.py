@@ -49,7 +49,7 @@ class DeviceArray(NamedTuple):
         return n
 
 
-def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> bool:
+def contiguous_strides(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> bool:
     if strides is None:
         return True
     acc = itemsize
@@ -74,7 +74,7 @@ def _from_cai(cai: dict[str, Any]) -> DeviceArray:
     if dtype is None:
         dtype = _TYPESTRS[typestr] = np.dtype(typestr)
     strides = cai.get("strides")
-    contiguous = not strides or _contiguous(shape, tuple(strides), dtype.itemsize)
+    contiguous = not strides or contiguous_strides(shape, tuple(strides), dtype.itemsize)
     return _new((ptr or 0, shape, dtype, contiguous, bool(readonly)))
 
 
@@ -82,7 +82,7 @@ def _from_export(e: dlpack.Export) -> np.ndarray | DeviceArray:
     if e.device_type in dlpack.HOST_DEVICES:
         return dlpack.host_array(e)
     if e.device_type in dlpack.CUDA_DEVICES:
-        return DeviceArray(e.ptr, e.shape, e.dtype, _contiguous(e.shape, e.strides, e.dtype.itemsize), e.readonly)
+        return DeviceArray(e.ptr, e.shape, e.dtype, contiguous_strides(e.shape, e.strides, e.dtype.itemsize), e.readonly)
     raise ForeignArrayError(f"it is in memory of DLPack device type {e.device_type}, neither the host's nor CUDA's")
 
 
@@ -125,7 +125,7 @@ _TORCH_DTYPES: dict[Any, np.dtype] = {}
 def _torch(t: Any) -> np.ndarray | DeviceArray:
     if t.is_cuda:
         dtype = _TORCH_DTYPES.get(t.dtype) or _torch_dtype(t.dtype)
-        return _new((t.data_ptr(), tuple(t.shape), dtype, t.is_contiguous(), False))
+        return _new((t.data_ptr(), tuple(t.shape), dtype, t.iscontiguous_strides(), False))
     if t.device.type == "cpu":
         try:
             return t.numpy()  # a view of the same memory; refuses bf16 and tensors that require grad
@@ -171,6 +171,12 @@ def _kind(cls: type) -> Any:
         ADAPTERS.clear()
     ADAPTERS[cls] = kind
     return kind
+
+
+def reads_cuda_interface(cls: type) -> bool:
+    """Whether `adapt` reads the objects of `cls` by their `__cuda_array_interface__` (a property of
+    the class, as CuPy's and Numba's are): runtime/direct_args.py then reads it itself."""
+    return ADAPTERS.get(cls) is _generic and hasattr(cls, "__cuda_array_interface__")
 
 
 def adapt(obj: Any) -> np.ndarray | DeviceArray | None:

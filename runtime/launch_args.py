@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -283,6 +283,18 @@ def _check_overlap(info: KernelInfo, params: list[ParamInfo], ranges: dict[str, 
                                   f"pass separate arrays, or compile with restrict=False")
 
 
+class Shaped(NamedTuple):
+    """What `map_grid` reads of an array: its shape (a device array may have no `.shape`)."""
+
+    shape: tuple[int, ...]
+
+
+def map_shape(info: KernelInfo, shapes: dict[str, int]) -> Shaped:
+    """The shape of a map kernel's map tensor, from its dimensions and the bound shape symbols."""
+    dims = next(p.dims for p in info.params if p.name == info.map_tensor)
+    return Shaped(tuple(d if isinstance(d, int) else shapes[d] for d in dims))
+
+
 def map_grid(info: KernelInfo, array: Any) -> int:
     """The grid of a map kernel launched without one: enough groups for every element (`map_width`
     per tile), at least one, at most the grid's limit (the kernel strides over the rest)."""
@@ -339,7 +351,7 @@ def bind(info: KernelInfo, args: tuple, kwargs: dict[str, Any], grid: Any, devic
     if why is not None:
         raise LaunchError(why)
     if explicit is None and info.map_width and "grid_groups" not in shapes:
-        explicit = (map_grid(info, arrays[info.map_tensor]), 1, 1)
+        explicit = (map_grid(info, map_shape(info, shapes)), 1, 1)
     if explicit is None:
         if "grid_groups" not in shapes:
             raise LaunchError(f"{info.name}(): no grid given and no parameter's shape uses grid_groups; "

@@ -76,6 +76,7 @@ class Module:
         self._types: dict[str, dict[str, list]] = default.types  # kernels with type parameters
         self._spaces: dict[str, TuneSpace] = default.spaces  # kernels with @autotune: their search space
         self._plain: dict[str, tuple[Variant, KernelInfo]] = {}  # kernels with one variant: it, its info
+        self._kernels: dict[str, Kernel] = {}  # one Kernel per name (it keeps its direct launcher)
 
     @property
     def source(self) -> bytes:
@@ -123,14 +124,20 @@ class Module:
     def __getattr__(self, name: str) -> Kernel:
         if name.startswith("_"):
             raise AttributeError(name)
-        return self[name]
+        kernel = self[name]
+        self.__dict__[name] = kernel  # the next `mod.name` finds it without this call
+        return kernel
 
     def __getitem__(self, name: str) -> Kernel:
+        kernel = self._kernels.get(name) if isinstance(name, str) else None
+        if kernel is not None:
+            return kernel
         if not isinstance(name, str):
             raise TesseraError(f"module[name]: a kernel's name is a str, not {type(name).__name__}")
         if name not in self._names:
             raise NoKernelError(f"module {self.path!r} has no kernel {name!r} (kernels: {', '.join(self._names)})"[:400])
-        return Kernel(self, name)
+        kernel = self._kernels[name] = Kernel(self, name)
+        return kernel
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._names))
@@ -155,6 +162,10 @@ class Kernel:
     def __init__(self, module: Module, name: str) -> None:
         self.module = module
         self.name = name
+        # The direct launcher of a kernel with no const, type or tuned parameters, for launches with
+        # `_direct_args` positional arguments (runtime/direct_args.py; None: not for this kernel).
+        self._direct: Any = None
+        self._direct_args = -1
 
     def __getitem__(self, grid: Any) -> functools.partial:
         return functools.partial(self.__call__, grid=grid)
@@ -235,7 +246,14 @@ class Kernel:
 
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None, timeout: float | None = None,
                  **kwargs: Any) -> None:
-        """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time."""
+        """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time.
+        A repeated launch of a kernel with no const, type or tuned parameters, with positional
+        arguments, first tries its direct launcher, which launches or declines (anything unusual,
+        any wrong argument); the usual way then checks, reports and launches."""
+        direct = self._direct
+        if direct is not None and self._direct_args == len(args) and not kwargs and timeout is None and \
+                "tessera.dist.tensor" not in sys.modules and direct(args, grid, stream):
+            return
         limit = None
         if timeout is not None:  # the CUDA backend never loads the CPU launcher
             from tessera.runtime.host.launch import check_timeout
@@ -243,6 +261,12 @@ class Kernel:
             limit = check_timeout(timeout)
         lib, info, bound = self.prepare(args, kwargs, grid=grid)
         lib.launch(info, bound, stream=stream, check_bounds=self.module.check_bounds, timeout=limit)
+        if self._direct_args != len(args) and not kwargs:
+            plain = self.module._plain.get(self.name)
+            if plain is not None:
+                make = getattr(plain[0].library(), "direct", None)
+                self._direct = make(plain[1], len(args), self.module.check_bounds) if make is not None else None
+                self._direct_args = len(args)
 
     def benchmark(self, *args: Any, grid: Any = None, repeat: int = 20, **kwargs: Any) -> float:
         """Median milliseconds per launch (CUDA events on the GPU; wall time on the CPU backend).

@@ -116,17 +116,18 @@ def skip_without_cxx() -> None:
 @pytest.fixture
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The C names of the kernels launched on the CPU backend from now on in this test, in order
-    (they still run): which variant really ran."""
-    from tessera.runtime.host.library import CpuLibrary
+    (they still run): which variant really ran. Both the usual launch and a kernel's direct
+    launcher end in `PreparedLaunch.run` of the kernel's entry point `tsr_launch_<C name>`."""
+    from tessera.runtime.host.launch import PreparedLaunch
 
     calls: list[str] = []
-    real = CpuLibrary.launch
+    real = PreparedLaunch.run
 
-    def spy(self, info, bound, **kw):  # type: ignore[no-untyped-def]
-        calls.append(info.c_name)
-        return real(self, info, bound, **kw)
+    def spy(self, *a, **kw):  # type: ignore[no-untyped-def]
+        calls.append(self.fn.__name__.removeprefix("tsr_launch_"))
+        return real(self, *a, **kw)
 
-    monkeypatch.setattr(CpuLibrary, "launch", spy)
+    monkeypatch.setattr(PreparedLaunch, "run", spy)
     return calls
 
 

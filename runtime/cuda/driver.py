@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import struct
-import threading
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,20 @@ class CudaLibrary:
             self.functions[k.name] = f
         self.params: dict[str, _Params] = {}  # kernel -> its parameter holders (launches with device arrays)
 
+    def direct(self, info: KernelInfo, nargs: int, check_bounds: bool) -> Any:
+        """The direct launcher of `info` for `nargs` positional arguments (runtime/backends.py
+        `Library.direct`; runtime/cuda/direct.py)."""
+        from tessera.runtime.cuda.direct import direct_launcher
+
+        return direct_launcher(self, info, nargs, sys.modules[__name__])
+
+    def holders(self, info: KernelInfo) -> _Params:
+        """The parameter holders of `info` (made on its first launch with device arrays)."""
+        params = self.params.get(info.name)
+        if params is None:
+            params = self.params[info.name] = _Params(info, self.functions[info.name])
+        return params
+
     def _upload(self, info: KernelInfo, bound: Bound, stream: int, allocations: list) -> tuple[dict[str, int], list]:
         """Device pointers of every tensor argument (device arrays and managed NumPy arrays used in
         place; other NumPy arrays copied in, on `stream`), and the (array, device pointer) pairs of
@@ -225,10 +239,7 @@ class CudaLibrary:
                 break
         else:
             if arrays or stream is not None:
-                params = self.params.get(info.name)
-                if params is None:
-                    params = self.params[info.name] = _Params(info, self.functions[info.name])
-                params.launch(self, info, bound, handle)
+                self.holders(info).launch(self, info, bound, handle)
                 return
         self._launch_and_wait(info, bound, handle)
 
@@ -293,8 +304,8 @@ class _Params:
     """A kernel's parameters as cuLaunchKernel takes them, for launches whose arrays are all on the
     device: one buffer holding every value (each at its C alignment, written by one `pack_into`)
     and the `void*[]` of their addresses, made once and reused (the driver reads the values during
-    the call). A launch takes a set from this thread's free list (a launch made meanwhile on the
-    same thread, from a signal handler, makes its own set), fills it in and gives it back."""
+    the call). A launch takes a set from the free list (a launch made meanwhile, on another thread
+    or from a signal handler, makes its own set), fills it in and gives it back."""
 
     __slots__ = ("kinds", "layout", "free", "function", "block")
 
@@ -302,7 +313,7 @@ class _Params:
         self.kinds = tuple((p.kind == "tensor", p.kind == "shape", p.name) for p in info.params)
         codes = ["Q" if p.kind == "tensor" else "i" if p.kind == "shape" else _STRUCT_CODES[p.dtype] for p in info.params]
         self.layout = struct.Struct("@" + "".join(codes))  # native alignment, as the C parameters have
-        self.free = threading.local()
+        self.free: list[tuple[bytearray, ctypes.Array, int]] = []  # list.pop and list.append are atomic
         self.function, self.block = function, _block(info)
 
     def _new_set(self) -> tuple[bytearray, ctypes.Array, int]:
@@ -319,10 +330,11 @@ class _Params:
 
     def launch(self, library: CudaLibrary, info: KernelInfo, bound: Bound, stream: int) -> None:
         """Launch with every array already on the device (their addresses in `bound`)."""
-        free = getattr(self.free, "sets", None)
-        if free is None:
-            free = self.free.sets = []
-        held = free.pop() if free else self._new_set()
+        free = self.free
+        try:
+            held = free.pop()
+        except IndexError:
+            held = self._new_set()
         arrays, addresses, shapes, scalars = bound.arrays, bound.addresses, bound.shapes, bound.scalars
         values = [(addresses[name][1] if addresses[name][0] is arrays[name] else bound.address(name)) if tensor
                   else shapes[name] if shape else scalars[name] for tensor, shape, name in self.kinds]

@@ -465,15 +465,11 @@ inline size_t stack_bytes_for(const tsr_launch_config* cfg) {
 
 int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*invoke)(void*), void* body,
                int regions) {
-  // With kWatchSigint, tsr_sigint_watch_v1 put this library's SIGINT handler in front; the
-  // previous one goes back as this returns, whichever way (one call fewer for each launch).
-  struct SigintBack {
-    bool on;
-    ~SigintBack() {
-      if (on) unwatch_sigint();
-    }
-  } sigint_back{(cfg->flags & kWatchSigint) != 0};
   if (cfg->error_buf && cfg->error_buf_len > 0) cfg->error_buf[0] = '\0';
+  // With kWatchSigint, tsr_sigint_watch_v1 has put this library's SIGINT handler in front, where
+  // it stays; when something has replaced it since (Python's signal.signal), the launch does not
+  // start, and the runtime watches again (host_signals.h).
+  if ((cfg->flags & kWatchSigint) && !sigint_in_front()) return kLaunchNotWatched;
   const unsigned* g = cfg->grid;
   const unsigned* b = cfg->block;
   if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2] || g[1] > 65535 || g[2] > 65535 || b[0] > 1024 ||
@@ -586,8 +582,10 @@ TSR_EXPORT void tsr_trim_arenas_v1() {
 }
 
 // Before a launch with kWatchSigint (runtime/host/launch.py): this library's SIGINT handler in
-// front until the launch returns (it puts the previous one back itself); the count it returns
-// goes into tsr_launch_config::sigint_seen. The unwatch is for a launch call that never ran.
+// front, where it stays until unwatched (before another library's goes in front); the count it
+// returns goes into tsr_launch_config::sigint_seen. Later launches read the count at the address
+// tsr_sigint_counter_v1 gives (no call).
 TSR_EXPORT unsigned tsr_sigint_watch_v1() { return tsr::detail::watch_sigint(); }
 TSR_EXPORT void tsr_sigint_unwatch_v1() { tsr::detail::unwatch_sigint(); }
+TSR_EXPORT const unsigned* tsr_sigint_counter_v1() { return &tsr::detail::g_sigint_count; }
 

@@ -22,15 +22,18 @@ struct tsr_launch_config {
   int error_buf_len;
   int flags;                            // kWatchSigint: Ctrl-C cancels the launch
   unsigned timeout_ms;                  // > 0: cancel the launch after this long
-  unsigned sigint_seen;                 // kWatchSigint: what tsr_sigint_watch_v1 returned
+  unsigned sigint_seen;                 // kWatchSigint: the SIGINT count read before the call
 };
 }
 
 // Status of a launch entry point: 0 success; 1 the kernel failed (tsr_host_fail, __trap,
 // deadlock, stack overflow, out of memory); 2 invalid launch configuration; 3 cancelled by
-// SIGINT (kWatchSigint); 4 cancelled after timeout_ms.  The caller's thread is worker 0.
+// SIGINT (kWatchSigint); 4 cancelled after timeout_ms; 5 not started: kWatchSigint, but this
+// library's SIGINT handler is no longer in front (tsr_sigint_watch_v1 again, then launch again).
+// The caller's thread is worker 0.
 namespace tsr {
-enum : int { kLaunchOk = 0, kLaunchFailed = 1, kLaunchInvalid = 2, kLaunchInterrupted = 3, kLaunchTimedOut = 4 };
+enum : int { kLaunchOk = 0, kLaunchFailed = 1, kLaunchInvalid = 2, kLaunchInterrupted = 3, kLaunchTimedOut = 4,
+             kLaunchNotWatched = 5 };
 enum : int { kWatchSigint = 1 };  // tsr_launch_config::flags
 }  // namespace tsr
 

@@ -218,38 +218,41 @@ inline void install_fault_handlers() {
   sigaction(kPreemptSignal, &sa, &g_prev_preempt);
 }
 
-// Ctrl-C for a launch on the main thread (the runtime, runtime/host/launch.py, brackets the
-// launch with these): this library's handler goes in front of the current one (Python's), and
-// the previous one comes back after.  Each library has its own handler and watch slots, so only
-// the library whose launch is running may be in front.  A SIGINT after `watch_sigint` either
-// reaches Python before the launch starts (a KeyboardInterrupt at its next check) or finds the
-// count moved when the launch starts, which cancels it at once: no window loses a Ctrl-C.
-inline bool g_sigint_installed;  // this library's handler is the current one (main thread only)
+// Ctrl-C for a launch on the main thread (runtime/host/launch.py): this library's handler goes
+// in front of the current one (Python's) at the first such launch and stays there, passing every
+// SIGINT on to the handler it replaced, so that a launch costs one sigaction (launch_run checks
+// that the handler is still in front: Python's signal.signal replaces it) rather than three.
+// Each library has its own handler and watch slots; the runtime puts one library's handler back
+// (unwatch_sigint) before another's goes in front, so handlers never chain to each other.  A
+// SIGINT after the runtime reads the count (the address tsr_sigint_counter_v1 gives, or what
+// watch_sigint returns) either reaches Python before the launch starts (a KeyboardInterrupt at
+// its next check) or finds the count moved when the launch starts, which cancels it at once: no
+// window loses a Ctrl-C.
+inline bool sigint_in_front() {
+  struct sigaction cur;
+  return sigaction(SIGINT, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &on_sigint;
+}
 
 inline unsigned watch_sigint() {
-  if (!g_sigint_installed) {
-    struct sigaction cur;
-    if (sigaction(SIGINT, nullptr, &cur) == 0 &&
-        ((cur.sa_flags & SA_SIGINFO) || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))) {
-      struct sigaction sa;
-      memset(&sa, 0, sizeof sa);
-      sigemptyset(&sa.sa_mask);
-      sigaddset(&sa.sa_mask, kPreemptSignal);
-      sigaddset(&sa.sa_mask, SIGTERM);
-      // Python's handler has no SA_RESTART, so that Ctrl-C interrupts a blocking read: keep that.
-      sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
-      sa.sa_sigaction = &on_sigint;
-      g_prev_sigint = cur;
-      g_sigint_installed = sigaction(SIGINT, &sa, nullptr) == 0;
-    }
+  struct sigaction cur;
+  if (sigaction(SIGINT, nullptr, &cur) == 0 && !((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &on_sigint) &&
+      ((cur.sa_flags & SA_SIGINFO) || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, kPreemptSignal);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    // Python's handler has no SA_RESTART, so that Ctrl-C interrupts a blocking read: keep that.
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
+    sa.sa_sigaction = &on_sigint;
+    g_prev_sigint = cur;
+    sigaction(SIGINT, &sa, nullptr);
   }
   return __atomic_load_n(&g_sigint_count, __ATOMIC_SEQ_CST);
 }
 
 inline void unwatch_sigint() {
-  if (!g_sigint_installed) return;
-  sigaction(SIGINT, &g_prev_sigint, nullptr);
-  g_sigint_installed = false;
+  if (sigint_in_front()) sigaction(SIGINT, &g_prev_sigint, nullptr);
 }
 
 // For the life of a worker: its registry slot and its alternate signal stack (slot 0 of its

@@ -15,6 +15,7 @@ import ctypes
 import math
 import os
 import signal
+import struct
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from tessera.base.errors import LaunchError, TesseraError
 
 ERROR_BUF_LEN = 2048
 WATCH_SIGINT = 1
-INTERRUPTED, TIMED_OUT = 3, 4
+INTERRUPTED, TIMED_OUT, NOT_WATCHED = 3, 4, 5
 
 
 def load_library(path: Path | str) -> ctypes.CDLL:
@@ -99,9 +100,9 @@ def _entry(lib: ctypes.CDLL, symbol: str) -> Any:
         fn = getattr(lib, symbol)  # CDLL keeps the function object: its types are set once
     except AttributeError as exc:
         raise LaunchError(f"the kernel library has no symbol {symbol!r}") from exc
-    if fn.argtypes is None:
-        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
-        fn.restype = ctypes.c_int
+    # No argtypes: the two arguments are always a byref of a LaunchConfig and a c_void_p array,
+    # which ctypes passes as pointers as they are (their argtypes' checks cost 1 us a launch).
+    fn.restype = ctypes.c_int
     return fn
 
 
@@ -118,20 +119,21 @@ def launch(lib: ctypes.CDLL, symbol: str, grid: Dims, block: Dims, dynamic_smem:
     """
     limit = check_timeout(timeout)
     fn = _entry(lib, symbol)
-    current = _Set(_dim3(block, "block"), args)
-    _configure(current.cfg, _dim3(grid, "grid"), dynamic_smem, num_threads, fiber_stack_bytes, limit)
-    _call(lib, fn, current, limit)
+    _call(lib, fn, _Set(_dim3(block, "block"), args), limit, _dim3(grid, "grid"), dynamic_smem, num_threads,
+          fiber_stack_bytes)
 
 
 class _Set:
     """What a launch hands the library: the configuration (and a pointer to it), the error buffer,
-    the arguments' holders and the ``void*[]`` of their addresses, and the configuration last
-    written (a PreparedLaunch's launch like the one before writes only the arguments)."""
+    the arguments (ctypes holders, or one buffer that a `struct` layout packs) and the ``void*[]``
+    of their addresses, and the configuration last written (a PreparedLaunch's launch like the one
+    before writes only the arguments)."""
 
-    __slots__ = ("cfg", "ref", "err", "holders", "argv", "last")
+    __slots__ = ("cfg", "ref", "err", "holders", "argv", "last", "buffer")
 
     def __init__(self, block: tuple[int, int, int],
-                 holders: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array]) -> None:
+                 holders: Sequence[ctypes._SimpleCData | ctypes.Structure | ctypes.Array],
+                 layout: struct.Struct | None = None) -> None:
         self.err = ctypes.create_string_buffer(ERROR_BUF_LEN)
         self.cfg = LaunchConfig()
         self.cfg.block[:] = block
@@ -139,16 +141,29 @@ class _Set:
         self.cfg.error_buf_len = ERROR_BUF_LEN
         self.ref = ctypes.byref(self.cfg)
         self.holders = holders
-        self.argv = (ctypes.c_void_p * max(1, len(holders)))(*(ctypes.addressof(h) for h in holders))
+        self.buffer = bytearray()
+        if layout is None:
+            self.argv = (ctypes.c_void_p * max(1, len(holders)))(*(ctypes.addressof(h) for h in holders))
+        else:
+            # A bytearray (`pack_into` takes it without the format string a ctypes buffer builds at
+            # each export); the ctypes view of it, kept with the `void*[]`, gives its address and
+            # forbids resizing it.
+            codes = layout.format[1:]
+            self.buffer = bytearray(max(1, layout.size))
+            view = (ctypes.c_char * len(self.buffer)).from_buffer(self.buffer)
+            offsets = [struct.calcsize("@" + codes[:i + 1]) - struct.calcsize(codes[i]) for i in range(len(codes))]
+            self.argv = (ctypes.c_void_p * max(1, len(codes)))(*(ctypes.addressof(view) + o for o in offsets))
+            self.argv._keep = view  # type: ignore[attr-defined]
         self.last: tuple = ()
 
 
 class PreparedLaunch:
     """One entry point of a kernel library with what does not change between its launches made
-    once: the function's ctypes types, the block, the argument holders of the parameters' C types
-    and the ``void*[]`` of their addresses, the launch configuration and the error buffer. A launch
-    takes a set from this thread's free list (a launch made meanwhile on the same thread, from a
-    signal handler, makes its own set), fills in the values and gives it back."""
+    once: the function's ctypes types, the block, the `struct` layout of the parameters' C types
+    (each at its C alignment in one buffer, as the wrapper reads them through the ``void*[]``),
+    the launch configuration and the error buffer. A launch takes a set from the free list (a
+    launch made meanwhile, on another thread or from a signal handler, makes its own), fills in
+    the values with one `pack_into` and gives it back."""
 
     def __init__(self, lib: ctypes.CDLL, symbol: str, block: Dims,
                  arg_types: Sequence[type[ctypes._SimpleCData]]) -> None:
@@ -156,28 +171,34 @@ class PreparedLaunch:
         self.fn = _entry(lib, symbol)
         self.block = _dim3(block, "block")
         self.arg_types = tuple(arg_types)
+        self.layout = struct.Struct("@" + "".join(t._type_ for t in self.arg_types))  # type: ignore[attr-defined]
         self.kinds: tuple[tuple[str, str], ...] = ()  # the launcher's own record of the parameters
-        self._free = threading.local()
+        self.free: list[_Set] = []  # list.pop and list.append are atomic
 
     def __call__(self, values: Sequence[Any], grid: tuple[int, int, int], dynamic_smem: int, *,
                  num_threads: int | None = None, timeout: float | None = None) -> None:
         """Launch with ``values`` in parameter order (addresses for the pointers) and a checked
         ``grid`` (three non-negative integers); as `launch`."""
         limit = None if timeout is None else check_timeout(timeout)
-        free = getattr(self._free, "sets", None)
-        if free is None:
-            free = self._free.sets = []
-        current = free.pop() if free else _Set(self.block, [t() for t in self.arg_types])
-        for h, v in zip(current.holders, values):
-            h.value = v
-        config = (grid, dynamic_smem, num_threads, limit)
-        if config != current.last:
-            _configure(current.cfg, grid, dynamic_smem, num_threads, 0, limit)
-            current.last = config
+        self.run(values, grid, dynamic_smem, num_threads, limit)
+
+    def run(self, values: Sequence[Any], grid: tuple[int, int, int], dynamic_smem: int, num_threads: int | None,
+            limit: float | None) -> None:
+        """`__call__` with a checked `limit` (seconds or None)."""
         try:
-            _call(self.lib, self.fn, current, limit)
+            current = self.free.pop()
+        except IndexError:
+            current = _Set(self.block, (), self.layout)
+        try:
+            try:
+                self.layout.pack_into(current.buffer, 0, *values)
+            except (struct.error, OverflowError):  # an f32 scalar beyond f32's range: ctypes makes it inf
+                _call(self.lib, self.fn, _Set(self.block, [t(v) for t, v in zip(self.arg_types, values)]), limit,
+                      grid, dynamic_smem, num_threads)
+                return
+            _call(self.lib, self.fn, current, limit, grid, dynamic_smem, num_threads)
         finally:
-            free.append(current)
+            self.free.append(current)
 
 
 def _configure(cfg: LaunchConfig, grid: tuple[int, int, int], dynamic_smem: int, num_threads: int | None,
@@ -189,25 +210,65 @@ def _configure(cfg: LaunchConfig, grid: tuple[int, int, int], dynamic_smem: int,
     cfg.timeout_ms = 0 if limit is None else max(1, math.ceil(limit * 1000))
 
 
-def _call(lib: ctypes.CDLL, fn: Any, current: _Set, limit: float | None) -> None:
-    """The launch proper: the SIGINT watch around the call, the status."""
+class _Watch:
+    """A library's SIGINT watch (host/host_signals.h): the calls that put its handler in front and
+    back, and where it counts the SIGINTs it has seen."""
+
+    __slots__ = ("watch", "unwatch", "count")
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.watch, self.unwatch = lib.tsr_sigint_watch_v1, lib.tsr_sigint_unwatch_v1
+        self.watch.restype = ctypes.c_uint
+        self.unwatch.restype = None
+        counter = lib.tsr_sigint_counter_v1
+        counter.restype = ctypes.c_void_p
+        self.count = ctypes.c_uint.from_address(counter())
+
+
+_WATCHES: dict[ctypes.CDLL, _Watch | None] = {}
+# The library whose SIGINT handler is in front (it stays there between its launches); another
+# library's launch puts it back first, so that no handler chains to another library's.
+_front: list[_Watch | None] = [None]
+
+
+def _watch_of(lib: ctypes.CDLL) -> _Watch | None:
+    if lib not in _WATCHES:
+        _WATCHES[lib] = _Watch(lib) if getattr(lib, "tsr_sigint_counter_v1", None) is not None else None
+    return _WATCHES[lib]
+
+
+def _call(lib: ctypes.CDLL, fn: Any, current: _Set, limit: float | None, grid: tuple[int, int, int],
+          dynamic_smem: int, num_threads: int | None, fiber_stack_bytes: int = 0) -> None:
+    """The launch proper: the configuration where it changed, the SIGINT watch, the call, the
+    status."""
     cfg, ref, argv = current.cfg, current.ref, current.argv
-    # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it. The
-    # library's handler is put in front of Python's before the call, and the launch takes it away
-    # as it returns (host/host_signals.h); when SIGINT cancelled the launch, Python raises
+    config = (grid, dynamic_smem, num_threads, limit, fiber_stack_bytes)
+    if config != current.last:
+        _configure(cfg, grid, dynamic_smem, num_threads, fiber_stack_bytes, limit)
+        current.last = config
+    # Ctrl-C stops the launch only where Python would raise KeyboardInterrupt for it: launched
+    # from the main thread with Python's default handler in place. The library's handler is then
+    # in front of Python's (host/host_signals.h); when SIGINT cancelled the launch, Python raises
     # KeyboardInterrupt as the call returns.
-    watch_fn = getattr(lib, "tsr_sigint_watch_v1", None) if threading.get_ident() == _MAIN_IDENT and \
-        _sigint_handler() is signal.default_int_handler else None
-    if watch_fn is not None:
-        if watch_fn.restype is not ctypes.c_uint:
-            watch_fn.restype = ctypes.c_uint
-        cfg.sigint_seen = watch_fn()
+    w = _WATCHES[lib] if lib in _WATCHES else _watch_of(lib)
+    if w is not None and threading.get_ident() == _MAIN_IDENT and _sigint_handler() is signal.default_int_handler:
         cfg.flags = WATCH_SIGINT
-        try:
-            status = fn(ref, argv)  # puts Python's handler back as it returns
-        except BaseException:
-            lib.tsr_sigint_unwatch_v1()  # the call did not run
-            raise
+        for _ in range(2):
+            if _front[0] is w:
+                cfg.sigint_seen = w.count.value
+            else:
+                if _front[0] is not None:
+                    _front[0].unwatch()
+                _front[0] = None
+                cfg.sigint_seen = w.watch()
+                _front[0] = w
+            status = fn(ref, argv)
+            if status != NOT_WATCHED:
+                break
+            _front[0] = None  # replaced (Python's signal.signal): watch again
+        else:
+            cfg.flags = 0  # no handler to be in front of (SIGINT ignored)
+            status = fn(ref, argv)
     else:
         cfg.flags = 0
         status = fn(ref, argv)

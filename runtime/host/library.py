@@ -168,7 +168,7 @@ _recent_lock = ForkSafeLock()
 
 
 def _launched(lib: CpuLibrary) -> None:
-    if _recent[-1:] == [lib]:  # the common case, without the lock: the list only changes under it
+    if _recent and _recent[-1] is lib:  # the common case, without the lock: the list only changes under it
         return
     with _recent_lock:
         if _recent and _recent[-1] is lib:
@@ -211,6 +211,33 @@ class CpuLibrary:
                                                                    types)
             prepared.kinds = tuple((p.kind, p.name) for p in info.params)
         return prepared
+
+    def direct(self, info: KernelInfo, nargs: int, check_bounds: bool) -> Callable[[tuple, Any, Any], bool] | None:
+        """The direct launcher of `info` for `nargs` positional arguments (runtime/backends.py
+        `Library.direct`): `launch` without a `Bound`, the arguments checked straight into the
+        parameter values (runtime/direct_args.py); none with `check_bounds` (launches on copies)."""
+        from tessera.runtime.direct_args import make_checker
+
+        check = make_checker(info, nargs, device=False)
+        if check is None or check_bounds or info.dynamic_smem > CPU_SHARED_LIMIT:
+            return None
+        prepared, smem, name = self._prepared(info), info.dynamic_smem, info.name
+
+        def launch(args: tuple, grid: Any, stream: Any) -> bool:
+            got = check(args, grid)
+            if got is None:
+                return False
+            values, grid3, held = got  # `held` keeps other libraries' views alive during the launch
+            _launched(self)
+            try:
+                prepared.run(values, grid3, smem, _default_threads(), None)
+            except LaunchError as e:
+                if str(e).startswith(name):
+                    raise
+                raise LaunchError(f"{name}: {e}") from None
+            return True
+
+        return launch
 
     def benchmark(self, info: KernelInfo, bound: Bound, *, repeat: int = 20, warmup: int = 3,
                   stream: Any = None) -> float:

@@ -22,7 +22,7 @@ from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
-from tessera.runtime.host.library import CpuLibrary
+from tessera.runtime.host.launch import PreparedLaunch
 from tessera.runtime.launch_args import MAX_GRID, map_grid
 from tessera.transpile.driver import compile_source, load_source
 from tests.conftest import ROOT
@@ -49,15 +49,16 @@ def ew(tmp_path_factory):
 
 @pytest.fixture
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[int, int, int]]]:
-    """(C name, grid) of every launch on the CPU backend, in order: which variant really ran."""
+    """(C name, grid) of every launch on the CPU backend, in order: which variant really ran (the
+    usual launch and a kernel's direct launcher both end in `PreparedLaunch.run`)."""
     calls: list[tuple[str, tuple[int, int, int]]] = []
-    real = CpuLibrary.launch
+    real = PreparedLaunch.run
 
-    def spy(self, info, bound, **kw):
-        calls.append((info.c_name, bound.grid))
-        return real(self, info, bound, **kw)
+    def spy(self, values, grid, *a, **kw):
+        calls.append((self.fn.__name__.removeprefix("tsr_launch_"), grid))
+        return real(self, values, grid, *a, **kw)
 
-    monkeypatch.setattr(CpuLibrary, "launch", spy)
+    monkeypatch.setattr(PreparedLaunch, "run", spy)
     return calls
 
 

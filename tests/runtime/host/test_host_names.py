@@ -127,4 +127,4 @@ def test_only_the_launch_entry_points_and_the_engine_calls_are_exported(tmp_path
     exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
     # and the engine's calls around launches (runtime/host/library.py, runtime/host/launch.py)
     assert exported == sorted([*(f"tsr_launch_{c_ident(k)}" for k in KERNELS), "tsr_trim_arenas_v1",
-                               "tsr_sigint_watch_v1", "tsr_sigint_unwatch_v1"])
+                               "tsr_sigint_watch_v1", "tsr_sigint_unwatch_v1", "tsr_sigint_counter_v1"])

@@ -176,6 +176,47 @@ def test_ctrl_c_stops_a_launch_of_a_second_library() -> None:
     assert out.split() == ["KeyboardInterrupt", "still", "alive"], out
 
 
+HANDLER_STAYS = """
+import os, signal, threading, time, numpy as np, tessera
+src = "@kernel tile[(64,)]\\ndef spin(out: mut i32[n]):\\n    t = tile_linear_id()\\n    while True:\\n        out[t] += 1\\n"
+a = tessera.compile(src + "\\n@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[tile_linear_id()] = 1.0\\n",
+                    backend="cpu")
+b = tessera.compile("@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[tile_linear_id()] = 2.0\\n", backend="cpu")
+def ctrl_c(after):
+    threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
+def spin(what):
+    ctrl_c(1.0)
+    try:
+        a.spin(np.zeros(64, np.int32), grid=2)
+    except KeyboardInterrupt:
+        print(what, flush=True)
+for _ in range(3):
+    a.k(np.zeros(32, np.float32), grid=1)
+b.k(np.zeros(32, np.float32), grid=1)  # b's handler in front: a's goes back first
+spin("after-another-library")
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's handler replaces a's
+spin("after-signal.signal")
+ctrl_c(0.5)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("between-launches", flush=True)
+a.k(np.zeros(32, np.float32), grid=1)
+print("still-alive", flush=True)
+"""
+
+
+def test_ctrl_c_stops_launches_while_the_handler_stays_in_front() -> None:
+    """A library's SIGINT handler stays in front between its launches (one sigaction a launch):
+    Ctrl-C still stops a launch after another library's launch and after Python's handler was set
+    again, and between launches it raises KeyboardInterrupt as Python's handler does."""
+    proc = subprocess.run([sys.executable, "-c", HANDLER_STAYS], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ), timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["after-another-library", "after-signal.signal", "between-launches",
+                                   "still-alive"], proc.stdout
+
+
 def test_timeout_cancels_an_endless_launch(mod) -> None:
     out = np.zeros(64, np.int32)
     t0 = time.monotonic()

@@ -134,6 +134,20 @@ def test_map_kernel_and_elementwise_stride_loop(tmp_path: Path) -> None:
     assert 9 in found  # y[j] = x[j] * a + 1.0
 
 
+GELU = """
+@kernel tile[(128,)] vectorize(4)
+def bias_gelu(X: f32[M, N], B: f32[M, N], Y: mut f32[M, N]):
+    h = X + B
+    Y[:] = 0.5 * h * (1.0 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+"""
+
+
+def test_a_map_kernel_calling_tanh(tmp_path: Path) -> None:
+    """tanhf is the prelude's own straight-line code (host/host_libm.h), not a call into the C
+    library, which kept the whole-step loop of a GELU from vectorizing."""
+    assert 5 in vectorized_tsr_lines(GELU, tmp_path)
+
+
 def test_fiber_mode_is_not_what_is_vectorized(tmp_path: Path) -> None:
     """The report is read right: the interleaved form without lockstep (a step that may be
     negative for some tile: here the stop differs per tile) is not vectorized."""
