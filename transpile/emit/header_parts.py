@@ -21,6 +21,8 @@ includes only those it uses. This module is the one place that maps what a modul
     copy          tessera_copy.cuh          a tcopy
     vec           device/vec.cuh            a vector access of a view (r[:] = X[i, j:j + 8])
     mma           device/mma.cuh            a tmma (ldmatrix, mma.sync and their CPU-backend versions)
+    tma           device/tma.cuh            a variant that moves copies with the tensor memory accelerator
+                                            (sm_90a: bulk tensor copies, mbarriers, tensor-map parameters)
     map           device/map.cuh            a map kernel with vectorize(w > 1), unless only its generic
                                             variant is emitted (vector loads and stores)
 
@@ -72,6 +74,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("vec", "device/vec.cuh", ("race",)),
     Section("map", "device/map.cuh"),
     Section("mma", "device/mma.cuh"),
+    Section("tma", "device/tma.cuh", ("copy",)),
 )
 
 _COLLECTIVES = {"warp_reduce": "warp_reduce", "group_reduce": "group_reduce"}  # printer rule -> section
@@ -92,6 +95,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("mma")  # (operand fragments: tload from shared memory uses ldmatrix)
         if any(isinstance(s, L.VecMove) for s in stmts):
             used.add("vec")
+        if any(isinstance(s, L.Copy) and s.tma is not None and s.tma.active for s in stmts):
+            used.add("tma")
         if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):
