@@ -127,9 +127,12 @@ def _layout(fn: L.Function, reuse: bool) -> SharedLayout:
     slots = tuple(SharedSlot(b.name, best[b.name], buffer_bytes(b)) for b in arrays)
     scratch = scratch_bytes(fn)
     sized = tuple(b.name for b in fn.buffers if launch_sized(b))
-    # sm_90a: the mbarriers of bulk tensor copies are static shared memory beside the arrays
-    bars = sum(8 * s.stages for s in fn.body if isinstance(s, L.MbarInit))
-    return SharedLayout(slots, scratch, total, total + scratch + bars > STATIC_LIMIT or bool(sized), sized)
+    return SharedLayout(slots, scratch, total, total + scratch + barrier_bytes(fn) > STATIC_LIMIT or bool(sized), sized)
+
+
+def barrier_bytes(fn: L.Function) -> int:
+    """sm_90a: the mbarriers of bulk tensor copies, static shared memory beside the arrays."""
+    return sum(8 * s.stages for s in fn.body if isinstance(s, L.MbarInit))
 
 
 def shared_info(fn: L.Function) -> list[str]:

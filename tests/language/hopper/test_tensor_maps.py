@@ -73,9 +73,10 @@ def _device(shape: tuple[int, ...], ptr: int, typestr: str = "<f2") -> object:
 def test_a_launch_builds_one_map_per_tensor_and_box_with_the_documented_arguments(fake) -> None:
     mod = tessera.compile(GEMM, backend="cuda", arch="sm_90a")
     k = mod.tc_gemm_f16
-    M, N, K = 300, 260, 96
+    M, N, K = 300, 272, 96  # K and N multiples of 16: the aligned variant
     A, B, C = _device((M, K), 0x10000000), _device((K, N), 0x20000000), _device((M, N), 0x30000000, "<f4")
-    k(A, B, C, grid=((N + 127) // 128, (M + 127) // 128))
+    tiling = {"BM": 128, "BN": 128, "BK": 32, "stages": 3}
+    k(A, B, C, **tiling, grid=((N + 127) // 128, (M + 127) // 128))
     assert len(fake.encoded) == 2
     E = drv_enums
     a, b = fake.encoded
@@ -89,7 +90,8 @@ def test_a_launch_builds_one_map_per_tensor_and_box_with_the_documented_argument
     launch = [c for c in fake.calls if c[0] == "cuLaunchKernel"][-1]
     assert launch[-1][:3] == (0x10000000, 0x20000000, 0x30000000)
     # The same arrays again: the maps come from the cache.
-    k(A, B, C, grid=((N + 127) // 128, (M + 127) // 128))
+    tiling = {"BM": 128, "BN": 128, "BK": 32, "stages": 3}
+    k(A, B, C, **tiling, grid=((N + 127) // 128, (M + 127) // 128))
     assert len(fake.encoded) == 2
 
 
@@ -131,7 +133,7 @@ def test_misaligned_tensors_are_refused_naming_them(fake, address: int, shape, m
 def test_no_maps_without_bulk_copies(fake) -> None:
     mod = tessera.compile(GEMM, backend="cuda", arch="sm_90")
     A, B, C = _device((128, 64), 0x10000000), _device((64, 128), 0x20000000), _device((128, 128), 0x30000000, "<f4")
-    mod.tc_gemm_f16(A, B, C, grid=(1, 1))
+    mod.tc_gemm_f16(A, B, C, BM=128, BN=128, BK=32, stages=3, grid=(1, 1))
     assert fake.encoded == []
 
 

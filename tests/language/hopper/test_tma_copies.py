@@ -42,7 +42,7 @@ def test_a_gemm_with_aligned_arrays_runs_its_bulk_copies_and_matches(launched) -
     for arch in ("sm_90", "sm_90a"):
         C = np.zeros((M, N), np.float32)
         mod = tessera.compile(src, backend="cpu", arch=arch)
-        mod.tc_gemm_f16(A, B, C, grid=((N + 127) // 128, (M + 127) // 128))
+        mod.tc_gemm_f16(A, B, C, BM=128, BN=128, BK=32, stages=3, grid=((N + 127) // 128, (M + 127) // 128))
         out[arch] = C
     assert launched[-1].endswith("_a16")
     assert np.array_equal(out["sm_90a"], A.astype(np.float32) @ B.astype(np.float32))
@@ -77,6 +77,30 @@ def test_the_samples_machine_code_for_sm_90a() -> None:
             if text is not None and k.tensor_maps:
                 sass = function_sass(text, k.c_name)
                 assert "UTMALDG" in sass and "SYNCS" in sass and "LDGSTS" not in sass, k.c_name
+
+
+def test_info_and_the_verifier_know_the_bulk_copies() -> None:
+    import dataclasses
+    import subprocess
+
+    from tessera.base.errors import SourceFile
+    from tessera.transpile.lir import nodes as L
+    from tessera.transpile.lir.verify import VerifyError, verify
+    from tessera.transpile.lir.visit import map_body
+
+    p = subprocess.run([sys.executable, "-m", "tessera", "samples/tc_gemm_f16.tsr", "--arch", "sm_90a", "--info"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "    bulk tensor copies (TMA) of A: box 128x32, a tensor map built at launch\n" in p.stdout
+    module = compile_source(SourceFile("g.tsr", (ROOT / "samples" / "tc_gemm_f16.tsr").read_text()),
+                            CompileOptions(arch="sm_90a"), stop_after="plan-copies").module
+    generic = module.functions[0]
+    assert not generic.aligned
+    stale = map_body(generic.body, lambda s: dataclasses.replace(s, tma=dataclasses.replace(s.tma, active=True))
+                     if isinstance(s, L.Copy) and s.tma is not None else s)
+    with pytest.raises(VerifyError, match="bulk tensor copy active"):
+        verify("plan-copies", dataclasses.replace(module, functions=(dataclasses.replace(generic, body=stale),
+                                                                     *module.functions[1:])))
 
 
 # ---- the race detector: a stage read before its barrier completed -----------------------------------
@@ -115,7 +139,7 @@ def test_a_missing_wait_is_reported_with_its_line(monkeypatch) -> None:
     dropped = []
 
     def without_the_loop_wait(bp, s):  # type: ignore[no-untyped-def]
-        if s.stage is not None and not dropped and "stage" in bp.pr.expr(s.stage):
+        if tma_emit.uses_mbarriers(bp, s) and s.stage is not None and not dropped and "stage" in bp.pr.expr(s.stage):
             dropped.append(s)
             if s.barrier:
                 bp.emit("__syncthreads();", s.loc)
