@@ -61,7 +61,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("check-cooperation", lambda m, ctx: check_cooperation(m, ctx.sink)),
     Pass("lower", lambda m, ctx: lower(m)),
     Pass("fold-constants", lambda m, ctx: fold_constants(m)),
-    Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink)),
+    Pass("pipeline-copies", lambda m, ctx: pipeline_copies(m, ctx.sink, ctx.options.arch)),
     Pass("plan-fragments", lambda m, ctx: plan_fragments(m, ctx.sink, ctx.options.arch)),
     Pass("plan-shared", lambda m, ctx: plan_shared(m, ctx.sink, ctx.options)),
     Pass("plan-alignment", lambda m, ctx: plan_alignment(m, ctx.options.alignment)),

@@ -22,10 +22,12 @@ from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, st
 from tessera.transpile.emit.header_parts import SECTIONS, sections
 from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
+from tessera.transpile.emit.tma import map_param
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.cnames import function_name, module_names
 from tessera.transpile.lir.maps import broadcast_tensors, element_loop
 from tessera.transpile.lir.shared_layout import shared_layout
+from tessera.transpile.lir.tma import active_copies, tensor_maps
 from tessera.transpile.lir.visit import all_exprs, statements, walk
 from tessera.transpile.names import c_ident
 
@@ -136,7 +138,8 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
         infos.append(KernelInfo(fn.name, cname, pinfo, fn.tile, dyn, tuple((c.name, c.value) for c in fn.consts),
                                 fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
                                 _sized_arrays(fn, layout.sized), regions,
-                                broadcast_tensors(fn, loop) if loop is not None else ()))
+                                broadcast_tensors(fn, loop) if loop is not None else (),
+                                tuple((t, box, 0) for t, box in tensor_maps(fn))))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if loop is not None:
             summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"
@@ -148,10 +151,13 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
             summary += ", CPU region mode"
         if layout.sized:
             summary += ", shared " + ", ".join(layout.sized) + " sized at launch"
+        if tensor_maps(fn):
+            summary += f", {len(active_copies(fn))} bulk tensor copies (TMA)"
         # Without launch_bounds(n), `__launch_bounds__(tiles, 1)`: with the tile count alone, ptxas aims at
         # several resident groups and caps registers (and spills) below what one group may have.
         functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds or 1,
-                          "params": ", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void",
+                          "params": (", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void")
+                          + "".join(f" TSR_TMAP_PARAM({map_param(k)})" for k in range(len(tensor_maps(fn)))),
                           "line": fn.loc.line, "summary": summary, "body": body})
     header = sections(module, opts)
     text = module_renderer()(

@@ -19,6 +19,7 @@ import numpy as np
 from tessera.base.errors import LaunchError, TesseraError
 from tessera.base.kernel_info import KernelInfo
 from tessera.runtime.cuda.streams import current_stream, handle_of
+from tessera.runtime.cuda.tensor_maps import map_params
 from tessera.runtime.launch_args import Bound, check_shared
 
 _SCALAR_CTYPES: dict[str, Any] = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
@@ -34,10 +35,14 @@ def param_types(info: KernelInfo) -> list[Any]:
             for p in info.params]
 
 
-def pack_params(info: KernelInfo, bound: Bound, pointers: dict[str, int]) -> list[ctypes._SimpleCData]:
-    """One ctypes value per C parameter of the kernel, in order (device pointers as u64)."""
-    return [t(pointers[p.name] if p.kind == "tensor" else bound.shapes[p.name] if p.kind == "shape"
-              else bound.scalars[p.name]) for t, p in zip(param_types(info), info.params)]
+def pack_params(info: KernelInfo, bound: Bound, pointers: dict[str, int]) -> list[Any]:
+    """One ctypes value per C parameter of the kernel, in order (device pointers as u64), then the
+    tensor maps of its bulk tensor copies (sm_90a, tensor_maps.py)."""
+    values: list[Any] = [t(pointers[p.name] if p.kind == "tensor" else bound.shapes[p.name] if p.kind == "shape"
+                           else bound.scalars[p.name]) for t, p in zip(param_types(info), info.params)]
+    if info.tensor_maps:
+        values += map_params(_driver(), info, bound.shapes, pointers)
+    return values
 
 
 _IMAGE_TAGS = {b"cubin": "cubin", b"ptx\x00\x00": "ptx"}
@@ -238,6 +243,10 @@ class CudaLibrary:
             if isinstance(a, np.ndarray):
                 break
         else:
+            if info.tensor_maps:  # device arrays only, with tensor maps: no reusable parameter buffer
+                argv = _argv(pack_params(info, bound, {name: bound.address(name) for name in arrays}))
+                self._launch(info, bound, ctypes.addressof(argv), handle)
+                return
             if arrays or stream is not None:
                 self.holders(info).launch(self, info, bound, handle)
                 return

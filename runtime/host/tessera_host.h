@@ -31,7 +31,8 @@
 //    7. The scheduler's hot path: barriers, warp operations            (host_sync.h)
 //    8. CUDA built-ins bound to the engine (threadIdx, barriers, ...)  (host_builtins.h)
 //    9. Asynchronous copies into shared memory (cp.async)              (host_async.h)
-//   10. tsr::launch                                                     (host_launch.h)
+//   10. Bulk tensor copies and mbarriers (sm_90a)                      (host_tma.h)
+//   11. tsr::launch                                                     (host_launch.h)
 
 #pragma once
 
@@ -81,6 +82,7 @@ static constexpr int warpSize = 32;
 #include "host_sync.h"
 #include "host_builtins.h"
 #include "host_async.h"
+#include "host_tma.h"
 #include "host_launch.h"
 
 #endif  // TESSERA_HOST

@@ -51,6 +51,10 @@ class KernelInfo:
     # Map kernels: the tensors the map reads whose shape broadcasts to `map_tensor`'s (section 15);
     # the launch checks NumPy's broadcasting rule on their actual shapes.
     map_broadcast: tuple[str, ...] = ()
+    # sm_90a (spec section 16): the tensor maps the kernel takes after its parameters, one per
+    # tensor and box that bulk tensor copies move: (tensor, box extents outermost first, swizzle
+    # in bytes, 0 for none). The runtime builds them at launch (cuTensorMapEncodeTiled).
+    tensor_maps: tuple[tuple[str, tuple[int, ...], int], ...] = ()
 
 
 def kernels_to_json(kernels: tuple[KernelInfo, ...]) -> str:
@@ -69,5 +73,7 @@ def kernels_from_json(text: str) -> tuple[KernelInfo, ...]:
                               int(k.get("map_width", 0)), str(k.get("map_tensor", "")),
                               tuple((str(n), int(size), tuple(d if isinstance(d, str) else int(d) for d in dims), int(pad))
                                     for n, size, dims, pad in k.get("smem_sized", ())),
-                              bool(k.get("regions", False)), tuple(map(str, k.get("map_broadcast", ())))))
+                              bool(k.get("regions", False)), tuple(map(str, k.get("map_broadcast", ()))),
+                              tuple((str(t), tuple(int(b) for b in box), int(sw))
+                                    for t, box, sw in k.get("tensor_maps", ()))))
     return tuple(out)

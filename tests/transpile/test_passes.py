@@ -466,8 +466,8 @@ def test_plan_cpu_regions_only_for_the_cpu_backend() -> None:
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
-@pytest.mark.parametrize("options", [{"cpu_regions": True}, {"alignment": "aligned"}, {"alignment": "generic"}],
-                         ids=["cpu", "aligned", "generic"])
+@pytest.mark.parametrize("options", [{"cpu_regions": True}, {"alignment": "aligned"}, {"alignment": "generic"},
+                                     {"arch": "sm_90a"}], ids=["cpu", "aligned", "generic", "sm_90a"])
 def test_the_plans_verify_for_every_program_and_option(path, options: dict) -> None:
     compile_source(SourceFile(path.name, path.read_text()), CompileOptions(**options), verify=verify)
 

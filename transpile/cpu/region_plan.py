@@ -60,6 +60,8 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
     for s in body:
         if isinstance(s, L.VecMove):
             return "a per-tile vector access (r[:] = X[i, j:j + 8])"
+        if isinstance(s, L.MbarInit):
+            return "a pipeline of asynchronous copies (mbarriers on sm_90a)"
         if not isinstance(s, _ALLOWED):
             return f"a {type(s).__name__} statement"
         if isinstance(s, L.Copy) and s.async_:

@@ -23,6 +23,8 @@ includes only those it uses. This module is the one place that maps what a modul
     mma           device/mma.cuh            a tmma (ldmatrix, mma.sync and their CPU-backend versions)
     wgmma         device/wgmma.cuh          a wgmma kernel (sm_90a): descriptors, fences, the emulation
                                             (the instructions follow the header: emit/wgmma_asm.py)
+    tma           device/tma.cuh            a variant that moves copies with the tensor memory accelerator
+                                            (sm_90a: bulk tensor copies, mbarriers, tensor-map parameters)
     map           device/map.cuh            a map kernel with vectorize(w > 1), unless only its generic
                                             variant is emitted (vector loads and stores)
 
@@ -75,6 +77,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("map", "device/map.cuh"),
     Section("mma", "device/mma.cuh"),
     Section("wgmma", "device/wgmma.cuh", ("mma",)),
+    Section("tma", "device/tma.cuh", ("copy",)),
 )
 
 _COLLECTIVES = {"warp_reduce": "warp_reduce", "group_reduce": "group_reduce"}  # printer rule -> section
@@ -97,6 +100,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("wgmma")
         if any(isinstance(s, L.VecMove) for s in stmts):
             used.add("vec")
+        if any(isinstance(s, L.Copy) and s.tma is not None and s.tma.active for s in stmts):
+            used.add("tma")
         if fn.aligned and any(isinstance(s, L.ElementLoop) and s.width > 1 for s in stmts):
             used.add("map")
         if opts.debug and any(isinstance(s, L.Assert) for s in stmts):

@@ -15,12 +15,14 @@ from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.emit import frags as cfrag
+from tessera.transpile.emit import tma
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
 from tessera.transpile.emit.vectors import print_vec_move
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_layout import arch_number, shared_layout
+from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.names import c_ident, var_name
 
 INDENT = "    "
@@ -83,7 +85,7 @@ class BodyPrinter:
             self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
                       "  // group reductions")
         if layout.dynamic and layout.sized:
-            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
+            self.emit(f"{tma.dynamic_smem(self.fn)}(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, then the arrays sized at launch")
             self.emit(f"unsigned long long tsr_smem_end = {layout.total_bytes};  // where the next launch-sized "
                       "array starts")
@@ -91,11 +93,11 @@ class BodyPrinter:
             self.emit("TSR_DYNAMIC_SMEM_1024(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
         elif layout.dynamic and layout.slots:
-            self.emit("TSR_DYNAMIC_SMEM(tsr_dynamic_smem);"
+            self.emit(f"{tma.dynamic_smem(self.fn)}(tsr_dynamic_smem);"
                       f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
         elif layout.shares:
-            self.emit(f"__shared__ __align__({1024 if self.fn.wgmma else 16}) unsigned char "
-                      f"tsr_shared_pool[{layout.total_bytes}];"
+            pool_align = 1024 if self.fn.wgmma else tma.pool_align(self.fn)
+            self.emit(f"__shared__ __align__({pool_align}) unsigned char tsr_shared_pool[{layout.total_bytes}];"
                       "  // the shared arrays, some sharing memory")
 
     # ---- statements
@@ -185,7 +187,8 @@ class BodyPrinter:
             self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>({base} + {slot.offset});  "
                       f"// {slot.nbytes} bytes{note}", s.loc)
         else:
-            self.emit(f"__shared__ __align__({1024 if b.swizzle else 16}) {ctype} {name}{dims_suffix(shape, b.pad)};"
+            align = 1024 if b.swizzle else 128 if b.name in tma_destinations(self.fn) else 16  # wgmma / bulk copies
+            self.emit(f"__shared__ __align__({align}) {ctype} {name}{dims_suffix(shape, b.pad)};"
                       f"{f'  // swizzled ({b.swizzle}-byte mode) for wgmma' if b.swizzle else ''}", s.loc)
 
     def s_Fill(self, s: L.Fill) -> None:
@@ -287,6 +290,8 @@ class BodyPrinter:
         self.emit(f"{self.pr.p_Call(L.Call(s.func, s.args, I32), s.outs)[0]};", s.loc)
 
     def s_Copy(self, s: L.Copy) -> None:
+        if s.tma is not None and s.tma.active:
+            return tma.print_tma_copy(self, s)
         ext = tuple(x for x in s.dst.extents if x is not None)
         d = (1,) * (3 - len(ext)) + ext
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
@@ -330,19 +335,14 @@ class BodyPrinter:
         """cp.async exists from sm_80 on; below, tcopy_async is tcopy and tcommit does nothing."""
         return arch_number(self.opts.arch) >= 80
 
+    def s_MbarInit(self, s: L.MbarInit) -> None:
+        tma.print_mbar_init(self, s)
+
     def s_AsyncCommit(self, s: L.AsyncCommit) -> None:
-        if self.async_copies:
-            self.emit("tsr_cp_async_commit();", s.loc)
-        else:
-            self.emit(f"// tcommit: the copies are synchronous on {self.opts.arch}", s.loc)
+        tma.print_commit(self, s)
 
     def s_AsyncWait(self, s: L.AsyncWait) -> None:
-        if self.async_copies:
-            self.emit(f"tsr_cp_async_wait<{s.pending}>();", s.loc)
-        if s.barrier:
-            self.emit("__syncthreads();", s.loc)
-        elif not self.async_copies:
-            self.emit(f"// the copies are synchronous on {self.opts.arch}: nothing to wait for", s.loc)
+        tma.print_wait(self, s)
 
     def view_parts(self, v: L.View) -> tuple[str, str, str, str]:
         """Origin pointer, the strides (elements) of the three copied dimensions, how many

@@ -186,8 +186,9 @@ def vec_plan(s: L.VecMove, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.
 
 def alignment_of(fn: L.Function) -> L.Alignment | None:
     """What an aligned variant of kernel `fn` would assume, when it would differ from the generic
-    one: it copies in wider chunks or with fewer tests, or moves a map kernel's elements with
-    vector accesses. None: the kernel has one variant."""
+    one: it copies in wider chunks or with fewer tests, moves a pipeline's copies with the tensor
+    memory accelerator (sm_90a), or moves a map kernel's elements with vector accesses. None: the
+    kernel has one variant."""
     if fn.kind != "kernel" or fn.aligned:
         return None
     loop = element_loop(fn)
@@ -203,6 +204,8 @@ def alignment_of(fn: L.Function) -> L.Alignment | None:
     buffers = {b.name: b for b in fn.buffers}
     copies = [s for s in statements(fn.body) if isinstance(s, L.Copy)]
     vectors = [s for s in statements(fn.body) if isinstance(s, L.VecMove)]
+    if any(s.tma is not None for s in copies):  # sm_90a: the TMA needs aligned tensors (lir/tma.py)
+        return L.Alignment(copied_tensors(fn), aligned_symbols(fn))
     if all(copy_plan(s, buffers, generic_div) == copy_plan(s, buffers, aligned_div) for s in copies) and \
             all(vec_plan(s, buffers, generic_div) == vec_plan(s, buffers, aligned_div) for s in vectors):
         return None

@@ -76,9 +76,12 @@ _CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interle
 
 
 def _copy_plan(s: L.Copy | L.VecMove) -> str:
+    tma = s.tma if isinstance(s, L.Copy) else None
+    bulk = (f"bulk tensor copy{' (this variant)' if tma.active else ''}: box {'x'.join(map(str, tma.box))} "
+            f"on {tma.bar}") if tma is not None else ""
     if s.plan is None:
-        return ""
-    return f"chunks of {s.plan.vb} bytes" + (", alignment tested" if s.plan.check else "")
+        return bulk
+    return f"chunks of {s.plan.vb} bytes" + (", alignment tested" if s.plan.check else "") + (f"; {bulk}" if bulk else "")
 
 
 def _map_plan(s: L.ElementLoop) -> str:
@@ -146,9 +149,12 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
             op = f" {s.op}=[{s.op_type}]" if s.op else " ="
             out.append(f"{pad}fragment {s.acc}[:]{op} {expr(s.value)}{ln}")
         elif isinstance(s, L.AsyncCommit):
-            out.append(f"{pad}commit{ln}")
+            out.append(f"{pad}commit{f' (or {s.bar})' if s.bar else ''}{ln}")
         elif isinstance(s, L.AsyncWait):
-            out.append(f"{pad}wait {s.pending}{' + barrier' if s.barrier else ''}{ln}")
+            bar = f" (or {s.bar}[{expr(s.stage)}])" if s.bar and s.stage is not None else ""
+            out.append(f"{pad}wait {s.pending}{bar}{' + barrier' if s.barrier else ''}{ln}")
+        elif isinstance(s, L.MbarInit):
+            out.append(f"{pad}mbarriers {s.bar}[{s.stages}], {s.count} arrivals a phase{ln}")
         elif isinstance(s, L.Eval):
             out.append(f"{pad}{expr(s.expr)}{ln}")
         elif isinstance(s, L.Invoke):

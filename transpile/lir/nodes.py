@@ -373,6 +373,21 @@ class CopyPlan:
 
 
 @ir_node
+class TmaCopy:
+    """A pipelined `tcopy_async` that the tensor memory accelerator can move on sm_90a (spec section
+    16; lir/tma.py): one `cp.async.bulk.tensor` of the box `box` (one extent per dimension of the
+    global tensor, outermost first; 1 where the view indexes the dimension) into the whole
+    destination array (its stage, `staged`: the destination view's first start), completing on
+    stage's mbarrier of the array `bar`. `active` (the plan-copies pass): this kernel variant moves
+    it so (the aligned variant, whose tensors' strides are 16-byte multiples); else cp.async."""
+
+    bar: str
+    box: tuple[int, ...]
+    staged: bool
+    active: bool = False
+
+
+@ir_node
 class Copy:
     """The whole group copies `src` to `dst` (views of the same extents); `async_`: with cp.async
     (global to shared), landing when an `AsyncWait` covers the group of copies it belongs to."""
@@ -382,6 +397,7 @@ class Copy:
     src: View
     async_: bool = False
     plan: CopyPlan | None = None  # how the copy moves its data (the plan-copies pass)
+    tma: TmaCopy | None = None    # sm_90a: a bulk tensor copy where the variant allows (pipeline-copies)
 
 
 @ir_node
@@ -444,19 +460,37 @@ class FragAssign:
 
 @ir_node
 class AsyncCommit:
-    """Closes the tile's current group of asynchronous copies."""
+    """Closes the tile's current group of asynchronous copies. `bar`: the pipeline's mbarriers
+    (sm_90a): in a variant whose copies of that pipeline are bulk tensor copies there are no groups."""
 
     loc: Loc
+    bar: str = ""
 
 
 @ir_node
 class AsyncWait:
     """Waits until at most `pending` committed groups of asynchronous copies are in flight, then,
-    with `barrier`, acts as a `Barrier` (the copies become visible to the whole group)."""
+    with `barrier`, acts as a `Barrier` (the copies become visible to the whole group). `bar`
+    (sm_90a): in a variant whose pipeline copies are bulk tensor copies, the wait is instead for
+    the current phase of mbarrier `bar[stage]` (none where `stage` is None: the drain)."""
 
     loc: Loc
     pending: int
     barrier: bool = True
+    bar: str = ""
+    stage: Expr | None = None
+
+
+@ir_node
+class MbarInit:
+    """sm_90a, at the top of a kernel with a pipeline of bulk tensor copies: one thread initializes
+    the `stages` mbarriers `bar` for `count` arrivals a phase (one per copy of a stage), then the
+    group synchronizes. Prints nothing in a variant that moves the pipeline's copies with cp.async."""
+
+    loc: Loc
+    bar: str
+    stages: int
+    count: int
 
 
 @ir_node
@@ -493,7 +527,8 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
-    | VecMove | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | Eval | Invoke | Print | Assert
+    | VecMove | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | MbarInit | Eval | Invoke | Print \
+    | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ result the plan-shared pass, transpile/passes/plan_shared.py, stores on the kern
     a = tshared.alloc(f16[3, 5], pad=1);  b = tshared.alloc(f32[4]);  group_sum(...)
     -> a @ 0 (36 bytes), b @ 48 (16 bytes), 16 bytes of reduction scratch, static (<= 48 KiB)
 
-Slots are 16-byte aligned (1024-byte for the swizzled arrays of a warpgroup MMA, lir/swizzle.py), each at the lowest offset where it overlaps no array it conflicts with
+Slots are 16-byte aligned (1024-byte for the swizzled arrays of a warpgroup MMA, lir/swizzle.py; 128-byte for the destinations of bulk tensor copies, lir/tma.py), each at the lowest offset where it overlaps no array it conflicts with
 (lir/shared_lifetimes.py: arrays live in one barrier interval conflict), taking the arrays in
 declaration order or, where that needs less, largest first; without reuse every array conflicts
 with every other and the slots follow each other in declaration order. Above 48 KiB the kernel
@@ -22,6 +22,7 @@ import math
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_lifetimes import conflicts
 from tessera.transpile.lir.swizzle import ALIGN as SWIZZLE_ALIGN
+from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.lir.visit import all_exprs
 
 STATIC_LIMIT = 48 * 1024
@@ -95,19 +96,22 @@ def place_shared(fn: L.Function, reuse: bool = True) -> SharedLayout:
     return layout
 
 
-def _first_fit(order: list[L.Buffer], clash: frozenset[frozenset[str]], reuse: bool) -> dict[str, int]:
-    """Offsets for the arrays in `order`: each at the lowest 16-byte-aligned offset where it
-    overlaps none of the arrays placed before it that it conflicts with."""
+def _first_fit(order: list[L.Buffer], clash: frozenset[frozenset[str]], reuse: bool,
+               wide: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Offsets for the arrays in `order`: each at the lowest 16-byte-aligned offset (128-byte for
+    the arrays in `wide`, which bulk tensor copies write) where it overlaps none of the arrays
+    placed before it that it conflicts with."""
     placed: dict[str, tuple[int, int]] = {}
     for b in order:
         nbytes = buffer_bytes(b)
+        unit = 128 if b.name in wide else 16
         taken = sorted(span for name, span in placed.items() if not reuse or frozenset((name, b.name)) in clash)
         offset = 0
         align = SWIZZLE_ALIGN if b.swizzle else 16
         for lo, hi in taken:
             if offset + nbytes <= lo:
                 break
-            offset = max(offset, _align(hi, align))
+            offset = max(offset, _align(hi, max(unit, align)))
         placed[b.name] = (offset, offset + nbytes)
     return {name: span[0] for name, span in placed.items()}
 
@@ -118,14 +122,19 @@ def _layout(fn: L.Function, reuse: bool) -> SharedLayout:
     best: dict[str, int] = {}
     total = -1
     for order in (arrays, sorted(arrays, key=lambda b: -buffer_bytes(b))):
-        offsets = _first_fit(order, clash, reuse)
+        offsets = _first_fit(order, clash, reuse, tma_destinations(fn))
         end = max((_align(offsets[b.name] + buffer_bytes(b)) for b in arrays), default=0)
         if total < 0 or end < total:
             best, total = offsets, end
     slots = tuple(SharedSlot(b.name, best[b.name], buffer_bytes(b)) for b in arrays)
     scratch = scratch_bytes(fn)
     sized = tuple(b.name for b in fn.buffers if launch_sized(b))
-    return SharedLayout(slots, scratch, total, total + scratch > STATIC_LIMIT or bool(sized), sized)
+    return SharedLayout(slots, scratch, total, total + scratch + barrier_bytes(fn) > STATIC_LIMIT or bool(sized), sized)
+
+
+def barrier_bytes(fn: L.Function) -> int:
+    """sm_90a: the mbarriers of bulk tensor copies, static shared memory beside the arrays."""
+    return sum(8 * s.stages for s in fn.body if isinstance(s, L.MbarInit))
 
 
 def shared_info(fn: L.Function) -> list[str]:

@@ -27,9 +27,16 @@ import dataclasses
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.copy_plan import Divisors, alignment_of, copy_plan, vec_plan
 from tessera.transpile.lir.maps import map_tensors, pair_type
-from tessera.transpile.lir.shared_layout import STATIC_LIMIT, buffer_bytes, launch_sized, scratch_bytes
+from tessera.transpile.lir.shared_layout import (
+    STATIC_LIMIT,
+    barrier_bytes,
+    buffer_bytes,
+    launch_sized,
+    scratch_bytes,
+)
 from tessera.transpile.lir.shared_lifetimes import conflicts
 from tessera.transpile.lir.signs import NonNegative
+from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.lir.visit import statements
 
 # The planning passes, in pipeline order (transpile/pipeline.py; a test keeps them in step).
@@ -70,10 +77,12 @@ def _shared(fn: L.Function) -> None:
     if [(s.name, s.nbytes) for s in plan.slots] != [(b.name, buffer_bytes(b)) for b in arrays] \
             or any(s.offset % 16 for s in plan.slots):
         _fail(fn, "shared slots other than the kernel's arrays at their sizes on 16-byte boundaries", plan.slots)
+    if any(s.offset % 128 for s in plan.slots if s.name in tma_destinations(fn)):
+        _fail(fn, "a bulk tensor copy's destination off a 128-byte boundary", plan.slots)
     peak = max(((s.offset + s.nbytes + 15) // 16 * 16 for s in plan.slots), default=0)
     sized = tuple(b.name for b in fn.buffers if launch_sized(b))
     if (plan.total_bytes, plan.scratch_bytes, plan.sized) != (peak, scratch_bytes(fn), sized) \
-            or plan.dynamic != (peak + plan.scratch_bytes > STATIC_LIMIT or bool(sized)):
+            or plan.dynamic != (peak + plan.scratch_bytes + barrier_bytes(fn) > STATIC_LIMIT or bool(sized)):
         _fail(fn, "a shared-memory total, scratch, launch-sized list or dynamic flag other than the slots call for",
               plan)
     for pair in conflicts(fn):
@@ -114,6 +123,8 @@ def _copies(fn: L.Function, buffers: dict[str, L.Buffer]) -> None:
     for s in statements(fn.body):
         if isinstance(s, L.Copy) and s.plan != copy_plan(s, buffers, divisors):
             _fail(fn, f"a copy planned as {s.plan}, not as its views call for", s)
+        if isinstance(s, L.Copy) and s.tma is not None and s.tma.active != fn.aligned:
+            _fail(fn, "a bulk tensor copy active in a variant other than the aligned one", s)
         if isinstance(s, L.VecMove) and s.plan != vec_plan(s, buffers, divisors):
             _fail(fn, f"a vector access planned as {s.plan}, not as its view calls for", s)
         for v in _views(s):

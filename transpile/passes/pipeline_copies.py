@@ -36,6 +36,15 @@ tiles). The pipeline adds none next to them: a barrier right after the copies is
 own, and with a barrier that ends the body (no `continue` to skip it) the wait for the next
 iteration's copies moves there and the barrier at the top goes (the first iteration waits before
 the loop). The rules, checked before the expansion, are transpile/passes/pipeline_rules.py's.
+
+On sm_90a, a pipeline whose leading copies the tensor memory accelerator can all move
+(transpile/lir/tma.py) also gets what a variant needs to move them so (spec section 16): each copy
+its box (`Copy.tma`), one mbarrier per stage (`MbarInit` at the top of the kernel: one arrival per
+copy of a stage), and each wait the stage whose barrier it waits on (`AsyncWait.bar`, `.stage`).
+The variant whose tensors are aligned (plan-copies activates the plans there) issues the copies
+from one thread and waits on the barrier's phase instead of cp.async groups; the other one prints
+the cp.async pipeline above. Such a pipeline keeps a barrier that ends its body where it is (its
+wait stays at the top: a wait at the end would wait for a stage the last iteration never fills).
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from tessera.base.dtypes import I32, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.tma import pipeline_boxes
 from tessera.transpile.lir.visit import map_body, map_stmt_exprs, statements
 from tessera.transpile.passes.pipeline_rules import (
     PipelineRules,
@@ -54,18 +64,23 @@ from tessera.transpile.passes.pipeline_rules import (
     split,
     with_loop_depth,
 )
+from tessera.transpile.passes.plan_wgmma import wgmma_modes
 
 
-def pipeline_copies(module: L.Module, sink: DiagnosticSink) -> L.Module:
-    functions = tuple(_Function(module, fn, sink).run() for fn in module.functions)
+def pipeline_copies(module: L.Module, sink: DiagnosticSink, arch: str = "sm_90") -> L.Module:
+    functions = tuple(_Function(module, fn, sink, arch == "sm_90a").run() for fn in module.functions)
     if all(a is b for a, b in zip(functions, module.functions)):
         return module
     return dataclasses.replace(module, functions=functions)
 
 
 class _Function:
-    def __init__(self, module: L.Module, fn: L.Function, sink: DiagnosticSink) -> None:
+    def __init__(self, module: L.Module, fn: L.Function, sink: DiagnosticSink, tma: bool) -> None:
         self.fn = fn
+        self.tma = tma and fn.kind == "kernel"
+        # the arrays a warpgroup MMA will read swizzled (plan-fragments): bulk copies write dense boxes
+        self.swizzled = frozenset(wgmma_modes(fn, "sm_90a") or ()) if self.tma else frozenset()
+        self.inits: list[L.MbarInit] = []  # the mbarriers of the pipelines of bulk tensor copies
         self.sink = sink
         self.rules = PipelineRules(module, fn, sink)
         self.stages = self.rules.stages  # pipelined buffer -> its number of buffers
@@ -87,6 +102,7 @@ class _Function:
             return self.fn
         self.repeated |= _after_other_loops(loops)
         body = map_body(self.fn.body, self.expand)
+        body = (*self.inits, *body)
         buffers = tuple(dataclasses.replace(b, shape=(L.Const(self.stages[b.name], I32), *b.shape),
                                             stages=self.stages[b.name], pipeline=self.rules.owner[b.name])
                         if self.stages.get(b.name, 1) > 1 else b for b in self.fn.buffers)
@@ -98,18 +114,28 @@ class _Function:
             return s
         lead, rest = split(s)
         head = s.body[: len(s.body) - len(lead) - len(rest)]  # a reused variable's assignment
-        rest, tail = _merged_barriers(rest)
         n = s.stages
         loc = s.loc
+        ty = s.var.dtype
+        suffix = f"{s.var.name.lstrip('%')}_{loc.line}"
+        to_swizzled = any(isinstance(c, L.Copy) and c.dst.buf in self.swizzled for c in lead)
+        boxes = pipeline_boxes(self.fn, lead) if self.tma and not to_swizzled else None
+        self.bar = f"tsr_bar_{suffix}_{loc.col}" if boxes is not None else ""
+        self.boxes = boxes or ()
+        if boxes is not None:
+            self.inits.append(L.MbarInit(loc, self.bar, n, len(lead)))
+            rest = rest[1:] if rest and isinstance(rest[0], L.Barrier) else rest
+            tail = None
+        else:
+            rest, tail = _merged_barriers(rest)
+        bar = self.bar
         if n == 1:  # one buffer (or stage 0 of an array that another loop keeps several times)
             zero = L.Const(0, I32)
             before = (L.Barrier(loc),) if tail else ()
             body = (*head, *(() if tail else (L.Barrier(loc),)), *self.issued(lead, s, s.var, zero),
-                    L.AsyncCommit(loc), L.AsyncWait(loc, 0), *map_body(rest, lambda x: self.staged(x, zero)),
-                    *((tail,) if tail else ()))
+                    L.AsyncCommit(loc, bar), L.AsyncWait(loc, 0, bar=bar, stage=zero if bar else None),
+                    *map_body(rest, lambda x: self.staged(x, zero)), *((tail,) if tail else ()))
             return (*before, dataclasses.replace(s, body=body, stages=None))
-        ty = s.var.dtype
-        suffix = f"{s.var.name.lstrip('%')}_{loc.line}"
         out: list[L.Stmt] = []
         if not isinstance(s.start, (L.Const, L.Var)):  # evaluated once, as the loop would
             start = L.Var(f"%start_{suffix}", ty)
@@ -121,7 +147,7 @@ class _Function:
             first = L.Var(f"%k{k}_{suffix}", ty)
             out.append(L.Decl(loc, first, _ahead(s.start, s.step, k, ty), const=True))
             out += [L.If(loc, _in_range(first, s), self.issued(lead, s, first, L.Const(k, I32)), ()),
-                    L.AsyncCommit(loc)]
+                    L.AsyncCommit(loc, bar)]
         stage = L.Var(f"%stage_{suffix}", I32)
         fill = L.Var(f"%fill_{suffix}", I32)
         ahead = L.Var(f"%next_{suffix}", ty)
@@ -133,16 +159,16 @@ class _Function:
             *head,
             L.Assign(loc, stage, L.Select(L.Compare("==", stage, last), L.Const(0, I32),
                                           L.Binary("+", stage, L.Const(1, I32), I32), I32)),
-            *(() if tail else (L.AsyncWait(loc, n - 2),)),
+            *(() if tail else (L.AsyncWait(loc, n - 2, bar=bar, stage=stage if bar else None),)),
             L.Decl(loc, ahead, _ahead(s.var, s.step, n - 1, ty), const=True),
             L.Decl(loc, fill, L.Select(L.Compare("==", stage, L.Const(0, I32)), last,
                                        L.Binary("-", stage, L.Const(1, I32), I32), I32), const=True),
             L.If(loc, _in_range(ahead, s), self.issued(lead, s, ahead, fill), ()),
-            L.AsyncCommit(loc),
+            L.AsyncCommit(loc, bar),
             *map_body(rest, lambda x: self.staged(x, stage)),
             *((L.AsyncWait(tail.loc, n - 2),) if tail else ()),
         )
-        out += [dataclasses.replace(s, body=body, stages=None), L.AsyncWait(loc, 0, barrier=False)]
+        out += [dataclasses.replace(s, body=body, stages=None), L.AsyncWait(loc, 0, barrier=False, bar=bar)]
         return tuple(out)
 
     def issued(self, lead: tuple[L.Copy, ...], loop: L.For, at: L.Var, stage: L.Expr) -> tuple[L.Stmt, ...]:
@@ -153,11 +179,14 @@ class _Function:
             return at if isinstance(e, L.Var) and e.name in names else e
 
         out: list[L.Stmt] = []
-        for c in lead:
+        for k, c in enumerate(lead):
             moved = map_stmt_exprs(c, subst)
             assert isinstance(moved, L.Copy)
-            if self.stages.get(moved.dst.buf, 1) > 1:
+            staged = self.stages.get(moved.dst.buf, 1) > 1
+            if staged:
                 moved = dataclasses.replace(moved, dst=_staged_view(moved.dst, stage))
+            if self.bar:
+                moved = dataclasses.replace(moved, tma=L.TmaCopy(self.bar, self.boxes[k], staged))
             out.append(moved)
         return tuple(out)
 

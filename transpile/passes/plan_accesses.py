@@ -5,7 +5,8 @@
   assumes (`Function.alignment`); the variants the compile asks for (`CompileOptions.alignment`)
   become functions of the module, the aligned one right after its generic twin.
 - `plan-copies`: each copy's and vector access's chunk width and alignment test (`Copy.plan`,
-  `VecMove.plan`, lir/copy_plan.py), and
+  `VecMove.plan`, lir/copy_plan.py), on sm_90a whether the variant moves a pipelined copy with the
+  tensor memory accelerator (`Copy.tma.active`: in the aligned variant, lir/tma.py), and
   for every view a statement reads or writes, which starts are proven non-negative (`View.nonneg`,
   lir/signs.py: no lower-edge test there).
 - `plan-maps`: what a map kernel's element loop reads and writes and whether it may compute in
@@ -51,8 +52,9 @@ def _planned_view(v: L.View, proven: NonNegative) -> L.View:
 
 def _planned_statement(s: L.Stmt, buffers: dict[str, L.Buffer], divisors: Divisors, proven: NonNegative) -> L.Stmt:
     if isinstance(s, L.Copy):
+        tma = dataclasses.replace(s.tma, active=divisors.aligned) if s.tma is not None else None
         return dataclasses.replace(s, dst=_planned_view(s.dst, proven), src=_planned_view(s.src, proven),
-                                   plan=copy_plan(s, buffers, divisors))
+                                   plan=copy_plan(s, buffers, divisors), tma=tma)
     if isinstance(s, L.VecMove):
         return dataclasses.replace(s, view=_planned_view(s.view, proven), plan=vec_plan(s, buffers, divisors))
     if isinstance(s, L.Mma):

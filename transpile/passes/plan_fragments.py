@@ -3,7 +3,8 @@ a kernel whose tmma statements qualify becomes a warpgroup-MMA kernel whose oper
 swizzled instead of padded (passes/plan_wgmma.py); otherwise the
 shared arrays that `tmma` reads (and those that an operand fragment is loaded from, with ldmatrix,
 as an A operand) get rows padded so that the operand loads are free of bank conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
-written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes).
+written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes). On sm_90a
+an array that the tensor memory accelerator fills (lir/tma.py) is not padded: it holds the box densely.
 
 Before (f16, `As: shared f16[64, 32]` without pad=):
     mma acc += As[0+:64, 0+:32] @ Bs[0+:32, 0+:64]
@@ -20,6 +21,7 @@ from tessera.base.errors import DiagnosticSink
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import needs_column_pad, operand_pad, uses_ldmatrix
 from tessera.transpile.lir.shared_layout import arch_number
+from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.lir.visit import statements
 from tessera.transpile.passes.mma_views import check_mma_views
 from tessera.transpile.passes.plan_wgmma import plan_wgmma
@@ -65,6 +67,8 @@ def _plan(fn: L.Function, sink: DiagnosticSink, arch: str) -> L.Function:
                            f"bytes; with pad={b.pad} they are {(row + b.pad) * b.elem.size} bytes (leave pad= out "
                            f"and the compiler pads the rows, or pad={operand_pad(b.elem, row, False)})")
                 return fn
+    for name in tma_destinations(fn):  # sm_90a: a bulk tensor copy writes its box unpadded (lir/tma.py)
+        pads.pop(name, None)
     if not any(pads.get(b.name, b.pad) != b.pad for b in fn.buffers):
         return fn  # (with plan_wgmma's changes, if any)
     buffers = tuple(dataclasses.replace(b, pad=pads[b.name]) if b.name in pads else b for b in fn.buffers)

@@ -108,15 +108,15 @@ def _whole(v: L.View, b: L.Buffer) -> bool:
 
 def _allowed(fn: L.Function, s: L.Stmt, name: str) -> bool:
     """Statements that may touch a swizzled array: its allocation, tmma reading it, and whole-matrix
-    copies into it from another array."""
+    copies into it from another array (cp.async, not bulk tensor copies)."""
     b = fn.buffer(name)
     assert b is not None
     if isinstance(s, L.Alloc):
         return True
     if isinstance(s, L.Mma):
         return s.acc != name
-    if isinstance(s, L.Copy):
-        return s.dst.buf == name and s.src.buf != name and _whole(s.dst, b)
+    if isinstance(s, L.Copy):  # not a bulk tensor copy: it writes a dense box (pipeline-copies leaves those out)
+        return s.dst.buf == name and s.src.buf != name and _whole(s.dst, b) and s.tma is None
     return False
 
 

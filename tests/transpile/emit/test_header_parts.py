@@ -116,9 +116,10 @@ def test_every_program_compiles_with_the_sections_of_every_option(path, options:
         assert nv.warnings == (), nv.warnings
 
 
-def test_the_feature_program_uses_every_section_but_copy_map_mma_and_vec() -> None:
+def test_the_feature_program_uses_every_section_but_copy_map_mma_vec_and_tma() -> None:
     """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/tensor_cores/test_tensor_cores.py;
     wgmma, their sm_90a form, by tests/language/tensor_cores/test_wgmma.py;
-    vec, per-tile vector access, by tests/language/test_vector_access.py.)"""
+    vec, per-tile vector access, by tests/language/test_vector_access.py; tma, bulk tensor copies, only
+    on sm_90a: tests/language/hopper/test_tma_copies.py.)"""
     cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
-    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec", "wgmma")]
+    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec", "wgmma", "tma")]
