@@ -45,6 +45,8 @@ The variant whose tensors are aligned (plan-copies activates the plans there) is
 from one thread and waits on the barrier's phase instead of cp.async groups; the other one prints
 the cp.async pipeline above. Such a pipeline keeps a barrier that ends its body where it is (its
 wait stays at the top: a wait at the end would wait for a stage the last iteration never fills).
+Copies into the arrays that a warpgroup MMA will read swizzled (passes/plan_wgmma.py) stay cp.async:
+a bulk copy writes a dense box, and swizzled boxes are not built yet.
 """
 
 from __future__ import annotations
