@@ -164,12 +164,51 @@ __device__ __forceinline__ void tsr_load_b_8bit(unsigned* b, const void* p0, uns
     b[1] = tsr_pack_bytes(p + (16 + 4 * t) * s + g, s, line);
 }
 
+// B for an A from an operand fragment (lir/frag_layout.py `pair_k`): the A register's k positions
+// are the fragment's column pairs, so B's rows are read in that order. TF32 (k8): k positions t and
+// t + 4 are rows 2t and 2t + 1; 8-bit (k32): positions 4t ... 4t + 3 are rows 2t, 2t + 1, 2t + 8,
+// 2t + 9 (16 more for b[1]).
+__device__ __forceinline__ void tsr_load_b_tf32_pairs(unsigned* b, const float* p, unsigned s, int tid,  // B[K, N]
+                                                      int line = 0) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    b[0] = tsr_tf32(tsr_mma_elem(&p[2 * t * s + g], line));
+    b[1] = tsr_tf32(tsr_mma_elem(&p[(2 * t + 1) * s + g], line));
+}
+__device__ __forceinline__ void tsr_load_bt_tf32_pairs(unsigned* b, const float* p, unsigned s, int tid,  // Bt[N, K]
+                                                       int line = 0) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    b[0] = tsr_tf32(tsr_mma_elem(&p[g * s + 2 * t], line));
+    b[1] = tsr_tf32(tsr_mma_elem(&p[g * s + 2 * t + 1], line));
+}
+__device__ __forceinline__ void tsr_load_b_8bit_pairs(unsigned* b, const void* p0, unsigned s, int tid,  // B[K, N]
+                                                      int line = 0) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    const unsigned char* p = (const unsigned char*)p0 + 2 * t * s + g;
+    for (int h = 0; h < 2; ++h) {
+        const unsigned char* q = p + 16 * h * s;
+        b[h] = (unsigned)tsr_mma_elem(q, line) | ((unsigned)tsr_mma_elem(q + s, line) << 8) |
+               ((unsigned)tsr_mma_elem(q + 8 * s, line) << 16) | ((unsigned)tsr_mma_elem(q + 9 * s, line) << 24);
+    }
+}
+__device__ __forceinline__ void tsr_load_bt_8bit_pairs(unsigned* b, const void* p0, unsigned s, int tid,  // Bt[N, K]
+                                                       int line = 0) {
+    const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
+    const unsigned char* p = (const unsigned char*)p0 + g * s + 2 * t;
+    for (int h = 0; h < 2; ++h) {
+        const unsigned char* q = p + 16 * h;
+        const unsigned short lo = tsr_mma_elem((const unsigned short*)q, line);
+        const unsigned short hi = tsr_mma_elem((const unsigned short*)(q + 8), line);
+        b[h] = (unsigned)lo | ((unsigned)hi << 16);
+    }
+}
+
 #if defined(TESSERA_HOST)
 // One mma.sync on the CPU: lane (g, t) gathers the A registers of lanes 4g ... 4g + 3 (rows g and
 // g + 8, all of k) and the B registers of lanes 4 (2t) + q and 4 (2t + 1) + q (columns 2t and
-// 2t + 1), then computes its four elements of D. E elements per register, decoded by `dec`.
-template <class Acc, int E, class Dec>
-inline void tsr_mma_host(Acc* d, const unsigned* a, const unsigned* b, int tid, Dec dec) {
+// 2t + 1), then computes its four elements of D. E elements per register, decoded by `dec` (B's by
+// `dec_b`: the 8-bit kinds may mix signedness).
+template <class Acc, int E, class Dec, class DecB = Dec>
+inline void tsr_mma_host(Acc* d, const unsigned* a, const unsigned* b, int tid, Dec dec, DecB dec_b) {
     const unsigned lane = tsr_lane_of(tid), g = lane >> 2, t = lane & 3;
     const unsigned long long a01 = (unsigned long long)a[0] | ((unsigned long long)a[1] << 32);
     const unsigned long long a23 = (unsigned long long)a[2] | ((unsigned long long)a[3] << 32);
@@ -185,7 +224,7 @@ inline void tsr_mma_host(Acc* d, const unsigned* a, const unsigned* b, int tid, 
         for (int h = 0; h < 2; ++h) {      // first and second half of this lane group's k
             for (int e = 0; e < E; ++e) {
                 const auto lo = dec(ar[2 * h], e), hi = dec(ar[2 * h + 1], e);
-                const auto c0 = dec(br[0][h], e), c1 = dec(br[1][h], e);
+                const auto c0 = dec_b(br[0][h], e), c1 = dec_b(br[1][h], e);
                 acc[0] += lo * c0;
                 acc[1] += lo * c1;
                 acc[2] += hi * c0;
@@ -207,7 +246,7 @@ inline long long tsr_dec_u8(unsigned w, int e) { return (long long)(unsigned cha
 // d += a @ b for one m16 x n8 tile (d: 4 accumulators, a: 4 registers, b: 2 registers).
 __device__ __forceinline__ void tsr_mma_m16n8k16_f16(float* d, const unsigned* a, const unsigned* b, int tid) {
 #if defined(TESSERA_HOST)
-    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_f16);
+    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_f16, tsr_dec_f16);
 #else
     (void)tid;
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
@@ -218,7 +257,7 @@ __device__ __forceinline__ void tsr_mma_m16n8k16_f16(float* d, const unsigned* a
 }
 __device__ __forceinline__ void tsr_mma_m16n8k16_bf16(float* d, const unsigned* a, const unsigned* b, int tid) {
 #if defined(TESSERA_HOST)
-    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_bf16);
+    tsr_mma_host<float, 2>(d, a, b, tid, tsr_dec_bf16, tsr_dec_bf16);
 #else
     (void)tid;
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
@@ -229,7 +268,7 @@ __device__ __forceinline__ void tsr_mma_m16n8k16_bf16(float* d, const unsigned* 
 }
 __device__ __forceinline__ void tsr_mma_m16n8k8_tf32(float* d, const unsigned* a, const unsigned* b, int tid) {
 #if defined(TESSERA_HOST)
-    tsr_mma_host<float, 1>(d, a, b, tid, tsr_dec_tf32);
+    tsr_mma_host<float, 1>(d, a, b, tid, tsr_dec_tf32, tsr_dec_tf32);
 #else
     (void)tid;
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
@@ -238,30 +277,27 @@ __device__ __forceinline__ void tsr_mma_m16n8k8_tf32(float* d, const unsigned* a
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
-// 8-bit integers, exact (the sums wrap modulo 2**32 as the hardware's do without .satfinite).
-__device__ __forceinline__ void tsr_mma_m16n8k32_s8(int* d, const unsigned* a, const unsigned* b, int tid) {
+// 8-bit integers, exact (the sums wrap modulo 2**32 as the hardware's do without .satfinite); A and
+// B may differ in signedness (.s8.u8 and .u8.s8, as the PTX ISA allows).
 #if defined(TESSERA_HOST)
-    long long acc[4] = {d[0], d[1], d[2], d[3]};
-    tsr_mma_host<long long, 4>(acc, a, b, tid, tsr_dec_s8);
-    for (int r = 0; r < 4; ++r) d[r] = (int)(unsigned)(unsigned long long)acc[r];
+#define TSR_MMA_8BIT(NAME, PTX, DA, DB)                                                                  \
+    __device__ __forceinline__ void NAME(int* d, const unsigned* a, const unsigned* b, int tid) {        \
+        long long acc[4] = {d[0], d[1], d[2], d[3]};                                                      \
+        tsr_mma_host<long long, 4>(acc, a, b, tid, DA, DB);                                               \
+        for (int r = 0; r < 4; ++r) d[r] = (int)(unsigned)(unsigned long long)acc[r];                     \
+    }
 #else
-    (void)tid;
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
-                 "{ %8, %9}, { %0, %1, %2, %3};\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#define TSR_MMA_8BIT(NAME, PTX, DA, DB)                                                                  \
+    __device__ __forceinline__ void NAME(int* d, const unsigned* a, const unsigned* b, int tid) {        \
+        (void)tid;                                                                                        \
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." PTX ".s32 { %0, %1, %2, %3}, "             \
+                     "{ %4, %5, %6, %7}, { %8, %9}, { %0, %1, %2, %3};\n"                                 \
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                     \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                 \
+    }
 #endif
-}
-__device__ __forceinline__ void tsr_mma_m16n8k32_u8(int* d, const unsigned* a, const unsigned* b, int tid) {
-#if defined(TESSERA_HOST)
-    long long acc[4] = {d[0], d[1], d[2], d[3]};
-    tsr_mma_host<long long, 4>(acc, a, b, tid, tsr_dec_u8);
-    for (int r = 0; r < 4; ++r) d[r] = (int)(unsigned)(unsigned long long)acc[r];
-#else
-    (void)tid;
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 { %0, %1, %2, %3}, { %4, %5, %6, %7}, "
-                 "{ %8, %9}, { %0, %1, %2, %3};\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
+TSR_MMA_8BIT(tsr_mma_m16n8k32_s8, "s8.s8", tsr_dec_s8, tsr_dec_s8)
+TSR_MMA_8BIT(tsr_mma_m16n8k32_u8, "u8.u8", tsr_dec_u8, tsr_dec_u8)
+TSR_MMA_8BIT(tsr_mma_m16n8k32_s8u8, "s8.u8", tsr_dec_s8, tsr_dec_u8)
+TSR_MMA_8BIT(tsr_mma_m16n8k32_u8s8, "u8.s8", tsr_dec_u8, tsr_dec_s8)
+#undef TSR_MMA_8BIT

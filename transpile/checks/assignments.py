@@ -55,7 +55,8 @@ class Assignments(Part):
                 target = self.fc.expr(s.target)
                 tt = scalar_type(target)
                 assert isinstance(target, N.Index) and tt is not None, target  # now of the element type
-            value = self.exprs.assignable(value, tt, s.loc, f"an element of '{base_name(target.base)}'")
+            if not self.fc.frags.converts(target, s.value):  # fragment to fragment: converts as C does
+                value = self.exprs.assignable(value, tt, s.loc, f"an element of '{base_name(target.base)}'")
             return N.replace(s, target=target, value=value)
         name = s.target.id
         special = self.fc.arrays.special_value(s)

@@ -11,10 +11,10 @@ In an elementwise statement a fragment's name is its element at the position bei
 map kernel's tensors are), typed as an `Index` with no indices. `Fragments` is a part of the type
 checker (typecheck.FunctionChecker): it provides the rules of tmma, tload and tstore, declares
 fragments for arrays.ArrayDecls, checks elementwise statements for assignments.Assignments, and
-hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index). `MmaViews` types
-tmma's operands that are views of shared arrays (`tmma(acc, As[:, kk:kk + 16], Bs[kk:kk + 16, :])`):
-their constant starts are checked here, the others by the plan-fragments pass
-(transpile/passes/mma_views.py) and at run time in check_bounds builds.
+hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index). tmma's operands
+that are views of shared arrays are typed by memory.MmaViews. Operand fragments (f16, bf16, i8,
+u8, or an f32 fragment that is tmma's first operand: TF32) make every warp own whole rows
+(`operand_rows`); assigning a fragment to a fragment converts without a cast (C's conversions).
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import SCALARS
+from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.frontend import nodes as N
+from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.expr import base_name, type_name
 from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, uses_rows
+from tessera.transpile.checks.memory import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
@@ -34,17 +36,84 @@ from tessera.transpile.lir.frag_layout import (
     MMA_KINDS,
     MMA_M,
     MMA_N,
+    OPERAND_TYPES,
     choose,
     whole_row_division,
     working_extents,
 )
 
 if TYPE_CHECKING:
+    from tessera.base.errors import DiagnosticSink
     from tessera.transpile.checks.typecheck import FunctionChecker
 
 
 def is_tfrag(v: N.Expr) -> bool:
     return isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tfrag"
+
+
+# ---- operand fragments (spec section 14)
+
+ACCUMULATORS = ("f32", "i32")
+REGISTER_A = (*OPERAND_TYPES, "f32")  # what tmma takes as A from registers (f32: as TF32)
+MIXED_8BIT = {"i8", "u8"}  # 8-bit operands may differ in signedness (.s8.u8, .u8.s8)
+
+
+def operand_rows(fn: N.FuncDef) -> bool:
+    """Whether a kernel has an operand fragment: one of an operand-only type (f16, bf16, i8, u8) or
+    a fragment that some tmma takes as its first operand (each warp then owns whole rows)."""
+    frags: set[str] = set()
+    firsts: set[str] = set()
+    stack: list[object] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, N.Assign) and isinstance(n.target, N.Name) and isinstance(n.value, N.Call) \
+                and isinstance(n.value.func, N.Name) and n.value.func.id == "tfrag":
+            frags.add(n.target.id)
+            spec = n.value.args[0] if n.value.args else None
+            if isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in OPERAND_TYPES:
+                return True
+        if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id == "tmma" and len(n.args) > 1 \
+                and isinstance(n.args[1], N.Name):
+            firsts.add(n.args[1].id)
+        stack.extend(tree_children(n))
+    return bool(frags & firsts)
+
+
+def fragment_type_error(elem: ScalarType) -> str | None:
+    """Why `elem` cannot be a fragment's element type, or None."""
+    if elem.name in ACCUMULATORS or elem.name in OPERAND_TYPES:
+        return None
+    return (f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 (for i8 or u8 inputs), or is "
+            f"an f16, bf16, i8 or u8 operand, not {elem}")
+
+
+def register_operand_error(elem: ScalarType, name: str, frag: str) -> str | None:
+    """Why the fragment `frag` of `elem` cannot be tmma's first operand, or None."""
+    if elem.name in REGISTER_A:
+        return None
+    return (f"the first operand of {name}() from registers is an operand fragment (f16, bf16, i8, u8, or f32 "
+            f"for TF32); '{frag}' is a fragment of {elem} (convert it first: X = tfrag(i8[M, K]); X[:] = {frag})")
+
+
+def operand_types_match(a: ScalarType, b: ScalarType) -> bool:
+    return a == b or {a.name, b.name} == MIXED_8BIT
+
+
+def is_fragment_conversion(target: N.Expr, value: N.Expr, frag_names: set[str]) -> bool:
+    """Whether `F[:] = G` assigns a fragment to a fragment (of another element type, converting as C
+    converts, without a cast: spec section 14); `frag_names` are the fragments in scope."""
+    return isinstance(target, N.Index) and target.base.ty is not None and isinstance(target.base, N.Name) \
+        and target.base.id in frag_names and isinstance(value, N.Name) and value.id in frag_names
+
+
+def check_not_aliased(sink: DiagnosticSink, e: N.Call, name: str) -> bool:
+    """tmma's first operand from registers is not its accumulator (it is read while acc is written)."""
+    acc, a = e.args[0], e.args[1]
+    if isinstance(acc, N.Name) and isinstance(a, N.Name) and acc.id == a.id:
+        sink.error(a.loc, f"the first operand of {name}() is its accumulator '{a.id}'; copy it to another fragment "
+                   f"first (A = tfrag(f32[M, K]); A[:] = {a.id})")
+        return False
+    return True
 
 
 class Fragments(Part):
@@ -59,7 +128,7 @@ class Fragments(Part):
         self.frag_kind: str | None = None
         self.stmt_rank = 0
         self.vectors = FragVectors(self)
-        self.whole_rows = fc.in_kernel and uses_rows(fc.fn, inline_functions(fc.scope.module_syms))
+        self.whole_rows = fc.in_kernel and (uses_rows(fc.fn, inline_functions(fc.scope.module_syms)) or operand_rows(fc.fn))
         self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
@@ -102,15 +171,11 @@ class Fragments(Part):
                             "dimensions, such as f32[64, 64] (or one, f32[64], for a row vector)")
             return s
         elem = SCALARS[spec.base.id]
-        if elem.name in ("i8", "u8"):
-            self.sink.error(spec.base.loc, f"operand fragments of {elem} are not supported yet (f16 and bf16 are); "
-                            f"give tmma() the shared array")
+        why = fragment_type_error(elem)
+        if why is not None:
+            self.sink.error(spec.base.loc, why)
             return s
-        if elem.name not in ("f32", "i32", "f16", "bf16"):
-            self.sink.error(spec.base.loc, f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 "
-                            f"(for i8 or u8 inputs), or is an f16 or bf16 operand, not {elem}")
-            return s
-        if elem.is_half and len(spec.indices) != 2:
+        if elem.name in OPERAND_TYPES and len(spec.indices) != 2:
             self.sink.error(spec.loc, f"an operand fragment of {elem} has two dimensions (rows and K)")
             return s
         dims = [self.scope.const_int(d, "a dimension of tfrag()", 1) for d in spec.indices]
@@ -168,13 +233,14 @@ class Fragments(Part):
         return None
 
     def register_operand(self, e: N.Expr, name: str) -> N.ArrayType | None:
-        """tmma's first operand when it is an operand fragment (f16/bf16 in registers), else None."""
+        """tmma's first operand when it is an operand fragment (in registers), else None."""
         sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
         if sym is None or sym.ref != "frag" or not isinstance(sym.ty, N.ArrayType):
             return None
-        if not sym.ty.elem.is_half:
-            self.sink.error(e.loc, f"the first operand of {name}() from registers is an f16 or bf16 operand fragment; "
-                            f"'{sym.name}' is a fragment of {sym.ty.elem} (give tmma() a shared array)")
+        why = register_operand_error(sym.ty.elem, name, sym.name) if len(sym.ty.shape) == 2 else \
+            f"the first operand of {name}() is a 2-D fragment; '{sym.name}' is a row vector"
+        if why is not None:
+            self.sink.error(e.loc, why)
             return None
         return sym.ty
 
@@ -214,15 +280,17 @@ class Fragments(Part):
                 return e
             trans = value
         acc = self.fragment(e.args[0], name, "accumulator")
+        if acc is not None and not check_not_aliased(self.sink, e, name):
+            return e
         a = self.register_operand(e.args[1], name) or self.operand(e.args[1], name, "first operand")
         b = self.operand(e.args[2], name, "second operand")
         if acc is None or a is None or b is None:
             return e
         assert isinstance(acc.ty, N.ArrayType)
-        if len(acc.ty.shape) != 2 or acc.ty.elem.is_half:
+        if len(acc.ty.shape) != 2 or acc.ty.elem.name not in ("f32", "i32"):
             self.sink.error(e.args[0].loc, "the accumulator of tmma() is a 2-D fragment of f32 or i32")
             return e
-        if a.elem != b.elem:
+        if not operand_types_match(a.elem, b.elem):
             self.sink.error(e.loc, f"tmma() operands have different element types: {a.elem} and {b.elem}")
             return e
         kind = MMA_KINDS.get(a.elem.name)
@@ -287,6 +355,14 @@ class Fragments(Part):
             return None
         sym = self.scope.lookup(t.base.id)
         return sym if sym is not None and sym.ref == "frag" else None
+
+    def converts(self, target: N.Expr, value: N.Expr) -> bool:
+        """Whether the store `target = value` assigns a fragment to a fragment (spec section 14)."""
+        def is_frag(name: str) -> bool:
+            sym = self.scope.lookup(name)
+            return sym is not None and sym.ref == "frag"
+        names = {x.id for x in (getattr(target, "base", None), value) if isinstance(x, N.Name) and is_frag(x.id)}
+        return is_fragment_conversion(target, value, names)
 
     def frag_target(self, t: N.Expr, sym: Sym) -> N.Expr:
         assert isinstance(t, N.Index) and isinstance(sym.ty, N.ArrayType)
@@ -353,46 +429,3 @@ class Fragments(Part):
                             f"cannot be indexed; use an elementwise statement, or tstore() it to shared memory")
             return e
         return None
-
-
-class MmaViews(Part):
-    """tmma's operands that are views: their types, and the typed views for the call."""
-
-    def __init__(self, fc) -> None:  # noqa: ANN001 - typecheck.FunctionChecker (an import cycle)
-        super().__init__(fc)
-        self._typed: dict[int, N.Index] = {}  # id of the operand as written -> the typed view
-
-    def operand(self, e: N.Index, name: str, what: str) -> N.ArrayType | None:
-        """The operand's type as a shared array of the view's extents, or None after its error."""
-        view = self.fc.memory.view(e, name, what)
-        if view is None:
-            return None
-        assert isinstance(view.ty, N.ViewType)
-        base = view.ty.base
-        array = base_name(view.base)
-        if not (isinstance(base, N.ArrayType) and base.space == "shared"):
-            self.sink.error(e.loc, f"the {what} of {name}() must be a shared array or a view of one; '{array}' is "
-                            f"a {type_name(base)} (copy the block to shared memory first)")
-            return None
-        extents = view.ty.extents
-        if len(extents) != 2:
-            self.sink.error(e.loc, f"the {what} of {name}() is a 2-D view (two sliced dimensions); "
-                            f"this one has {len(extents)}")
-            return None
-        kept = iter(extents)
-        for k, (i, dim) in enumerate(zip(view.indices, base.shape)):
-            extent = next(kept) if isinstance(i, N.Slice) else 1
-            start = self.scope.try_const(i.lo if isinstance(i, N.Slice) and i.lo is not None else i)
-            if isinstance(start, int) and not isinstance(start, bool) and (start < 0 or start + extent > int(dim)):
-                shape = ", ".join(str(d) for d in base.shape)
-                self.sink.error(e.loc, f"the {what} of {name}() reaches outside '{array}' [{shape}]: dimension {k} "
-                                f"covers {start} to {start + extent - 1}; tmma() reads views that lie inside "
-                                f"their shared array")
-                return None
-        self._typed[id(e)] = view
-        return N.ArrayType(base.elem, extents, "shared")
-
-    def typed(self, e: N.Expr) -> N.Expr:
-        """The typed argument: the view checked by `operand`, or the array or fragment as a name."""
-        view = self._typed.pop(id(e), None)
-        return view if view is not None else self.fc.expr(e)

@@ -1,10 +1,11 @@
 """Printing operand fragments (spec section 14: `Q = tfrag(f16[BM, K])`) as C. An operand fragment
-holds 16-bit elements in the accumulator layout of its shape (lir/frag_layout.py), so that the
-mma.sync A registers of a k16 step are pairs of its elements (the C layout of two n8 tiles is the A
-layout of one k16 step): `P[:] = S` converts in place, lane by lane, and tmma packs the registers
-without moving data between lanes. `tload` from a shared array of the same type uses ldmatrix (the
-A loads of tmma, unpacked into the elements); from anywhere else it loads element by element
-(emit/frags.py).
+holds its elements in the accumulator layout of its shape (lir/frag_layout.py), so that the
+mma.sync A registers of a k16 step are pairs of its 16-bit elements (the C layout of two n8 tiles is
+the A layout of one k16 step): `P[:] = S` converts in place, lane by lane, and tmma packs the
+registers without moving data between lanes; TF32 and 8-bit A registers are packed from the lane's
+own elements too (lir/frag_layout.py `pair_k`). `tload` of a 16-bit fragment from a shared array of
+its type uses ldmatrix (the A loads of tmma, unpacked into the elements); from anywhere else it
+loads element by element (emit/frags.py).
 """
 
 from __future__ import annotations
@@ -62,21 +63,30 @@ def print_ldmatrix_load(bp: BodyPrinter, s: L.FragLoad) -> None:
 
 def a_from_registers(bp: BodyPrinter, name: str) -> None:
     """The A registers of the warp's m16 tiles for the k step `tsr_k` from an operand fragment: each
-    register a pair of its elements (lir/frag_layout.py `c_a_register`: the mma C layout of 16-bit
-    elements is their A layout, so no lane gives another anything)."""
+    register packed from the lane's own elements (lir/frag_layout.py `c_a_register_elements`: a
+    16-bit pair, one TF32 value, or two pairs of bytes; no lane gives another anything, and for TF32
+    and 8-bit elements tmma reads B's rows in the matching order, `pair_k`)."""
     b = bp.fn.buffer(name)
     assert b is not None
     lay = layout_of(bp, name)
-    bits = "__half_as_ushort" if b.elem.name == "f16" else "__bfloat16_as_ushort"
+    p = c_ident(name)
     unrolled(bp, "tsr_i", lay.tiles_m, 1, "{")
     bp.depth += 1
-    unrolled(bp, "tsr_x", 4, 1, "{")
-    bp.depth += 1
-    bp.emit(f"const int tsr_at = {lay.c_a_register('tsr_i', 'tsr_k', 'tsr_x')};")
-    p = c_ident(name)
-    bp.emit(f"tsr_a[tsr_i][tsr_x] = (unsigned){bits}({p}[tsr_at]) | ((unsigned){bits}({p}[tsr_at + 1]) << 16);")
-    bp.depth -= 1
-    bp.emit("}")
+    if b.elem.size == 2:
+        bits = "__half_as_ushort" if b.elem.name == "f16" else "__bfloat16_as_ushort"
+        unrolled(bp, "tsr_x", 4, 1, "{")
+        bp.depth += 1
+        bp.emit(f"const int tsr_at = {lay.c_a_register('tsr_i', 'tsr_k', 'tsr_x')};")
+        bp.emit(f"tsr_a[tsr_i][tsr_x] = (unsigned){bits}({p}[tsr_at]) | ((unsigned){bits}({p}[tsr_at + 1]) << 16);")
+        bp.depth -= 1
+        bp.emit("}")
+    else:
+        at = lay.c_a_register_elements(b.elem.size, "tsr_i", "tsr_k", "tsr_x")
+        if b.elem.size == 4:  # TF32: rounded as the shared-memory loads round (cvt.rna)
+            packed = f"tsr_tf32({p}[{at[0]}])"
+        else:  # four bytes, low to high
+            packed = " | ".join(f"((unsigned)(unsigned char){p}[{e}] << {8 * h})" for h, e in enumerate(at))
+        unrolled(bp, "tsr_x", 4, 1, f"tsr_a[tsr_i][tsr_x] = {packed};")
     bp.depth -= 1
     bp.emit("}")
 

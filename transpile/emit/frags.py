@@ -91,7 +91,7 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     if not regs_a:
         bp.emit(f"const {ctype}* tsr_pa = {pa} + (tsr_warp / {lay.warps_n}) * {lay.warp_m} * {sa};")
     warp_col = f"(tsr_warp % {lay.warps_n}) * {lay.warp_n}"
-    bp.emit(f"const {ctype}* tsr_pb = {pb} + {warp_col}{f' * {sb}' if s.trans_b else ''};")
+    bp.emit(f"const {b_buf.elem.c_storage}* tsr_pb = {pb} + {warp_col}{f' * {sb}' if s.trans_b else ''};")
     unrolled(bp, "tsr_k", k_total, kind.k, "{")
     bp.depth += 1
     bp.emit(f"unsigned tsr_a[{tm}][4], tsr_b[{tn}][2];")
@@ -103,9 +103,14 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     else:
         unrolled(bp, "tsr_i", tm, 1, f"tsr_load_a_tf32(tsr_a[tsr_i], tsr_pa + tsr_i * 16 * {sa} + tsr_k, {sa}, "
                   f"tsr_tid{line});")
-    _b_loads(bp, s, elem.size, tn, sb, per16, line)
+    if regs_a and elem.size != 2:  # B's rows in the order of the fragment's column pairs (frag_layout.pair_k)
+        _b_pair_loads(bp, s, elem.size, tn, sb, line)
+    else:
+        _b_loads(bp, s, elem.size, tn, sb, per16, line)
     fn = {"f16": "tsr_mma_m16n8k16_f16", "bf16": "tsr_mma_m16n8k16_bf16", "f32": "tsr_mma_m16n8k8_tf32",
           "i8": "tsr_mma_m16n8k32_s8", "u8": "tsr_mma_m16n8k32_u8"}[elem.name]
+    if b_buf.elem != elem:  # 8-bit operands of mixed signedness
+        fn = f"tsr_mma_m16n8k32_{kind.ptx}{MMA_KINDS[b_buf.elem.name].ptx}"
     unrolled(bp, "tsr_i", tm, 1, "{")
     bp.depth += 1
     unrolled(bp, "tsr_j", tn, 1, f"{fn}(&{c_ident(s.acc)}[(tsr_i * {tn} + tsr_j) * 4], tsr_a[tsr_i], tsr_b[tsr_j], "
@@ -146,6 +151,17 @@ def _b_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, per16: int,
         unrolled(bp, "tsr_j", tn - tn % 2, 2, f"{x4}(tsr_b[tsr_j], {addr(True, 'tsr_j')}, tsr_tid{line});")
     if tn % 2:
         bp.emit(f"{x2}(tsr_b[{tn - 1}], {addr(False, str(tn - 1))}, tsr_tid{line});")
+
+
+def _b_pair_loads(bp: BodyPrinter, s: L.Mma, size: int, tn: int, sb: str, line: str) -> None:
+    """The B registers of one k step for an A from an operand fragment of TF32 or 8-bit elements:
+    per-lane loads of B's rows in the order of the fragment's column pairs (device/mma.cuh `_pairs`)."""
+    kind = "tf32" if size == 4 else "8bit"
+    if s.trans_b:
+        call = f"tsr_load_bt_{kind}_pairs(tsr_b[tsr_j], tsr_pb + tsr_j * 8 * {sb} + tsr_k, {sb}, tsr_tid{line});"
+    else:
+        call = f"tsr_load_b_{kind}_pairs(tsr_b[tsr_j], tsr_pb + tsr_k * {sb} + tsr_j * 8, {sb}, tsr_tid{line});"
+    unrolled(bp, "tsr_j", tn, 1, call)
 
 
 def _positions(bp: BodyPrinter, lay: FragLayout) -> None:

@@ -164,6 +164,28 @@ class FragLayout:
         """The model of c_a_register."""
         return (i * self.tiles_n + (k >> 3) + (x >> 1)) * 4 + (x & 1) * 2
 
+    def c_a_register_elements(self, size: int, i: str, k: str, x: str) -> list[str]:
+        """The elements packed (low to high) into A register `x` of m16 tile `i` at the k offset `k`,
+        for an operand fragment of 4-byte (TF32) or 1-byte elements (see `pair_k`; 16-bit ones:
+        c_a_register): TF32 (k8), one element: registers 0 and 2 the row-g pair of the n8 tile k / 8,
+        1 and 3 its row-(g + 8) pair; 8-bit (k32), two pairs: registers 0 and 1 the row-g and
+        row-(g + 8) pairs of the n8 tiles k / 8 and k / 8 + 1, registers 2 and 3 those of the next two."""
+        assert size in (1, 4)
+        if size == 4:
+            return [f"(({i}) * {self.tiles_n} + (({k}) >> 3)) * 4 + (({x}) & 1) * 2 + (({x}) >> 1)"]
+        tile = f"({i}) * {self.tiles_n} + (({k}) >> 3) + (({x}) >> 1) * 2"
+        return [f"({tile} + {p}) * 4 + (({x}) & 1) * 2 + {h}" for p in (0, 1) for h in (0, 1)]
+
+    def a_register_elements(self, size: int, i: int, k: int, x: int) -> list[int]:
+        """The model of c_a_register_elements."""
+        if size == 2:
+            at = self.a_register_element(i, k, x)
+            return [at, at + 1]
+        if size == 4:
+            return [(i * self.tiles_n + (k >> 3)) * 4 + (x & 1) * 2 + (x >> 1)]
+        tile = i * self.tiles_n + (k >> 3) + (x >> 1) * 2
+        return [(tile + p) * 4 + (x & 1) * 2 + h for p in (0, 1) for h in (0, 1)]
+
     def c_row_leader(self) -> str:
         """The one lane of the group that writes a row's value (the first lane of its quad)."""
         return "(tsr_lane & 3) == 0"
@@ -171,6 +193,32 @@ class FragLayout:
     def slot_position(self, warp: int, lane: int, q: int) -> int:
         """The row of slot `q` of `lane` in `warp` (the model of c_slot_row)."""
         return self._warp_row0(warp) + (q >> 1) * self.m_step + (lane >> 2) + (q & 1) * 8
+
+
+def pair_k(size: int, k: int) -> int:
+    """The column (within one k step) that the A operand's k position `k` reads when A comes from an
+    operand fragment of `size`-byte elements. Such a fragment keeps the accumulator layout (a lane
+    holds the column pairs 2t, 2t + 1 of each n8 tile), which is the A layout of k16 for 16-bit
+    elements (the identity), but not for TF32 (k8: a lane's k positions t, t + 4 are columns 2t,
+    2t + 1) or 8-bit elements (k32: its positions 4t ... 4t + 3 are columns 2t, 2t + 1, 2t + 8,
+    2t + 9, and 16 more for the second half). A sum over k is the same in any order of k, so tmma
+    reads B's rows in this order instead of moving A's elements between lanes (device/mma.cuh, the
+    `_pairs` loads); integer sums are exact, and f32 ones are those of another order of the same
+    products, as the hardware's own order is unspecified."""
+    if size == 2:
+        return k
+    if size == 4:
+        return 2 * (k % 4) + k // 4
+    half, pos = divmod(k, 16)
+    t, q = divmod(pos, 4)
+    return 16 * half + 2 * t + (q & 1) + 8 * (q >> 1)
+
+
+OPERAND_TYPES = ("f16", "bf16", "i8", "u8")  # fragments that are only ever operands (f32 may be either)
+
+
+def is_operand_fragment(elem: ScalarType) -> bool:
+    return elem.name in OPERAND_TYPES
 
 
 ROW_LANE_MASKS = (1, 2)  # lanes `lane ^ mask` hold the other columns of the lane's rows (a quad)
@@ -195,14 +243,20 @@ def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
 
 def kernel_whole_rows(fn: object) -> bool:
     """Whether a lowered kernel divides its fragments into whole rows per warp: it has a row vector
-    (a 1-D fragment), an operand fragment (f16/bf16: a warp's A rows with all of K) or a row reduction. The type checker decides the same from the syntax tree
+    (a 1-D fragment), an operand fragment (f16/bf16/i8/u8, or an f32 fragment that is tmma's A: a
+    warp's A rows with all of K) or a row reduction. The type checker decides the same from the syntax tree
     (checks/frag_vectors.py `uses_rows`)."""
     from tessera.transpile.lir import nodes as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
     from tessera.transpile.lir.visit import all_exprs  # noqa: PLC0415
 
     assert isinstance(fn, L.Function)
-    if any(b.space == "frag" and (len(b.shape) == 1 or b.elem.is_half) for b in fn.buffers):
+    from tessera.transpile.lir.visit import statements  # noqa: PLC0415
+
+    if any(b.space == "frag" and (len(b.shape) == 1 or is_operand_fragment(b.elem)) for b in fn.buffers):
         return True
+    frags = {b.name for b in fn.buffers if b.space == "frag"}
+    if any(isinstance(s, L.Mma) and s.a.buf in frags for s in statements(fn.body)):
+        return True  # an f32 fragment as tmma's A (TF32): a warp's rows with all of K
     return any(isinstance(e, L.Intrinsic) and e.op in REDUCTIONS for e in all_exprs(fn.body))
 
 
@@ -317,6 +371,7 @@ def fragment_info(fn: object) -> list[str]:
     return out
 
 
-__all__ = ["MAX_PER_LANE", "MMA_KINDS", "REDUCTIONS", "ROW_LANE_MASKS", "FragLayout", "MmaKind", "choose", "divisions",
-           "fragment_info", "kernel_whole_rows", "layout_of_buffer", "needs_column_pad", "operand_pad", "uses_ldmatrix",
-           "wgmma_division", "whole_row_division", "working_extents"]
+__all__ = ["FragLayout", "MAX_PER_LANE", "MMA_KINDS", "MmaKind", "OPERAND_TYPES", "REDUCTIONS", "ROW_LANE_MASKS",
+           "choose", "divisions", "fragment_info", "is_operand_fragment", "kernel_whole_rows", "layout_of_buffer",
+           "needs_column_pad", "operand_pad", "pair_k", "uses_ldmatrix", "wgmma_division", "whole_row_division",
+           "working_extents"]

@@ -260,10 +260,11 @@ class _LirVerifier:
         for v in views:
             self.access(v.buf, v.starts, s)
             kept = tuple(x for x in v.extents if x is not None)
-            # mma: shared operands, or an operand fragment (16-bit, in scope) as a; a row vector moves 1-D views
+            # mma: shared operands, or an operand fragment (f16/bf16/i8/u8/f32, in scope, not the
+            # accumulator) as a; a row vector moves 1-D views
             operand = self.buffers[v.buf]
-            in_registers = v is getattr(s, "a", None) and operand.space == "frag" and operand.elem.is_half \
-                and "@" + v.buf in scope
+            in_registers = v is getattr(s, "a", None) and operand.space == "frag" and v.buf != s.acc \
+                and operand.elem.name in ("f16", "bf16", "i8", "u8", "f32") and "@" + v.buf in scope
             rank = 2 if isinstance(s, L.Mma) else len(acc.shape)
             if len(kept) != rank or (isinstance(s, L.Mma) and operand.space != "shared" and not in_registers):
                 self.fail("fragment operand that is not a view of the fragment's rank (of shared memory or an "

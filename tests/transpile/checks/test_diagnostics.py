@@ -330,12 +330,24 @@ CATALOG: list[Case] = [
          "col_index() has no value in a statement that assigns a row vector"),
     Case("matrix-in-a-row-vector", kern(TC_ARRAYS + "v = tfrag(f32[64], 0.0)\nv[:] = acc", TC_HEAD), 7, 12,
          "'acc' is a [64, 64] fragment, but here one value per row is computed"),
-    Case("operand-fragment-8-bit", kern("q = tfrag(i8[64, 64])", TC_HEAD), 3, 15,
-         "operand fragments of i8 are not supported yet (f16 and bf16 are)"),
+    Case("fragment-element-type", kern("q = tfrag(i16[64, 64])", TC_HEAD), 3, 15,
+         "a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 (for i8 or u8 inputs), or is an f16, "
+         "bf16, i8 or u8 operand, not i16"),
+    Case("operand-fragment-8-bit-row-vector", kern("q = tfrag(i8[64])", TC_HEAD), 3, 15,
+         "an operand fragment of i8 has two dimensions (rows and K)"),
     Case("operand-fragment-as-b", kern(TC_ARRAYS + "q = tfrag(f16[64, 64])\ntmma(acc, As, q)", TC_HEAD), 7, 19,
          "the second operand of tmma() must be a shared array; operands from registers are supported as the first"),
-    Case("tf32-operand-from-registers", kern(TC_ARRAYS + "f = tfrag(f32[64, 32])\ntmma(acc, f, Bs)", TC_HEAD), 7, 15,
-         "the first operand of tmma() from registers is an f16 or bf16 operand fragment; 'f' is a fragment of f32"),
+    Case("i32-operand-from-registers", kern(TC_ARRAYS + "f = tfrag(i32[64, 32], 0)\ntmma(acc, f, Bs)", TC_HEAD), 7, 15,
+         "the first operand of tmma() from registers is an operand fragment (f16, bf16, i8, u8, or f32 for TF32); "
+         "'f' is a fragment of i32"),
+    Case("operand-from-registers-is-the-accumulator", kern(TC_ARRAYS + "tmma(acc, acc, Bs)", TC_HEAD), 6, 15,
+         "the first operand of tmma() is its accumulator 'acc'; copy it to another fragment first"),
+    Case("tf32-operand-from-registers-with-f16-b", kern(TC_ARRAYS + "f = tfrag(f32[64, 32])\ntmma(acc, f, Bs)",
+                                                        TC_HEAD), 7, 5,
+         "tmma() operands have different element types: f32 and f16"),
+    Case("mixed-signedness-is-8-bit-only", kern("Bs = tshared.alloc(u8[32, 64])\nacc = tfrag(f32[64, 64], 0.0)\n"
+                                                "f = tfrag(f16[64, 32])\ntmma(acc, f, Bs)", TC_HEAD), 6, 5,
+         "tmma() operands have different element types: f16 and u8"),
     Case("operand-fragment-as-accumulator", kern(TC_ARRAYS + "p = tfrag(f16[64, 64])\ntmma(p, As, Bs)", TC_HEAD),
          7, 10, "the accumulator of tmma() is a 2-D fragment of f32 or i32"),
     # ---- asynchronous copies and tpipeline
