@@ -456,7 +456,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     failed += not dry_run_hgemm()
     failed += not sibling("hopper_bench").dry_run_hopper()
     failed += dry_run_vector_rows()
-    failed += sibling("attention_bench").dry_runsibling("attention_bench")
+    failed += sibling("attention_bench").dry_run_attention()
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
 

@@ -125,7 +125,7 @@ _TORCH_DTYPES: dict[Any, np.dtype] = {}
 def _torch(t: Any) -> np.ndarray | DeviceArray:
     if t.is_cuda:
         dtype = _TORCH_DTYPES.get(t.dtype) or _torch_dtype(t.dtype)
-        return _new((t.data_ptr(), tuple(t.shape), dtype, t.iscontiguous_strides(), False))
+        return _new((t.data_ptr(), tuple(t.shape), dtype, t.is_contiguous(), False))
     if t.device.type == "cpu":
         try:
             return t.numpy()  # a view of the same memory; refuses bf16 and tensors that require grad

@@ -63,6 +63,10 @@ def fake(monkeypatch, tmp_path_factory):
     return drv
 
 
+# 64 tiles are not whole warpgroups: tmma stays mma.sync and the copies go to the TMA (with 128 or
+# 256 tiles the sample's tmma is a warpgroup MMA, whose swizzled operands bulk copies do not write yet)
+TMA_TILING = {"BM": 64, "BN": 64, "BK": 32, "stages": 3, "NT": 64}
+
 def _device(shape: tuple[int, ...], ptr: int, typestr: str = "<f2") -> object:
     class Arr:
         __cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False), "strides": None,
@@ -75,23 +79,21 @@ def test_a_launch_builds_one_map_per_tensor_and_box_with_the_documented_argument
     k = mod.tc_gemm_f16
     M, N, K = 300, 272, 96  # K and N multiples of 16: the aligned variant
     A, B, C = _device((M, K), 0x10000000), _device((K, N), 0x20000000), _device((M, N), 0x30000000, "<f4")
-    tiling = {"BM": 128, "BN": 128, "BK": 32, "stages": 3}
-    k(A, B, C, **tiling, grid=((N + 127) // 128, (M + 127) // 128))
+    k(A, B, C, **TMA_TILING, grid=((N + 63) // 64, (M + 63) // 64))
     assert len(fake.encoded) == 2
     E = drv_enums
     a, b = fake.encoded
-    assert a == (E.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 0x10000000, [K, M], [K * 2], [32, 128],
+    assert a == (E.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 0x10000000, [K, M], [K * 2], [32, 64],
                  [1, 1], E.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                  E.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
                  E.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                  E.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     assert b[:7] == (E.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 0x20000000, [N, K], [N * 2],
-                     [128, 32], [1, 1])
+                     [64, 32], [1, 1])
     launch = [c for c in fake.calls if c[0] == "cuLaunchKernel"][-1]
     assert launch[-1][:3] == (0x10000000, 0x20000000, 0x30000000)
     # The same arrays again: the maps come from the cache.
-    tiling = {"BM": 128, "BN": 128, "BK": 32, "stages": 3}
-    k(A, B, C, **tiling, grid=((N + 127) // 128, (M + 127) // 128))
+    k(A, B, C, **TMA_TILING, grid=((N + 63) // 64, (M + 63) // 64))
     assert len(fake.encoded) == 2
 
 
@@ -138,7 +140,8 @@ def test_no_maps_without_bulk_copies(fake) -> None:
 
 
 def test_the_aligned_variant_describes_its_maps() -> None:
-    kernels = compile_source(SourceFile("g.tsr", GEMM), CompileOptions(arch="sm_90a")).kernels
+    kernels = compile_source(SourceFile("g.tsr", GEMM), CompileOptions(arch="sm_90a"),
+                             variants={"tc_gemm_f16": TMA_TILING}).kernels
     assert [(k.aligned, k.tensor_maps) for k in kernels] == [
-        (False, ()), (True, (("A", (128, 32), 0), ("B", (32, 128), 0)))]
+        (False, ()), (True, (("A", (64, 32), 0), ("B", (32, 64), 0)))]
     assert kernels_from_json(kernels_to_json(kernels)) == kernels

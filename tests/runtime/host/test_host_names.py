@@ -92,8 +92,9 @@ def test_no_name_the_compiler_keeps_clashes_with_the_prelude(tmp_path) -> None:
     assert len(kept) > 50  # the scan found the prelude's own identifiers
     assert not [m for m in macros if c_ident(m) == m]
     cuda = "".join(f"[[maybe_unused]] constexpr int {n} = {i};\n" for i, n in enumerate(kept))
-    cuda += 'extern "C" __global__ void user(int* out, ' + ", ".join(f"int p_{n}" for n in kept) + ") {\n"
-    cuda += "".join(f"    {{ int {n} = p_{n}; out[threadIdx.x] += {n}; }}\n" for n in kept)
+    # the output is named as no user name can be (c_ident renames tsr_ names): the prelude may use `out`
+    cuda += 'extern "C" __global__ void user(int* tsr_out, ' + ", ".join(f"int p_{n}" for n in kept) + ") {\n"
+    cuda += "".join(f"    {{ int {n} = p_{n}; tsr_out[threadIdx.x] += {n}; }}\n" for n in kept)
     cuda += "    __syncthreads();\n}\n"
     build_shared_library(cuda, '#include "kernel.cu"\n', tmp_path / "names.so")
 
