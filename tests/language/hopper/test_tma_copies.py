@@ -87,7 +87,7 @@ def test_the_samples_machine_code_for_sm_90a() -> None:
                 assert "UTMALDG" in sass and "SYNCS" in sass and "LDGSTS" not in sass, k.c_name
 
 
-def test_info_and_the_verifier_know_the_bulk_copies() -> None:
+def test_info_and_the_verifier_know_the_bulk_copies(tmp_path) -> None:
     import dataclasses
     import subprocess
 
@@ -97,7 +97,7 @@ def test_info_and_the_verifier_know_the_bulk_copies() -> None:
     from tessera.transpile.lir.visit import map_body
 
     p = subprocess.run([sys.executable, "-m", "tessera", "samples/tc_gemm_f16.tsr", "--arch", "sm_90a", "--info",
-                        "-D", "BM=64", "-D", "BN=64", "-D", "NT=64"],
+                        "-D", "BM=64", "-D", "BN=64", "-D", "NT=64", "-o", str(tmp_path / "g.cu")],
                        cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "    bulk tensor copies (TMA) of A: box 64x32, a tensor map built at launch\n" in p.stdout
