@@ -36,6 +36,14 @@ TINY = "@kernel tile[(32,)]\ndef tiny(x: mut f32[n]):\n    i = tile_linear_id()\
 MAP = "@kernel tile[(64,)]\ndef twice(x: f32[n], y: mut f32[n]):\n    y[:] = 2.0 * x\n"
 
 
+@pytest.fixture(autouse=True)
+def _no_distributed_layer(monkeypatch) -> None:
+    """Kernel.__call__ leaves its direct launcher alone in a process that has imported
+    tessera.dist.tensor (sharded tensors take the usual path), and a distributed test may have run
+    before these in the same worker: hide the module while each of these tests runs."""
+    monkeypatch.delitem(sys.modules, "tessera.dist.tensor", raising=False)
+
+
 @pytest.fixture
 def counted(monkeypatch) -> list:
     """The launches that went the usual way (`Kernel.prepare`)."""
