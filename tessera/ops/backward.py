@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from tessera.ops import launcher
 from tessera.ops.arrays import OpArgumentError, Operand, same_place
-from tessera.ops.linalg import ACTIVATIONS  # the act codes of kernels/matmul.tsr, which matmul_bwd.tsr shares
+from tessera.ops.linalg import (  # ACT codes shared with matmul_bwd.tsr
+    ACTIVATIONS,
+    check_activation,
+    matmul_shapes,
+)
 from tessera.ops.norms import check_dtype, check_eps
 
 FLOATS = ("f16", "bf16", "f32", "f64")
@@ -177,20 +179,9 @@ def matmul_backward(a: Any, b: Any, bias: Any, activation: str | None, dy: Any) 
     op = "matmul_backward"
     ao = _operand(op, "a", a)
     bo = _operand(op, "b", b, None, ao)
-    for name, o in (("a", ao), ("b", bo)):
-        if len(o.shape) < 2:
-            raise OpArgumentError(op, name, f"has shape {list(o.shape)}; it needs at least two axes ([..., rows, cols])")
-    (m, k), (k2, n) = ao.shape[-2:], bo.shape[-2:]
-    if k != k2:
-        raise OpArgumentError(op, "b", f"has {k2} rows but a has {k} columns (a: {list(ao.shape)}, b: {list(bo.shape)})")
-    try:
-        batch = tuple(np.broadcast_shapes(ao.shape[:-2], bo.shape[:-2]))
-    except ValueError:
-        raise OpArgumentError(op, "b", f"batch axes {list(bo.shape[:-2])} do not broadcast with a's "
-                                       f"{list(ao.shape[:-2])}") from None
+    batch, m, n, k = matmul_shapes(op, ao, bo)
     biaso = None if bias is None else _operand(op, "bias", bias, (n,), ao)
-    if not (activation is None or isinstance(activation, str)) or activation not in ACTIVATIONS:
-        raise OpArgumentError(op, "activation", f"must be None, 'relu', 'gelu' or 'silu', not {activation!r}"[:200])
+    check_activation(op, activation)
     dyo = _operand(op, "dy", dy, batch + (m, n), ao)
     ctype = _compute_type(ao, bo, biaso, dyo)
     z = math.prod(batch)

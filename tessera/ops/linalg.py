@@ -37,7 +37,13 @@ def _batched(op: str, name: str, o: Operand, batch: tuple[int, ...], rows: int, 
     return wide.reshape((math.prod(batch), rows, cols))
 
 
-def _shapes(op: str, ao: Operand, bo: Operand) -> tuple[tuple[int, ...], int, int, int]:
+def check_activation(op: str, activation: Any) -> None:
+    """OpArgumentError unless `activation` is one of ACTIVATIONS (None, 'relu', 'gelu', 'silu')."""
+    if not (activation is None or isinstance(activation, str)) or activation not in ACTIVATIONS:
+        raise OpArgumentError(op, "activation", f"must be None, 'relu', 'gelu' or 'silu', not {activation!r}"[:200])
+
+
+def matmul_shapes(op: str, ao: Operand, bo: Operand) -> tuple[tuple[int, ...], int, int, int]:
     """(batch, M, N, K) of a @ b; OpArgumentError naming the argument that does not fit."""
     for name, o in (("a", ao), ("b", bo)):
         if len(o.shape) < 2:
@@ -66,12 +72,11 @@ def matmul(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> A
     if bo.dtype != ao.dtype:
         raise OpArgumentError(op, "b", f"element type {bo.dtype} differs from a's {ao.dtype}; pass both of one type")
     same_place(op, ao, {"b": bo})
-    if not (activation is None or isinstance(activation, str)) or activation not in ACTIVATIONS:
-        raise OpArgumentError(op, "activation", f"must be None, 'relu', 'gelu' or 'silu', not {activation!r}"[:200])
+    check_activation(op, activation)
     if ao.dtype == "i8" and activation not in (None, "relu"):
         raise OpArgumentError(op, "activation", f"{activation!r} is not defined on i8 inputs (i32 results): "
                                                 "use None or 'relu'")
-    batch, m, n, k = _shapes(op, ao, bo)
+    batch, m, n, k = matmul_shapes(op, ao, bo)
     out_type = "i32" if ao.dtype == "i8" else ao.dtype
     bias_type = "i32" if ao.dtype == "i8" else "f32"
     bo_bias = None
