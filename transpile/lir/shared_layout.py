@@ -98,20 +98,19 @@ def place_shared(fn: L.Function, reuse: bool = True) -> SharedLayout:
 
 def _first_fit(order: list[L.Buffer], clash: frozenset[frozenset[str]], reuse: bool,
                wide: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Offsets for the arrays in `order`: each at the lowest 16-byte-aligned offset (128-byte for
-    the arrays in `wide`, which bulk tensor copies write) where it overlaps none of the arrays
-    placed before it that it conflicts with."""
+    """Offsets for the arrays in `order`: each at the lowest 16-byte-aligned offset (1024-byte for
+    the swizzled arrays of a warpgroup MMA, 128-byte for the arrays in `wide`, which bulk tensor
+    copies write) where it overlaps none of the arrays placed before it that it conflicts with."""
     placed: dict[str, tuple[int, int]] = {}
     for b in order:
         nbytes = buffer_bytes(b)
-        unit = 128 if b.name in wide else 16
         taken = sorted(span for name, span in placed.items() if not reuse or frozenset((name, b.name)) in clash)
         offset = 0
-        align = SWIZZLE_ALIGN if b.swizzle else 16
+        align = SWIZZLE_ALIGN if b.swizzle else 128 if b.name in wide else 16
         for lo, hi in taken:
             if offset + nbytes <= lo:
                 break
-            offset = max(offset, _align(hi, max(unit, align)))
+            offset = max(offset, _align(hi, align))
         placed[b.name] = (offset, offset + nbytes)
     return {name: span[0] for name, span in placed.items()}
 
