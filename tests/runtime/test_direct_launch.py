@@ -6,6 +6,7 @@ counted (an upper bound, against the 45 and 64 calls of the launch before direct
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -70,20 +71,29 @@ def fake(monkeypatch, tmp_path_factory):
     return drv
 
 
-def python_calls(fn) -> int:
-    """The Python and builtin function calls `fn()` makes."""
+def python_calls(fn, tries: int = 3) -> int:
+    """The Python and builtin function calls `fn()` makes: the fewest of `tries` calls, with the
+    garbage collector off (a collection inside the call runs finalizers of objects other tests
+    left behind, and their calls were counted: a full CI run once saw 25 where a launch makes 18)."""
+    counts: list[int] = []
     seen = [0]
 
     def profile(frame, event, arg):
         if event in ("call", "c_call"):
             seen[0] += 1
 
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return seen[0]
+    for _ in range(tries):
+        seen[0] = 0
+        gc.collect()
+        gc.disable()
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+            gc.enable()
+        counts.append(seen[0])
+    return min(counts)
 
 
 @pytest.mark.usefixtures("shared_cache")
@@ -139,7 +149,7 @@ def test_a_cpu_launch_makes_few_python_calls(monkeypatch) -> None:
     for _ in range(2):
         k[1](x)
     assert python_calls(lambda: k(x, grid=1)) <= 30  # 45 before direct launches
-    assert np.all(x == 3)
+    assert np.all(x == 5)  # two warm-up launches, three counted
 
 
 def test_a_mocked_cuda_launch_makes_few_python_calls(fake) -> None:
