@@ -249,10 +249,10 @@ class Kernel:
         """Launch; `timeout` (seconds, CPU backend) cancels a launch that has not finished in time.
         A repeated launch of a kernel with no const, type or tuned parameters, with positional
         arguments, first tries its direct launcher, which launches or declines (anything unusual,
-        any wrong argument); the usual way then checks, reports and launches."""
+        any wrong argument, a distributed tensor); the usual way then checks, reports and launches."""
         direct = self._direct
         if direct is not None and self._direct_args == len(args) and not kwargs and timeout is None and \
-                "tessera.dist.tensor" not in sys.modules and direct(args, grid, stream):
+                direct(args, grid, stream):
             return
         limit = None
         if timeout is not None:  # the CUDA backend never loads the CPU launcher

@@ -37,14 +37,6 @@ TINY = "@kernel tile[(32,)]\ndef tiny(x: mut f32[n]):\n    i = tile_linear_id()\
 MAP = "@kernel tile[(64,)]\ndef twice(x: f32[n], y: mut f32[n]):\n    y[:] = 2.0 * x\n"
 
 
-@pytest.fixture(autouse=True)
-def _no_distributed_layer(monkeypatch) -> None:
-    """Kernel.__call__ leaves its direct launcher alone in a process that has imported
-    tessera.dist.tensor (sharded tensors take the usual path), and a distributed test may have run
-    before these in the same worker: hide the module while each of these tests runs."""
-    monkeypatch.delitem(sys.modules, "tessera.dist.tensor", raising=False)
-
-
 @pytest.fixture
 def counted(monkeypatch) -> list:
     """The launches that went the usual way (`Kernel.prepare`)."""
@@ -203,3 +195,22 @@ def test_repeated_launches_on_torch_cpu_tensors(counted) -> None:
     assert counted == ["twice"]
     with pytest.raises(tessera.LaunchError, match="parameter 'y'"):
         m.twice(x, torch.zeros(300, dtype=torch.float64))
+
+
+def test_distributed_tensors_go_the_usual_way_and_plain_arrays_stay_direct(counted) -> None:
+    """A dist tensor is no array to the direct launcher: it declines, and the usual launch runs the
+    kernel on the process's shard (`local_shards`). Importing the distributed layer leaves the
+    direct launches of plain arrays on (it once turned them off for the whole process)."""
+    from tessera import dist
+
+    mesh = dist.Mesh(axes=["tp"], devices=range(1))
+    k = tessera.compile(TINY, backend="cpu").tiny
+    x = np.zeros(32, np.float32)
+    t = dist.from_numpy(np.zeros(32, np.float32), None, mesh, name="T", backend="cpu")
+    for _ in range(3):
+        k(x, grid=1)
+    assert counted == ["tiny"]  # the first launch went the usual way, the next two directly
+    k(t, grid=1)
+    assert counted == ["tiny"] * 2 and np.all(t.local == 1) and np.all(x == 3)
+    k(x, grid=1)
+    assert counted == ["tiny"] * 2 and np.all(x == 4)
