@@ -152,22 +152,24 @@ def run(argv: list[str]) -> int:
             for w in nv.warnings:
                 print(f"tesserac: warning: {w}", file=sys.stderr)
         if args.info and nv is not None:
+            # The table goes to standard output, unless the emitted code does (-o -): then to standard error.
+            table = sys.stderr if out == "-" else sys.stdout
             width = max([32, *(len(k.c_name) + 1 for k in kernels)])
             print(f"{'kernel':<{width}} {'registers':>9} {'shared':>8} {'spill st':>8} {'spill ld':>8} {'stack':>6}"
-                  "  variant")
+                  "  variant", file=table)
             for k in kernels:
                 r = next((x for x in nv.kernels if x.name == k.c_name), None)
                 if r is None:
                     continue
                 shared = r.shared_bytes + k.dynamic_smem
                 print(f"{k.c_name:<{width}} {r.registers:>9} {shared:>8} {r.spill_stores:>8} {r.spill_loads:>8} "
-                      f"{r.stack_bytes:>6}  {_variant_text(k)}")
+                      f"{r.stack_bytes:>6}  {_variant_text(k)}", file=table)
                 for line in _fragment_lines(result.module, k):
-                    print(f"    {line}")
+                    print(f"    {line}", file=table)
                 for tensor, box, _ in k.tensor_maps:
                     print(f"    bulk tensor copies (TMA) of {tensor}: box {'x'.join(map(str, box))}, a tensor map "
-                          "built at launch")
-                print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}")
+                          "built at launch", file=table)
+                print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}", file=table)
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"
                   + (f" with {len(nv.warnings)} warning(s)" if nv.warnings else ", no warnings"), file=sys.stderr)
