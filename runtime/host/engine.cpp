@@ -51,14 +51,15 @@ long long clock_ns() {
 // --- Shared-memory race detector (check_bounds builds only) ---------------------
 // Within one barrier interval of a group (an epoch), an element touched by two different
 // tiles, at least one of them writing, is a data race; atomics do not go through here. The
-// shadow keeps, per element address, the epoch, the last writer and one reader (or "many"),
+// shadow keeps, per element address, the epoch, the last writer and up to two different readers,
 // and the asynchronous copy into the element that has not landed: touching the element before
 // it lands is a race whichever tile does it, and a barrier does not end it (it does not
 // complete a cp.async), so that mark outlives the epoch.
 struct RaceShadow {
   unsigned long long epoch;
   int writer, wline;
-  int reader, rline;
+  int reader, rline;    // the first reader (-1: none)
+  int reader2, rline2;  // a second, different reader (-1: none); more readers need not be kept
   int async_tile, async_line;  // the pending copy's tile and .tsr line; async_line 0: none
 };
 
@@ -128,7 +129,7 @@ RaceShadow& race_shadow(Worker* w, const void* p) {
     w->race = new (mem) RaceMap();
   }
   RaceShadow& s = (*static_cast<RaceMap*>(w->race))[reinterpret_cast<uintptr_t>(p)];
-  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, s.async_tile, s.async_line};
+  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, -1, 0, s.async_tile, s.async_line};
   return s;
 }
 
@@ -153,8 +154,10 @@ RaceShadow& race_shadow(Worker* w, const void* p) {
 // Whether an access by tile `me` conflicts with the other accesses of the epoch.
 void race_check(Worker* w, const RaceShadow& s, int me, bool write, int line) {
   if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
-  if (write && (s.reader == -2 || (s.reader >= 0 && s.reader != me)))
-    race_fail(w, s.rline, s.reader == -2 ? -1 : s.reader, line, me, false, true);
+  if (!write) return;
+  // Of two different readers, at least one is not `me`.
+  if (s.reader >= 0 && s.reader != me) race_fail(w, s.rline, s.reader, line, me, false, true);
+  if (s.reader2 >= 0 && s.reader2 != me) race_fail(w, s.rline2, s.reader2, line, me, false, true);
 }
 
 void race_access(const void* p, bool write, int line) {
@@ -171,9 +174,9 @@ void race_access(const void* p, bool write, int line) {
   } else if (s.reader == -1 || s.reader == me) {
     s.reader = me;
     s.rline = line;
-  } else {
-    s.reader = -2;  // several readers: only a later write can race
-    s.rline = line;
+  } else if (s.reader2 == -1 || s.reader2 == me) {
+    s.reader2 = me;  // several readers: only a later write can race
+    s.rline2 = line;
   }
 }
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -441,6 +442,29 @@ def k(x: f32[R, C], y: mut f32[R, C], z: mut f32[R, 32]):
     want_z = np.zeros((5, 32), np.float32)
     want_z[:, :22] = x[:, 8:]  # and read as zero
     assert np.array_equal(y, want_y) and np.array_equal(z, want_z)
+
+
+@pytest.mark.parametrize("writer", [0, 1, 5])
+def test_a_write_after_many_reads_names_a_reading_tile(writer: int) -> None:
+    """Every tile reads s[0], then one tile writes it with no barrier between: the report names
+    a tile that read it (it once said "tile -1" once more than one tile had read the element)."""
+    mod = compile_cpu(f"""
+@kernel tile[(8,)]
+def many(x: f32[n], y: mut f32[n]):
+    s = tshared.alloc(f32[8])
+    t = tile_linear_id()
+    if t == 0:
+        s[0] = x[0]
+    tbarrier()
+    y[t] = s[0]
+    if t == {writer}:
+        s[0] = 2.0
+""", check_bounds=True)
+    with pytest.raises(tessera.LaunchError) as e:
+        mod.many(np.ones(8, np.float32), np.zeros(8, np.float32), grid=1)
+    m = re.search(r"data race: tile (-?\d+) reads it at line 9 and tile (\d+) writes it at line 11", str(e.value))
+    assert m is not None, str(e.value)
+    assert 0 <= int(m.group(1)) < 8 and int(m.group(1)) != writer and int(m.group(2)) == writer
 
 
 def test_a_missing_barrier_after_tcopy_is_reported_as_a_race() -> None:
