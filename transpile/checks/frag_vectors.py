@@ -1,6 +1,7 @@
-"""Type checking of row vectors, row reductions and broadcasts in whole-fragment statements (spec
-section 14): `m = tfrag(f32[BM], -inf)`, `m[:] = max(m, tmax(S, axis=1))`, `S[:] = S - m[:, None]`,
-`acc[:] = acc + bias[n0:n0 + BN][None, :]`.
+"""Type checking of row and column vectors, reductions and broadcasts in whole-fragment statements
+(spec section 14): `m = tfrag(f32[BM], -inf)`, `m[:] = max(m, tmax(S, axis=1))`, `S[:] = S - m[:, None]`,
+`acc[:] = acc + bias[n0:n0 + BN][None, :]`; column vectors `c = tfrag(f32[1, BN], 0.0)`,
+`c[:] = c + tsum(S, axis=0)`, `S[:] = S / c[None, :]`.
 
 Before:  S[:] = S - tmax(S, axis=1)[:, None] + b[n0:n0 + 64][None, :]
 After:   Assign(Index(S, ()), S - Call(tmax, (Index(S, ()), 1)) + (b[n0 + col_index()] if 0 <= n0 + col_index()
@@ -8,7 +9,7 @@ After:   Assign(Index(S, ()), S - Call(tmax, (Index(S, ()), 1)) + (b[n0 + col_in
 
 A whole-fragment statement is checked in a *context*: `full` (a 2-D statement, every element of the
 fragment), `rows` (a row-vector statement, or the inside of `[:, None]`: one value per row) or
-`cols` (the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
+`cols` (a column-vector statement, or the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
 computes every element where it is held, so a row vector read in a 2-D statement is the slot of the
 element's row, and a 1-D view of memory is read at the element's row or column (the guarded load
 above: parts outside the tensor read as zero). `FragVectors` is a helper of frags.Fragments.
@@ -19,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import SCALARS
+from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.rules import check_arity, typed_call
 from tessera.transpile.checks.scope import Sym
-from tessera.transpile.lir.frag_layout import MMA_M, REDUCTIONS
+from tessera.transpile.lir.frag_layout import MMA_M, MMA_N, REDUCTIONS, FragLayout, whole_row_division
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.frags import Fragments
@@ -57,10 +58,15 @@ def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
                 stack.extend(inline[n.func.id].body)
             spec = n.args[0] if n.func.id == "tfrag" and n.args else None
             if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
-                                              and spec.base.id in ("f16", "bf16")):
-                return True  # a row vector, or an operand fragment (each warp's A rows, all of K)
+                                              and spec.base.id in ("f16", "bf16") or is_column_spec(spec)):
+                return True  # a row or column vector, or an operand fragment (each warp's A rows, all of K)
         stack.extend(tree_children(n))
     return False
+
+
+def is_column_spec(spec: N.Index) -> bool:
+    """`T[1, N]` in `tfrag(T[1, N])`: a column vector (the way this implementation declares one)."""
+    return len(spec.indices) == 2 and isinstance(spec.indices[0], N.IntLit) and spec.indices[0].value == 1
 
 
 def _is_none(e: N.Expr) -> bool:
@@ -144,24 +150,60 @@ class FragVectors:
         axis = fr.scope.const_int(axis_node, f"the axis of {name}()", 0, 1)
         if axis is None:
             return e
-        if axis == 0:
-            self.sink.error(axis_node.loc, f"{name}(F, axis=0) (a column vector) is not supported yet; reduce rows "
-                            f"with axis=1, or transpose the fragment's roles")
-            return e
-        if fr.frag_shape is None or fr.frag_kind != "rows":
-            self.sink.error(e.loc, f"{name}(F, axis=1) is a row vector: use it in a row-vector statement "
-                            f"(m[:] = {name}(F, axis=1)) or broadcast it ({name}(F, axis=1)[:, None])")
+        kind, what, other = ("rows", "row", "m[:]") if axis == 1 else ("cols", "column", "c[:]")
+        if fr.frag_shape is None or fr.frag_kind != kind:
+            bcast = "[:, None]" if axis == 1 else "[None, :]"
+            self.sink.error(e.loc, f"{name}(F, axis={axis}) is a {what} vector: use it in a {what}-vector statement "
+                            f"({other} = {name}(F, axis={axis})) or broadcast it ({name}(F, axis={axis}){bcast})")
             return e
         f = fr.fragment(e.args[0], name, "first argument")
         if f is None:
             return e
         assert isinstance(f.ty, N.ArrayType)
-        if len(f.ty.shape) != 2 or f.ty.shape[0] != fr.frag_shape[0]:
-            self.sink.error(e.args[0].loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} rows here, not a "
-                            f"{list(f.ty.shape)} one")
+        extent = f.ty.shape[1 - axis] if len(f.ty.shape) == 2 else None
+        if len(f.ty.shape) != 2 or f.ty.shape[0] == 1 or extent != fr.frag_shape[0]:
+            self.sink.error(e.args[0].loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} {what}s here, not "
+                            f"a {list(f.ty.shape)} one")
             return e
         element = N.Index(f.loc, f, (), f.ty.elem)
-        return typed_call(e, name, (element, N.IntLit(axis_node.loc, 1, SCALARS["i32"])), f.ty.elem)
+        return typed_call(e, name, (element, N.IntLit(axis_node.loc, axis, SCALARS["i32"])), f.ty.elem)
+
+    # ---- column vectors in whole-fragment statements
+    def column_name(self, e: N.Name, t: N.Expr, ty: N.ArrayType, column: bool) -> N.Expr:
+        """A fragment's name where one value per column is computed (`c[:] = ...`, the inside of
+        `v[None, :]`), or a column vector's name anywhere: its element, or an error."""
+        fr = self.frags
+        assert fr.frag_shape is not None
+        if column and fr.frag_kind == "cols":
+            if ty.shape[1] != fr.frag_shape[0]:
+                self.sink.error(e.loc, f"'{e.id}' is a column vector of {ty.shape[1]} columns, but here the "
+                                f"fragments have {fr.frag_shape[0]}")
+                return N.replace(t, ty=None)
+            return N.Index(e.loc, t, (), ty.elem)
+        if column and fr.frag_kind == "full":
+            self.sink.error(e.loc, f"'{e.id}' is a column vector: broadcast it along the rows with {e.id}[None, :]")
+        elif column:
+            self.sink.error(e.loc, f"'{e.id}' is a column vector, but here one value per row is computed")
+        elif len(ty.shape) == 2:
+            self.sink.error(e.loc, f"'{e.id}' is a {list(ty.shape)} fragment, but here one value per column is "
+                            f"computed: reduce it (tsum({e.id}, axis=0)), or assign a 2-D fragment")
+        else:
+            self.sink.error(e.loc, f"'{e.id}' is a row vector, but here one value per column is computed")
+        return N.replace(t, ty=None)
+
+    # ---- c = tfrag(f32[1, N], init)
+    def vector_columns(self, spec: N.Index, elem: ScalarType, n: int, warps: int) -> FragLayout | None:
+        """The layout of a column vector of `n` columns over `warps` warps (whole rows per warp:
+        every warp holds every column), or None after an error."""
+        if elem.name not in ("f32", "i32"):
+            self.sink.error(spec.loc, f"a column vector holds f32 or i32 values, not {elem}")
+            return None
+        layout = whole_row_division(MMA_M * warps, n, warps)
+        if layout is None:
+            self.sink.error(spec.loc, f"a column vector follows the columns of the {n}-column fragments, in 8-column "
+                            f"mma tiles: the column count must be a multiple of {MMA_N}, not {n}")
+            return None
+        return layout
 
     # ---- m = tfrag(f32[M], init)
     def vector_rows(self, spec: N.Index, m: int, warps: int) -> bool:
@@ -174,4 +216,4 @@ class FragVectors:
         return True
 
 
-__all__ = ["FragVectors", "inline_functions", "takes_fragments", "uses_rows"]
+__all__ = ["FragVectors", "inline_functions", "is_column_spec", "takes_fragments", "uses_rows"]

@@ -19,6 +19,7 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.frag_layout import is_column_vector_shape
 from tessera.transpile.lir.maps import broadcast_dims
 from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
@@ -265,13 +266,14 @@ class _LirVerifier:
             operand = self.buffers[v.buf]
             in_registers = v is getattr(s, "a", None) and operand.space == "frag" and v.buf != s.acc \
                 and operand.elem.name in ("f16", "bf16", "i8", "u8", "f32") and "@" + v.buf in scope
-            rank = 2 if isinstance(s, L.Mma) else len(acc.shape)
+            rank = 2 if isinstance(s, L.Mma) else 1 if is_column_vector_shape(acc.shape) else len(acc.shape)
             if len(kept) != rank or (isinstance(s, L.Mma) and operand.space != "shared" and not in_registers):
                 self.fail("fragment operand that is not a view of the fragment's rank (of shared memory or an "
                           "operand fragment, for mma)", s)
         if isinstance(s, (L.FragLoad, L.FragStore)):
             kept = tuple(x for x in (s.src if isinstance(s, L.FragLoad) else s.dst).extents if x is not None)
-            if kept != tuple(int(d.value) for d in acc.shape if isinstance(d, L.Const)):
+            dims = acc.shape[1:] if is_column_vector_shape(acc.shape) else acc.shape  # a column vector: 1-D views
+            if kept != tuple(int(d.value) for d in dims if isinstance(d, L.Const)):
                 self.fail("fragment moved to or from a view of other extents", s)
 
     def run(self) -> None:
