@@ -9,6 +9,7 @@ detector sees the scratch; NVRTC compiles without spills, with the shuffles and 
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -22,6 +23,7 @@ from tessera.runtime.cuda import sass
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
+from tests.language.tensor_cores.col_gen import ColGen
 from tests.language.tensor_cores.ptx_fragments import accumulator
 
 COLS = """
@@ -317,3 +319,65 @@ def test_column_vector_misuse_is_a_located_error(body: str, message: str) -> Non
         compile_source(SourceFile("err.tsr", src), CompileOptions())
     text = str(info.value)
     assert re.search(r"err\.tsr:\d+:\d+: error: [^\n]*" + re.escape(message), text), text
+
+
+# ---- a random differential test (tests/language/tensor_cores/col_gen.py) ----------------------------------
+
+CASES = int(os.environ.get("TESSERA_COLGEN_CASES", "8"))
+
+
+def run_col_generated(seed: int, check_bounds: bool) -> None:
+    gen = ColGen(seed)
+    src, model = gen.program(5)
+    sh = gen.shape
+    rng = np.random.default_rng(seed)
+    m = sh.bm * int(rng.integers(1, 4)) - int(rng.integers(0, 9))  # ragged rows, one or more row blocks
+    n = sh.bn * 2 - int(rng.integers(0, sh.bn // 2 + 1))            # ragged columns, two groups
+    x = (rng.integers(-8, 9, (m, n)) / 4).astype(np.float32)        # exact sums in f32
+    b = (rng.integers(-8, 9, n) / 4).astype(np.float32)
+    k = seed % 3
+    y, c = np.zeros((m, n), np.float32), np.zeros(n, np.float32)
+    tessera.compile(src, backend="cpu", check_bounds=check_bounds, path=f"colgen{seed}.tsr").gen(
+        x, b, y, c, k, grid=(-(-n // sh.bn),))
+    want_y, want_c = model(x.astype(np.float64), b.astype(np.float64), k)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5, err_msg=src)
+    np.testing.assert_allclose(c, want_c, rtol=1e-5, atol=1e-5, err_msg=src)
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_generated_column_programs_match_the_numpy_model(seed: int) -> None:
+    run_col_generated(seed, check_bounds=seed % 4 == 3)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_column_programs_compile_with_nvrtc_without_spills(arch: str) -> None:
+    for seed in range(3):
+        src, _ = ColGen(seed).program(5)
+        result = compile_source(SourceFile(f"colgen{seed}.tsr", src), options=CompileOptions(arch=arch))
+        nv = compile_cuda(result.cuda, name="colgen.cu", arch=arch)
+        assert nv.warnings == (), (nv.warnings, src)
+        res = nv.kernel(result.kernels[0].c_name)
+        assert res.spill_stores == 0 and res.spill_loads == 0, (res, src)
+
+
+DEVICE = """
+@device
+def colnorm(S: mut frag f32[BM, BN], c: mut frag f32[1, BN]):
+    c[:] = tmax(S, axis=0)
+    S[:] = S - c[None, :]
+
+@kernel tile[(128,)]
+def k(X: f32[M, N], Y: mut f32[M, N]):
+    S = tfrag(f32[64, 32], 0.0)
+    c = tfrag(f32[1, 32], 0.0)
+    tload(S, X[0:64, 0:32])
+    colnorm(S, c)
+    tstore(Y[0:64, 0:32], S)
+"""
+
+
+def test_device_functions_take_column_vectors() -> None:
+    x = np.random.default_rng(9).standard_normal((64, 32)).astype(np.float32)
+    y = np.zeros((64, 32), np.float32)
+    tessera.compile(DEVICE, backend="cpu", path="dev.tsr").k(x, y, grid=1)
+    np.testing.assert_array_equal(y, x - x.max(0)[None, :])
