@@ -27,18 +27,15 @@ from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.expr import base_name, type_name
-from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, uses_rows
+from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, strict_rows, uses_rows
 from tessera.transpile.checks.memory import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
     MAX_PER_LANE,
     MMA_KINDS,
-    MMA_M,
-    MMA_N,
     OPERAND_TYPES,
     choose,
-    whole_row_division,
     working_extents,
 )
 
@@ -128,7 +125,10 @@ class Fragments(Part):
         self.frag_kind: str | None = None
         self.stmt_rank = 0
         self.vectors = FragVectors(self)
-        self.whole_rows = fc.in_kernel and (uses_rows(fc.fn, inline_functions(fc.scope.module_syms)) or operand_rows(fc.fn))
+        inline = inline_functions(fc.scope.module_syms)
+        self.whole_rows = fc.in_kernel and (uses_rows(fc.fn, inline) or operand_rows(fc.fn))
+        # whole rows per warp whatever the row counts (else rows may spread over warps: frag_vectors.py)
+        self.strict_rows = self.whole_rows and (operand_rows(fc.fn) or strict_rows(fc.fn, inline))
         self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
@@ -193,20 +193,16 @@ class Fragments(Part):
                             "which is not a multiple of 32")
             return s
         if len(dims) == 1:
-            if not self.vectors.vector_rows(spec, m, tiles // 32):
+            layout = self.vectors.vector_rows(spec, m, tiles // 32)
+            if layout is None:
                 return s
-            layout = whole_row_division(m, MMA_N, tiles // 32)
         elif m == 1:  # a column vector of the N-column fragments (frag_vectors.py)
             layout = self.vectors.vector_columns(spec, elem, n, tiles // 32)
             if layout is None:
                 return s
-        elif self.whole_rows:
-            layout = whole_row_division(m, n, tiles // 32)
+        elif self.whole_rows:  # rows first (frag_vectors.py)
+            layout = self.vectors.row_layout(spec, m, n, tiles // 32)
             if layout is None:
-                self.sink.error(spec.loc, f"in a kernel with row vectors, operand fragments or row reductions each warp "
-                                f"owns whole rows "
-                                f"of every fragment: over {tiles // 32} warps a {m} x {n} fragment needs M a multiple "
-                                f"of {MMA_M * (tiles // 32)} and N a multiple of {MMA_N}")
                 return s
         else:
             layout = choose(m, n, tiles // 32)

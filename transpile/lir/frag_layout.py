@@ -187,8 +187,16 @@ class FragLayout:
         return [(tile + p) * 4 + (x & 1) * 2 + h for p in (0, 1) for h in (0, 1)]
 
     def c_row_leader(self) -> str:
-        """The one lane of the group that writes a row's value (the first lane of its quad)."""
+        """The one lane of the group that writes a row's value (the first lane of its quad, in the
+        first of the warps that own the row's columns)."""
+        if self.warps_n > 1:
+            return f"tsr_warp % {self.warps_n} == 0 && (tsr_lane & 3) == 0"
         return "(tsr_lane & 3) == 0"
+
+    def c_row_part(self) -> str:
+        """The scratch row a warp writes its part of a row reduction to, where several warps own
+        columns of the same rows (`warps_n` > 1; needs tsr_warp)."""
+        return f"tsr_warp % {self.warps_n}"
 
     def slot_position(self, warp: int, lane: int, q: int) -> int:
         """The row of slot `q` of `lane` in `warp` (the model of c_slot_row)."""
@@ -229,7 +237,7 @@ class FragLayout:
 
     def c_col_writer(self) -> str:
         """The one lane of the group that stores a column vector's value (every warp holds it)."""
-        return f"tsr_warp == 0 && {self.c_col_leader()}"
+        return f"tsr_warp < {self.warps_n} && {self.c_col_leader()}"
 
     def col_slot_position(self, warp: int, lane: int, p: int) -> int:
         """The column of slot `p` of `lane` in `warp` (the model of c_col_slot_col)."""
@@ -283,6 +291,21 @@ def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
     return FragLayout(m, n, warps, 1)
 
 
+def row_division(m: int, n: int, warps: int) -> FragLayout | None:
+    """The division of kernels with row vectors or reductions: whole rows per warp where M allows,
+    else the most warps along M that M allows (`WM` the largest divisor of the warp count with M a
+    multiple of 16 WM: it depends on M alone, so fragments with the same row count share the
+    row mapping), the other `WN` warps along N: a row is then spread over WN warps and a row
+    reduction combines their parts through shared scratch (passes/frag_scratch.py)."""
+    whole = whole_row_division(m, n, warps)
+    if whole is not None:
+        return whole
+    wm = max(d for d in range(1, warps + 1) if warps % d == 0 and m % (MMA_M * d) == 0) if m % MMA_M == 0 else 0
+    if not wm or n % (MMA_N * (warps // wm)):
+        return None
+    return FragLayout(m, n, wm, warps // wm)
+
+
 def kernel_whole_rows(fn: object) -> bool:
     """Whether a lowered kernel divides its fragments into whole rows per warp: it has a row vector
     (a 1-D fragment) or a column vector, an operand fragment (f16/bf16/i8/u8, or an f32 fragment that is tmma's A: a
@@ -326,7 +349,9 @@ def layout_of_buffer(fn: object, name: str) -> FragLayout:
     if fn.wgmma:
         layout = wgmma_division(dims[0], n, warps)
     else:
-        layout = whole_row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
+        layout = row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
+        if layout is None and len(dims) == 1:  # a row vector spread over several warps' columns
+            layout = row_division(dims[0], n * warps, warps)
     assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
     return layout
 
@@ -429,5 +454,6 @@ def fragment_info(fn: object) -> list[str]:
 
 __all__ = ["COL_LANE_MASKS", "FragLayout", "MAX_PER_LANE", "MMA_KINDS", "MmaKind", "OPERAND_TYPES", "REDUCTIONS", "ROW_LANE_MASKS",
            "choose", "divisions", "fragment_info", "is_column_vector_shape", "is_operand_fragment", "kernel_whole_rows", "layout_of_buffer",
-           "needs_column_pad", "operand_pad", "pair_k", "uses_ldmatrix", "wgmma_division", "whole_row_division",
+           "needs_column_pad", "operand_pad", "pair_k", "row_division", "uses_ldmatrix", "wgmma_division",
+           "whole_row_division",
            "working_extents"]

@@ -1,8 +1,11 @@
-"""Column reductions across warps (spec section 14; part of the `plan-fragments` pass): a
-whole-fragment statement that reads `tmax/tmin/tsum(F, axis=0)` becomes explicit statements, so
-that everything after this pass sees the shared memory and the barriers a column reduction needs
-(plan-shared places and overlays the scratch, the race detector sees its accesses, `--info` and
-`--dump-after` show it).
+"""Reductions across warps (spec section 14; part of the `plan-fragments` pass): a whole-fragment
+statement that reads `tmax/tmin/tsum(F, axis=0)`, or `axis=1` of a fragment whose rows are spread
+over several warps (frag_layout.row_division: fewer rows than 16 per warp), becomes explicit
+statements, so that everything after this pass sees the shared memory and the barriers such a
+reduction needs (plan-shared places and overlays the scratch, the race detector sees its accesses,
+`--info` and `--dump-after` show it). A row reduction is the same along the other axis: the
+quad's shuffles, a `[WN, M]` scratch (`%rowpart0`) of the parts of the warps that share the rows,
+combined into a row vector (`%row0`).
 
 In a kernel with column vectors or reductions every warp owns whole rows of every fragment
 (lir/frag_layout.py), so a column is spread over all `W` warps: each warp reduces its rows
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tessera.base.dtypes import F32, I32
+from tessera.base.dtypes import F32, I32, ScalarType
 from tessera.base.errors import Loc
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.frag_layout import REDUCTIONS, layout_of_buffer
@@ -40,9 +43,20 @@ def is_column_reduction(e: L.Expr) -> bool:
         and isinstance(e.args[1], L.Const) and e.args[1].value == 0
 
 
+def _across_warps(fn: L.Function, e: L.Expr) -> bool:
+    """A column reduction, or a row reduction of a fragment whose rows are spread over several
+    warps (frag_layout.row_division: `warps_n` > 1)."""
+    if is_column_reduction(e):
+        return True
+    if not (isinstance(e, L.Intrinsic) and e.op in REDUCTIONS and isinstance(e.args[0], L.Load)):
+        return False
+    return layout_of_buffer(fn, e.args[0].buf).warps_n > 1
+
+
 def plan_scratch(fn: L.Function) -> L.Function:
-    """`fn` with its column reductions made explicit (see the module's docstring)."""
-    if not any(is_column_reduction(e) for e in all_exprs(fn.body)):
+    """`fn` with its column reductions, and its row reductions across warps, made explicit (see
+    the module's docstring)."""
+    if not any(_across_warps(fn, e) for e in all_exprs(fn.body)):
         return fn
     planner = _Planner(fn)
     body = planner.body(fn.body, False)
@@ -70,7 +84,7 @@ class _Planner:
                 s = dataclasses.replace(s, then=self.body(s.then, in_loop), orelse=self.body(s.orelse, in_loop))
             elif isinstance(s, (L.For, L.While)):
                 s = dataclasses.replace(s, body=self.body(s.body, True))
-            if isinstance(s, L.FragAssign) and any(is_column_reduction(x) for x in walk(s.value)):
+            if isinstance(s, L.FragAssign) and any(_across_warps(self.fn, x) for x in walk(s.value)):
                 out.extend(self.expand(s, in_loop))
             else:
                 out.append(s)
@@ -81,7 +95,7 @@ class _Planner:
         reading those."""
         found: list[L.Intrinsic] = []
         for x in walk(s.value):
-            if is_column_reduction(x) and x not in found:
+            if _across_warps(self.fn, x) and x not in found:
                 assert isinstance(x, L.Intrinsic)
                 found.append(x)
         reduces: list[L.Stmt] = []
@@ -94,9 +108,15 @@ class _Planner:
             assert src is not None
             elem = F32 if src.elem.is_float else I32  # f16/bf16 elements reduce in f32
             lay = layout_of_buffer(self.fn, src.name)
-            dst = self.buffer(self.fresh("%col"), "frag", elem, (1, lay.n), s.loc)
-            scratch = self.buffer(self.fresh("%colpart"), "shared", elem, (lay.col_parts, lay.n), s.loc) \
-                if lay.col_parts > 1 else ""
+            if is_column_reduction(x):
+                dst = self.buffer(self.fresh("%col"), "frag", elem, (1, lay.n), s.loc)
+                parts = lay.col_parts
+            else:  # a row vector, its rows' parts in the warps_n warps that own them
+                dst = self.buffer(self.fresh("%row"), "frag", elem, (lay.m,), s.loc)
+                parts = lay.warps_n
+            extent = lay.n if is_column_reduction(x) else lay.m
+            part = "%colpart" if is_column_reduction(x) else "%rowpart"
+            scratch = self.buffer(self.fresh(part), "shared", elem, (parts, extent), s.loc) if parts > 1 else ""
             reduces.append(L.FragReduce(s.loc, dst, src.name, x.op, scratch))
             if scratch:
                 combines.append(L.FragCombine(s.loc, dst, scratch, x.op))
@@ -111,7 +131,7 @@ class _Planner:
             out.insert(len(out) - 1, L.Barrier(s.loc))
         return out
 
-    def buffer(self, name: str, space: str, elem: L.ScalarType, shape: tuple[int, int], loc: Loc) -> str:
+    def buffer(self, name: str, space: str, elem: ScalarType, shape: tuple[int, ...], loc: Loc) -> str:
         dims = tuple(L.Const(d, I32) for d in shape)
         self.new.append(L.Buffer(name, space, elem, dims, loc, mut=True))
         return name

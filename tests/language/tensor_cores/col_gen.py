@@ -28,26 +28,36 @@ class Shape:
     bn: int
 
 
-def random_shape(rng: random.Random) -> Shape:
-    warps = rng.choice([1, 2, 4, 8])
-    bm = 16 * warps * rng.choice([1, 1, 2])
-    bn = rng.choice([n for n in (8, 16, 24, 32, 48, 64) if bm * n // (32 * warps) <= 64])
+def random_shape(rng: random.Random, spread: bool) -> Shape:
+    """Whole rows per warp, or (`spread`) fewer rows than warps x 16: a row is spread over the
+    warps along N (frag_layout.row_division) and a row reduction goes through shared scratch."""
+    warps = rng.choice([2, 4, 8] if spread else [1, 2, 4, 8])
+    wm = rng.choice([d for d in (1, 2, 4) if d < warps]) if spread else warps
+    bm = 16 * wm * (1 if spread else rng.choice([1, 1, 2]))
+    step = 8 * (warps // wm)
+    bn = rng.choice([n for n in range(step, 65, step) if bm * n // (32 * warps) <= 64])
     return Shape(32 * warps, bm, bn)
 
 
 class ColGen:
-    def __init__(self, seed: int) -> None:
+    """`rows_only`: no column vectors or column reductions (which need whole rows per warp), and
+    shapes whose rows are spread over several warps."""
+
+    def __init__(self, seed: int, rows_only: bool = False) -> None:
         self.rng = random.Random(seed)
-        self.shape = random_shape(self.rng)
+        self.rows_only = rows_only
+        self.shape = random_shape(self.rng, rows_only)
 
     # ---- column expressions (one value per column: arrays of shape (BN,))
     def col(self, depth: int) -> Expr:
         r = self.rng
         bn = self.shape.bn
-        leaves: list[Callable[[], Expr]] = [
+        leaves: list[Callable[[], Expr]] = [] if self.rows_only else [
             lambda: (v := r.choice("cd"), lambda e: e[v]),
             lambda: (f"{(op := r.choice(['tsum', 'tmax', 'tmin']))}(S, axis=0)",
                      lambda e: {"tsum": np.sum, "tmax": np.max, "tmin": np.min}[op](e["S"], axis=0)),
+        ]
+        leaves += [
             lambda: ("col_index()", lambda e: np.arange(bn, dtype=np.float64)),
             lambda: (f"b[n0:n0 + {bn}]", lambda e: e["b"]),
             lambda: (repr(x := r.choice([0.5, -1.0, 2.0])), lambda e: np.full(bn, x)),
@@ -89,7 +99,8 @@ class ColGen:
     # ---- statements
     def statement(self) -> Step:
         r = self.rng
-        kind = r.choice(["col", "col", "mat", "mat", "row"])
+        sh = self.shape
+        kind = r.choice(["mat", "mat", "row", "row"] if self.rows_only else ["col", "col", "mat", "mat", "row"])
         if kind == "col":
             target = r.choice("cd")
             text, f = self.col(2)
@@ -98,7 +109,10 @@ class ColGen:
                 e[target] = np.broadcast_to(f(e), e[target].shape).copy()
             return f"{target}[:] = {text}", run_col
         if kind == "row":
-            return "v[:] = tsum(S, axis=1) * 0.5", lambda e: e.__setitem__("v", e["S"].sum(1) * 0.5)
+            op = r.choice(["tsum", "tmax", "tmin"])
+            f_op = {"tsum": np.sum, "tmax": np.max, "tmin": np.min}[op]
+            return (f"v[:] = max(v, {op}(S, axis=1)) * 0.5 + row_index()",
+                    lambda e: e.__setitem__("v", np.maximum(e["v"], f_op(e["S"], axis=1)) * 0.5 + np.arange(sh.bm)))
         text, f = self.mat(2)
 
         def run_mat(e: Env) -> None:
@@ -106,13 +120,12 @@ class ColGen:
         return f"S[:] = {text}", run_mat
 
     def program(self, count: int) -> tuple[str, Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]]:
-        """The kernel's source and its model (X, b, k) -> (Y, C) on the zero-padded blocks."""
+        """The kernel's source and its model (X, b, k) -> (Y, C, R) on the zero-padded blocks."""
         sh = self.shape
         lines = [f"@kernel tile[({sh.tiles},)]",
-                 "def gen(X: f32[M, N], b: f32[N], Y: mut f32[M, N], C: mut f32[N], k: i32):",
+                 "def gen(X: f32[M, N], b: f32[N], Y: mut f32[M, N], C: mut f32[N], R: mut f32[G, M], k: i32):",
                  f"    S = tfrag(f32[{sh.bm}, {sh.bn}], 0.0)",
-                 f"    c = tfrag(f32[1, {sh.bn}], 0.0)",
-                 f"    d = tfrag(f32[1, {sh.bn}], 1.0)",
+                 *([] if self.rows_only else [f"    c = tfrag(f32[1, {sh.bn}], 0.0)", f"    d = tfrag(f32[1, {sh.bn}], 1.0)"]),
                  f"    v = tfrag(f32[{sh.bm}], 0.0)",
                  f"    n0 = group_id(0) * {sh.bn}",
                  f"    for i in range(0, M, {sh.bm}):",
@@ -126,14 +139,16 @@ class ColGen:
             else:
                 lines.append(f"        {text}")
             steps.append((cond, run))
-        lines += [f"        tstore(Y[i:i + {sh.bm}, n0:n0 + {sh.bn}], S)", f"    tstore(C[n0:n0 + {sh.bn}], c)", ""]
+        lines += [f"        tstore(Y[i:i + {sh.bm}, n0:n0 + {sh.bn}], S)",
+                  f"        tstore(R[group_id(0), i:i + {sh.bm}], v)",
+                  "" if self.rows_only else f"    tstore(C[n0:n0 + {sh.bn}], c)", ""]
 
         def model(x: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
             m, n = x.shape
             rows, cols = -(-m // sh.bm) * sh.bm, -(-n // sh.bn) * sh.bn
             xp, bp = np.zeros((rows, cols)), np.zeros(cols)
             xp[:m, :n], bp[:n] = x, b
-            y, c_out = np.zeros((rows, cols)), np.zeros(cols)
+            y, c_out, r_out = np.zeros((rows, cols)), np.zeros(cols), np.zeros((cols // sh.bn, rows))
             for g in range(cols // sh.bn):
                 cs = slice(g * sh.bn, (g + 1) * sh.bn)
                 env: Env = {"c": np.zeros(sh.bn), "d": np.ones(sh.bn), "v": np.zeros(sh.bm), "b": bp[cs]}
@@ -143,8 +158,9 @@ class ColGen:
                         if cond == "" or (cond == "k > 1" and k > 1) or (cond.startswith("i %") and i % (2 * sh.bm) == 0):
                             run(env)
                     y[i:i + sh.bm, cs] = env["S"]
+                    r_out[g, i:i + sh.bm] = env["v"]
                 c_out[cs] = env["c"]
-            return y[:m, :n], c_out[:n]
+            return y[:m, :n], c_out[:n], r_out[:, :m]
         return "\n".join(lines), model
 
 

@@ -326,8 +326,8 @@ def test_column_vector_misuse_is_a_located_error(body: str, message: str) -> Non
 CASES = int(os.environ.get("TESSERA_COLGEN_CASES", "8"))
 
 
-def run_col_generated(seed: int, check_bounds: bool) -> None:
-    gen = ColGen(seed)
+def run_col_generated(seed: int, check_bounds: bool, rows_only: bool = False) -> None:
+    gen = ColGen(seed, rows_only)
     src, model = gen.program(5)
     sh = gen.shape
     rng = np.random.default_rng(seed)
@@ -336,12 +336,14 @@ def run_col_generated(seed: int, check_bounds: bool) -> None:
     x = (rng.integers(-8, 9, (m, n)) / 4).astype(np.float32)        # exact sums in f32
     b = (rng.integers(-8, 9, n) / 4).astype(np.float32)
     k = seed % 3
-    y, c = np.zeros((m, n), np.float32), np.zeros(n, np.float32)
+    y, c, r = np.zeros((m, n), np.float32), np.zeros(n, np.float32), np.zeros((2, m), np.float32)
     tessera.compile(src, backend="cpu", check_bounds=check_bounds, path=f"colgen{seed}.tsr").gen(
-        x, b, y, c, k, grid=(-(-n // sh.bn),))
-    want_y, want_c = model(x.astype(np.float64), b.astype(np.float64), k)
+        x, b, y, c, r, k, grid=(-(-n // sh.bn),))
+    want_y, want_c, want_r = model(x.astype(np.float64), b.astype(np.float64), k)
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5, err_msg=src)
-    np.testing.assert_allclose(c, want_c, rtol=1e-5, atol=1e-5, err_msg=src)
+    np.testing.assert_allclose(r, want_r, rtol=1e-5, atol=1e-5, err_msg=src)
+    if not rows_only:
+        np.testing.assert_allclose(c, want_c, rtol=1e-5, atol=1e-5, err_msg=src)
 
 
 @pytest.mark.parametrize("seed", range(CASES))
@@ -349,10 +351,15 @@ def test_generated_column_programs_match_the_numpy_model(seed: int) -> None:
     run_col_generated(seed, check_bounds=seed % 4 == 3)
 
 
+@pytest.mark.parametrize("seed", range(CASES))
+def test_generated_programs_with_rows_across_warps_match_the_numpy_model(seed: int) -> None:
+    run_col_generated(seed, check_bounds=seed % 4 == 1, rows_only=True)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_generated_column_programs_compile_with_nvrtc_without_spills(arch: str) -> None:
-    for seed in range(3):
-        src, _ = ColGen(seed).program(5)
+    for seed in range(4):
+        src, _ = ColGen(seed, rows_only=seed % 2 == 1).program(5)
         result = compile_source(SourceFile(f"colgen{seed}.tsr", src), options=CompileOptions(arch=arch))
         nv = compile_cuda(result.cuda, name="colgen.cu", arch=arch)
         assert nv.warnings == (), (nv.warnings, src)

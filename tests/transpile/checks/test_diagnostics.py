@@ -314,10 +314,16 @@ CATALOG: list[Case] = [
          "a whole-fragment statement must be reached by every tile of the group", note="condition or loop is here"),
     Case("row-index-outside-a-fragment-statement", kern("r = row_index()", TC_HEAD), 3, 9,
          "row_index() is the coordinate of the element being computed in a whole-fragment statement"),
-    Case("row-vector-rows", kern("v = tfrag(f32[32], 0.0)", TC_HEAD), 3, 15,
+    Case("row-vector-rows", kern("v = tfrag(f32[24], 0.0)", TC_HEAD), 3, 15,
+         "a row vector follows the rows of the 24-row fragments, in 16-row mma tiles: the row count must be a "
+         "multiple of 16, not 24"),
+    Case("row-vector-rows-whole", kern("v = tfrag(f32[32], 0.0)\nc = tfrag(f32[1, 64], 0.0)", TC_HEAD), 3, 15,
          "with 4 warps the row count must be a multiple of 64, not 32"),
-    Case("whole-rows-division", kern("v = tfrag(f32[64], 0.0)\nacc = tfrag(f32[32, 64], 0.0)", TC_HEAD), 4, 17,
+    Case("whole-rows-division", kern("P = tfrag(f16[64, 64])\nacc = tfrag(f32[32, 64], 0.0)", TC_HEAD), 4, 17,
          "each warp owns whole rows of every fragment: over 4 warps a 32 x 64 fragment needs M a multiple of 64"),
+    Case("spread-rows-columns", kern("v = tfrag(f32[16], 0.0)\nacc = tfrag(f32[16, 16], 0.0)", TC_HEAD), 4, 17,
+         "over 4 warps the 16 rows of a 16 x 16 fragment take 1 warp, and its columns the other 4: N must be a "
+         "multiple of 32, not 16"),
     Case("row-vector-not-broadcast", kern(TC_ARRAYS + "v = tfrag(f32[64], 0.0)\nacc[:] = acc - v", TC_HEAD), 7, 20,
          "'v' is a row vector: broadcast it along the columns with v[:, None]"),
     Case("reduction-not-broadcast", kern(TC_ARRAYS + "acc[:] = acc - tmax(acc, axis=1)", TC_HEAD), 6, 20,
