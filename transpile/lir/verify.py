@@ -244,10 +244,25 @@ class _LirVerifier:
                 self.access(s.view.buf, s.view.starts, s)
         if isinstance(s, (L.Mma, L.FragLoad, L.FragStore, L.FragAssign)):
             self.fragment_statement(s, scope)
+        if isinstance(s, (L.FragReduce, L.FragCombine)):
+            self.reduction_statement(s, scope)
         self.in_frag_assign = isinstance(s, L.FragAssign)
         for e in exprs:
             self.expr(e, scope)
         self.in_frag_assign = False
+
+    def reduction_statement(self, s: L.FragReduce | L.FragCombine, scope: set[str]) -> None:
+        """A reduction across warps (passes/frag_scratch.py): into an allocated vector, from an
+        allocated 2-D fragment, through an allocated shared scratch of one row per part."""
+        dst, buf = self.buffers.get(s.dst), self.buffers.get(s.buf) if s.buf else None
+        src = self.buffers.get(s.src) if isinstance(s, L.FragReduce) else dst
+        names = [s.dst, s.buf] if s.buf else [s.dst]
+        if isinstance(s, L.FragReduce):
+            names.append(s.src)
+        if dst is None or src is None or dst.space != "frag" or src.space != "frag" \
+                or any("@" + n not in scope for n in names) or (s.buf and (buf is None or buf.space != "shared")) \
+                or (isinstance(s, L.FragCombine) and not s.buf) or s.op not in ("tmax", "tmin", "tsum"):
+            self.fail("reduction across warps of something that is not an allocated fragment, vector and scratch", s)
 
     def fragment_statement(self, s: L.Mma | L.FragLoad | L.FragStore | L.FragAssign, scope: set[str]) -> None:
         acc = self.buffers.get(s.acc)

@@ -388,3 +388,48 @@ def test_device_functions_take_column_vectors() -> None:
     y = np.zeros((64, 32), np.float32)
     tessera.compile(DEVICE, backend="cpu", path="dev.tsr").k(x, y, grid=1)
     np.testing.assert_array_equal(y, x - x.max(0)[None, :])
+
+
+PIPELINED = """
+@kernel tile[(128,)]
+def pk(A: f16[M, K], B: f16[K, N], C: mut f32[M, N], S: mut f32[N]):
+    As = tshared.alloc(f16[64, 32])
+    Bs = tshared.alloc(f16[32, 64])
+    acc = tfrag(f32[64, 64], 0.0)
+    s = tfrag(f32[1, 64], 0.0)
+    m0 = group_id(1) * 64
+    n0 = group_id(0) * 64
+    for k0 in tpipeline(0, K, 32, stages=2):
+        tcopy_async(As, A[m0:m0 + 64, k0:k0 + 32])
+        tcopy_async(Bs, B[k0:k0 + 32, n0:n0 + 64])
+        acc[:] = 0.0
+        tmma(acc, As, Bs)
+        s[:] = s + tmax(acc, axis=0)
+    tstore(C[m0:m0 + 64, n0:n0 + 64], acc)
+    tstore(S[n0:n0 + 64], s)
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_column_reductions_in_a_pipelined_loop_are_race_free(arch: str) -> None:
+    """The scratch's barriers inside a tpipeline body, next to the pipeline's own: the race
+    detector finds nothing, and the result is NumPy's, bit for bit (exact products and sums)."""
+    rng = np.random.default_rng(7)
+    m, k, n = 64, 96, 100
+    a, b = (rng.integers(-4, 5, (m, k)) / 4).astype(np.float16), (rng.integers(-4, 5, (k, n)) / 4).astype(np.float16)
+    want = np.zeros(n)
+    for k0 in range(0, k, 32):
+        p = np.zeros((64, 128))
+        p[:, :n] = a[:, k0:k0 + 32].astype(np.float64) @ b[k0:k0 + 32].astype(np.float64)
+        want += p.max(0)[:n]
+    c, s = np.zeros((m, n), np.float32), np.zeros(n, np.float32)
+    tessera.compile(PIPELINED, backend="cpu", path="pk.tsr", arch=arch, check_bounds=True).pk(a, b, c, s, grid=(2, 1))
+    np.testing.assert_array_equal(s, want.astype(np.float32))
+
+
+def test_fragment_kernels_run_in_fiber_mode_on_the_cpu_backend() -> None:
+    """Region mode (transpile/cpu/regions.py) runs kernels whose tiles need not meet between
+    barriers; the lanes of a warp meet at every shuffle, so a kernel with fragment statements keeps
+    fiber mode, and its scratch barriers are fibers' barriers: no second mode to compare with."""
+    mod = tessera.compile(COLS, backend="cpu", path="cols.tsr")
+    assert mod["cols"].info().regions is False
