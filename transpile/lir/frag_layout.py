@@ -13,7 +13,12 @@ Row vectors (`tfrag(f32[M])`, spec section 14) follow the rows of the M-row frag
 one *slot* per row it holds (rows `g` and `g + 8` of each m16 tile, slot `2 i + h`), and the 4 lanes
 of a quad hold the same rows. A kernel with row vectors or row reductions divides every fragment
 into whole rows per warp (`warps_n` = 1), so a row reduction is the lane's own elements and then
-shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier. This module is the
+shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier; where the row
+count is too small for that, the rows are spread over `warps_n` warps (`row_division`) and a row
+reduction also combines their parts through shared scratch (passes/frag_scratch.py). Column vectors
+(`tfrag(f32[1, N])`) hold one *column slot* per column the lane holds, the same in the 8 lanes
+with the same `lane % 4` (`COL_LANE_MASKS`) and in every warp; a column reduction combines the
+warps' parts through shared scratch. This module is the
 one place that knows the mma.sync layout: the printers ask it for the C of rows, columns, slots and
 the lanes that share a row.
 
