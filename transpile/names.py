@@ -63,7 +63,10 @@ def is_safe_c_name(name: str) -> bool:
 @functools.lru_cache(maxsize=4096)
 def c_ident(name: str) -> str:
     """The C spelling of a user identifier (already matched [A-Za-z_][A-Za-z0-9_]*): kept when safe,
-    else prefixed with `tsr_u_`, which no kept name can start with (so the mapping is one-to-one)."""
+    else prefixed with `tsr_u_`, which no kept name can start with (so the mapping is one-to-one).
+    A compiler-made buffer (`%colpart0`, passes/frag_scratch.py) is `tsr_colpart0`."""
+    if name.startswith("%"):
+        return "tsr_" + name[1:]
     return name if is_safe_c_name(name) else "tsr_u_" + name
 
 

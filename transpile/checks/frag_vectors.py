@@ -1,6 +1,7 @@
-"""Type checking of row vectors, row reductions and broadcasts in whole-fragment statements (spec
-section 14): `m = tfrag(f32[BM], -inf)`, `m[:] = max(m, tmax(S, axis=1))`, `S[:] = S - m[:, None]`,
-`acc[:] = acc + bias[n0:n0 + BN][None, :]`.
+"""Type checking of row and column vectors, reductions and broadcasts in whole-fragment statements
+(spec section 14): `m = tfrag(f32[BM], -inf)`, `m[:] = max(m, tmax(S, axis=1))`, `S[:] = S - m[:, None]`,
+`acc[:] = acc + bias[n0:n0 + BN][None, :]`; column vectors `c = tfrag(f32[1, BN], 0.0)`,
+`c[:] = c + tsum(S, axis=0)`, `S[:] = S / c[None, :]`.
 
 Before:  S[:] = S - tmax(S, axis=1)[:, None] + b[n0:n0 + 64][None, :]
 After:   Assign(Index(S, ()), S - Call(tmax, (Index(S, ()), 1)) + (b[n0 + col_index()] if 0 <= n0 + col_index()
@@ -8,7 +9,7 @@ After:   Assign(Index(S, ()), S - Call(tmax, (Index(S, ()), 1)) + (b[n0 + col_in
 
 A whole-fragment statement is checked in a *context*: `full` (a 2-D statement, every element of the
 fragment), `rows` (a row-vector statement, or the inside of `[:, None]`: one value per row) or
-`cols` (the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
+`cols` (a column-vector statement, or the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
 computes every element where it is held, so a row vector read in a 2-D statement is the slot of the
 element's row, and a 1-D view of memory is read at the element's row or column (the guarded load
 above: parts outside the tensor read as zero). `FragVectors` is a helper of frags.Fragments.
@@ -16,15 +17,24 @@ above: parts outside the tensor read as zero). `FragVectors` is a helper of frag
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import SCALARS
+from tessera.base.dtypes import SCALARS, ScalarType
+from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.rules import check_arity, typed_call
 from tessera.transpile.checks.scope import Sym
-from tessera.transpile.lir.frag_layout import MMA_M, REDUCTIONS
+from tessera.transpile.lir.frag_layout import (
+    MMA_M,
+    MMA_N,
+    OPERAND_TYPES,
+    REDUCTIONS,
+    FragLayout,
+    row_division,
+    whole_row_division,
+)
 
 if TYPE_CHECKING:
     from tessera.transpile.checks.frags import Fragments
@@ -41,26 +51,59 @@ def inline_functions(module_syms: Mapping[str, Sym]) -> dict[str, N.FuncDef]:
     return {k: s.extra["def"] for k, s in module_syms.items() if takes_fragments(s)}
 
 
-def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
-    """Whether a kernel divides its fragments into whole rows per warp: it declares a row vector or an
-    operand fragment, or reduces rows, itself or in the bodies of the functions `inline` it calls
-    (the same decision as frag_layout.kernel_whole_rows on the lowered kernel, where they are inlined)."""
-    stack: list[object] = list(fn.body)
+def _calls(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> Iterator[tuple[N.Call, str, N.FuncDef]]:
+    """Every call of a name in a kernel's body and in the bodies of the functions `inline` it calls
+    (once each), with the name and the function whose body holds it."""
+    stack: list[tuple[object, N.FuncDef]] = [(x, fn) for x in fn.body]
     seen: set[str] = set()
     while stack:
-        n = stack.pop()
+        n, owner = stack.pop()
         if isinstance(n, N.Call) and isinstance(n.func, N.Name):
-            if n.func.id in REDUCTIONS:
-                return True
+            yield n, n.func.id, owner
             if n.func.id in inline and n.func.id not in seen:
                 seen.add(n.func.id)
-                stack.extend(inline[n.func.id].body)
-            spec = n.args[0] if n.func.id == "tfrag" and n.args else None
-            if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
-                                              and spec.base.id in ("f16", "bf16")):
-                return True  # a row vector, or an operand fragment (each warp's A rows, all of K)
-        stack.extend(tree_children(n))
+                stack.extend((x, inline[n.func.id]) for x in inline[n.func.id].body)
+        stack.extend((x, owner) for x in tree_children(n))
+
+
+def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
+    """Whether a kernel divides its fragments into rows first (frag_layout.row_division): it declares
+    a row or column vector or an operand fragment, or reduces, itself or in the bodies of the
+    functions `inline` it calls (the same decision as frag_layout.kernel_whole_rows on the lowered
+    kernel, where they are inlined)."""
+    for n, name, _ in _calls(fn, inline):
+        if name in REDUCTIONS:
+            return True
+        spec = n.args[0] if name == "tfrag" and n.args else None
+        if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
+                                          and spec.base.id in ("f16", "bf16") or is_column_spec(spec)):
+            return True  # a row or column vector, or an operand fragment (each warp's A rows, all of K)
     return False
+
+
+def strict_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
+    """Whether a kernel must give every warp whole rows of every fragment whatever the row counts:
+    it declares an operand fragment (f16, bf16, i8, u8) or a column vector, reduces columns, or
+    takes tmma's first operand from a fragment parameter of an inlined function (the kernel's own
+    tmma: frags.operand_rows). Other kernels with row vectors or row reductions may spread rows
+    over several warps where the row count needs it (frag_layout.row_division)."""
+    for n, name, owner in _calls(fn, inline):
+        axis = n.args[1] if len(n.args) > 1 else next((k.value for k in n.kwargs if k.name == "axis"), None)
+        if name in REDUCTIONS and isinstance(axis, N.IntLit) and axis.value == 0:
+            return True
+        spec = n.args[0] if name == "tfrag" and n.args else None
+        if isinstance(spec, N.Index) and (is_column_spec(spec) or isinstance(spec.base, N.Name)
+                                          and spec.base.id in OPERAND_TYPES):
+            return True
+        if name == "tmma" and owner is not fn and len(n.args) > 1 and isinstance(n.args[1], N.Name) \
+                and any(p.name == n.args[1].id and p.frag for p in owner.params):
+            return True
+    return False
+
+
+def is_column_spec(spec: N.Index) -> bool:
+    """`T[1, N]` in `tfrag(T[1, N])`: a column vector (the way this implementation declares one)."""
+    return len(spec.indices) == 2 and isinstance(spec.indices[0], N.IntLit) and spec.indices[0].value == 1
 
 
 def _is_none(e: N.Expr) -> bool:
@@ -77,6 +120,8 @@ class FragVectors:
     def __init__(self, frags: Fragments) -> None:
         self.frags = frags
         self.sink = frags.sink
+        self.spread_at: Loc | None = None  # the first fragment whose rows are spread over several warps
+        self.columns = False  # a column vector was declared (then every warp owns whole rows)
 
     def broadcast(self, e: N.Index) -> N.Expr | None:
         """`v[:, None]` or `v[None, :]` in a 2-D statement, and a 1-D view of memory in a row or
@@ -144,34 +189,124 @@ class FragVectors:
         axis = fr.scope.const_int(axis_node, f"the axis of {name}()", 0, 1)
         if axis is None:
             return e
-        if axis == 0:
-            self.sink.error(axis_node.loc, f"{name}(F, axis=0) (a column vector) is not supported yet; reduce rows "
-                            f"with axis=1, or transpose the fragment's roles")
-            return e
-        if fr.frag_shape is None or fr.frag_kind != "rows":
-            self.sink.error(e.loc, f"{name}(F, axis=1) is a row vector: use it in a row-vector statement "
-                            f"(m[:] = {name}(F, axis=1)) or broadcast it ({name}(F, axis=1)[:, None])")
+        kind, what, other = ("rows", "row", "m[:]") if axis == 1 else ("cols", "column", "c[:]")
+        if fr.frag_shape is None or fr.frag_kind != kind:
+            bcast = "[:, None]" if axis == 1 else "[None, :]"
+            self.sink.error(e.loc, f"{name}(F, axis={axis}) is a {what} vector: use it in a {what}-vector statement "
+                            f"({other} = {name}(F, axis={axis})) or broadcast it ({name}(F, axis={axis}){bcast})")
             return e
         f = fr.fragment(e.args[0], name, "first argument")
         if f is None:
             return e
         assert isinstance(f.ty, N.ArrayType)
-        if len(f.ty.shape) != 2 or f.ty.shape[0] != fr.frag_shape[0]:
-            self.sink.error(e.args[0].loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} rows here, not a "
-                            f"{list(f.ty.shape)} one")
+        extent = f.ty.shape[1 - axis] if len(f.ty.shape) == 2 else None
+        if len(f.ty.shape) != 2 or f.ty.shape[0] == 1 or extent != fr.frag_shape[0]:
+            self.sink.error(e.args[0].loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} {what}s here, not "
+                            f"a {list(f.ty.shape)} one")
             return e
         element = N.Index(f.loc, f, (), f.ty.elem)
-        return typed_call(e, name, (element, N.IntLit(axis_node.loc, 1, SCALARS["i32"])), f.ty.elem)
+        return typed_call(e, name, (element, N.IntLit(axis_node.loc, axis, SCALARS["i32"])), f.ty.elem)
 
-    # ---- m = tfrag(f32[M], init)
-    def vector_rows(self, spec: N.Index, m: int, warps: int) -> bool:
-        """Whether a row vector of `m` rows fits the whole-row division over `warps` warps (else an error)."""
-        if m % (MMA_M * warps):
-            self.sink.error(spec.loc, f"a row vector follows the rows of the {m}-row fragments, each warp owning whole "
-                            f"rows in 16-row mma tiles: with {warps} warps the row count must be a multiple of "
-                            f"{MMA_M * warps}, not {m}")
-            return False
-        return True
+    # ---- column vectors in whole-fragment statements
+    def column_name(self, e: N.Name, t: N.Expr, ty: N.ArrayType, column: bool) -> N.Expr:
+        """A fragment's name where one value per column is computed (`c[:] = ...`, the inside of
+        `v[None, :]`), or a column vector's name anywhere: its element, or an error."""
+        fr = self.frags
+        assert fr.frag_shape is not None
+        if column and fr.frag_kind == "cols":
+            if ty.shape[1] != fr.frag_shape[0]:
+                self.sink.error(e.loc, f"'{e.id}' is a column vector of {ty.shape[1]} columns, but here the "
+                                f"fragments have {fr.frag_shape[0]}")
+                return N.replace(t, ty=None)
+            return N.Index(e.loc, t, (), ty.elem)
+        if column and fr.frag_kind == "full":
+            self.sink.error(e.loc, f"'{e.id}' is a column vector: broadcast it along the rows with {e.id}[None, :]")
+        elif column:
+            self.sink.error(e.loc, f"'{e.id}' is a column vector, but here one value per row is computed")
+        elif len(ty.shape) == 2:
+            self.sink.error(e.loc, f"'{e.id}' is a {list(ty.shape)} fragment, but here one value per column is "
+                            f"computed: reduce it (tsum({e.id}, axis=0)), or assign a 2-D fragment")
+        else:
+            self.sink.error(e.loc, f"'{e.id}' is a row vector, but here one value per column is computed")
+        return N.replace(t, ty=None)
+
+    # ---- c = tfrag(f32[1, N], init)
+    def vector_columns(self, spec: N.Index, elem: ScalarType, n: int, warps: int) -> FragLayout | None:
+        """The layout of a column vector of `n` columns over `warps` warps (whole rows per warp:
+        every warp holds every column), or None after an error."""
+        if elem.name not in ("f32", "i32"):
+            self.sink.error(spec.loc, f"a column vector holds f32 or i32 values, not {elem}")
+            return None
+        if self.spread_at is not None:
+            self.sink.error(spec.loc, f"a column vector needs every warp to own whole rows of every fragment, but the "
+                            f"fragment at line {self.spread_at.line} spreads its rows over several warps (its row "
+                            f"count is not a multiple of {MMA_M * warps})")
+            return None
+        self.columns = True
+        layout = whole_row_division(MMA_M * warps, n, warps)
+        if layout is None:
+            self.sink.error(spec.loc, f"a column vector follows the columns of the {n}-column fragments, in 8-column "
+                            f"mma tiles: the column count must be a multiple of {MMA_N}, not {n}")
+            return None
+        return layout
+
+    # ---- m = tfrag(f32[M], init), and the division of rows (frag_layout.row_division)
+    def vector_rows(self, spec: N.Index, m: int, warps: int) -> FragLayout | None:
+        """The layout of a row vector of `m` rows over `warps` warps, or None after an error."""
+        layout = whole_row_division(m, MMA_N, warps)
+        if layout is None and not self.strict and m % MMA_M == 0:
+            layout = row_division(m, MMA_N * warps, warps)  # rows spread over several warps
+            self.spread(spec, layout)
+        if layout is None:
+            self.sink.error(spec.loc, f"a row vector follows the rows of the {m}-row fragments, in 16-row mma tiles: "
+                            f"{self.rows_needed(m, warps)}")
+        return layout
+
+    def row_layout(self, spec: N.Index, m: int, n: int, warps: int) -> FragLayout | None:
+        """The division of a 2-D fragment in a kernel with row vectors or reductions (whole rows per
+        warp where M allows, else rows spread over several warps, where the kernel allows), or None
+        after an error that says which extents and tile counts work."""
+        layout = whole_row_division(m, n, warps)
+        if layout is None and not self.strict:
+            layout = row_division(m, n, warps)
+            if layout is not None:
+                self.spread(spec, layout)
+                return layout
+            if m % MMA_M == 0:
+                wm = max(d for d in range(1, warps + 1) if warps % d == 0 and m % (MMA_M * d) == 0)
+                self.sink.error(spec.loc, f"over {warps} warps the {m} rows of a {m} x {n} fragment take {wm} "
+                                f"warp{'s' if wm > 1 else ''}, and its columns the other {warps // wm}: N must be a "
+                                f"multiple of {MMA_N * (warps // wm)}, not {n}{self.tile_counts(m, n)}")
+                return None
+        if layout is None and self.strict:
+            self.sink.error(spec.loc, f"in a kernel with column vectors, operand fragments or column reductions each "
+                            f"warp owns whole rows of every fragment: over {warps} warps a {m} x {n} fragment needs M "
+                            f"a multiple of {MMA_M * warps} and N a multiple of {MMA_N}{self.tile_counts(m, n)}")
+        elif layout is None:
+            self.sink.error(spec.loc, f"in a kernel with row vectors or reductions a {m} x {n} fragment is divided "
+                            f"into 16 x 8 mma tiles: M must be a multiple of {MMA_M} and N of {MMA_N}")
+        return layout
+
+    @property
+    def strict(self) -> bool:
+        """Whether every warp must own whole rows of every fragment (checks/frags.py strict_rows)."""
+        return self.frags.strict_rows or self.columns
+
+    def rows_needed(self, m: int, warps: int) -> str:
+        if self.strict:
+            return f"with {warps} warps the row count must be a multiple of {MMA_M * warps}, not {m}"
+        return f"the row count must be a multiple of {MMA_M}, not {m}"
+
+    @staticmethod
+    def tile_counts(m: int, n: int) -> str:
+        """Which group sizes give every warp whole rows of an m x n fragment."""
+        counts = [32 * d for d in (1, 2, 4, 8, 16, 32) if whole_row_division(m, n, d) is not None]
+        return f" (groups of {', '.join(map(str, counts))} tiles give each warp whole rows)" if counts else ""
+
+    def spread(self, spec: N.Index, layout: FragLayout | None) -> None:
+        """Note a fragment whose rows are spread over several warps (no column vector may join it)."""
+        if layout is not None and layout.warps_n > 1 and self.spread_at is None:
+            self.spread_at = spec.loc
 
 
-__all__ = ["FragVectors", "inline_functions", "takes_fragments", "uses_rows"]
+__all__ = ["FragVectors", "inline_functions", "is_column_spec", "takes_fragments", "uses_rows"]

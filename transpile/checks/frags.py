@@ -27,18 +27,15 @@ from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.expr import base_name, type_name
-from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, uses_rows
+from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, strict_rows, uses_rows
 from tessera.transpile.checks.memory import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
 from tessera.transpile.lir.frag_layout import (
     MAX_PER_LANE,
     MMA_KINDS,
-    MMA_M,
-    MMA_N,
     OPERAND_TYPES,
     choose,
-    whole_row_division,
     working_extents,
 )
 
@@ -128,7 +125,10 @@ class Fragments(Part):
         self.frag_kind: str | None = None
         self.stmt_rank = 0
         self.vectors = FragVectors(self)
-        self.whole_rows = fc.in_kernel and (uses_rows(fc.fn, inline_functions(fc.scope.module_syms)) or operand_rows(fc.fn))
+        inline = inline_functions(fc.scope.module_syms)
+        self.whole_rows = fc.in_kernel and (uses_rows(fc.fn, inline) or operand_rows(fc.fn))
+        # whole rows per warp whatever the row counts (else rows may spread over warps: frag_vectors.py)
+        self.strict_rows = self.whole_rows and (operand_rows(fc.fn) or strict_rows(fc.fn, inline))
         self.views = MmaViews(fc)  # tmma's operands that are views of shared arrays
 
     def rules(self) -> dict[str, Rule]:
@@ -145,6 +145,10 @@ class Fragments(Part):
         if name == "col_index" and self.stmt_rank == 1:
             self.sink.error(e.loc, "col_index() has no value in a statement that assigns a row vector (one value "
                             "per row)")
+            return e
+        if name == "row_index" and self.stmt_rank == -1:
+            self.sink.error(e.loc, "row_index() has no value in a statement that assigns a column vector (one value "
+                            "per column)")
             return e
         return typed_call(e, name, (), SCALARS["i32"])
 
@@ -189,16 +193,16 @@ class Fragments(Part):
                             "which is not a multiple of 32")
             return s
         if len(dims) == 1:
-            if not self.vectors.vector_rows(spec, m, tiles // 32):
-                return s
-            layout = whole_row_division(m, MMA_N, tiles // 32)
-        elif self.whole_rows:
-            layout = whole_row_division(m, n, tiles // 32)
+            layout = self.vectors.vector_rows(spec, m, tiles // 32)
             if layout is None:
-                self.sink.error(spec.loc, f"in a kernel with row vectors, operand fragments or row reductions each warp "
-                                f"owns whole rows "
-                                f"of every fragment: over {tiles // 32} warps a {m} x {n} fragment needs M a multiple "
-                                f"of {MMA_M * (tiles // 32)} and N a multiple of {MMA_N}")
+                return s
+        elif m == 1:  # a column vector of the N-column fragments (frag_vectors.py)
+            layout = self.vectors.vector_columns(spec, elem, n, tiles // 32)
+            if layout is None:
+                return s
+        elif self.whole_rows:  # rows first (frag_vectors.py)
+            layout = self.vectors.row_layout(spec, m, n, tiles // 32)
+            if layout is None:
                 return s
         else:
             layout = choose(m, n, tiles // 32)
@@ -237,8 +241,8 @@ class Fragments(Part):
         sym = self.scope.lookup(e.id) if isinstance(e, N.Name) else None
         if sym is None or sym.ref != "frag" or not isinstance(sym.ty, N.ArrayType):
             return None
-        why = register_operand_error(sym.ty.elem, name, sym.name) if len(sym.ty.shape) == 2 else \
-            f"the first operand of {name}() is a 2-D fragment; '{sym.name}' is a row vector"
+        why = register_operand_error(sym.ty.elem, name, sym.name) if len(sym.ty.shape) == 2 and sym.ty.shape[0] != 1 \
+            else f"the first operand of {name}() is a 2-D fragment; '{sym.name}' is a vector"
         if why is not None:
             self.sink.error(e.loc, why)
             return None
@@ -287,7 +291,7 @@ class Fragments(Part):
         if acc is None or a is None or b is None:
             return e
         assert isinstance(acc.ty, N.ArrayType)
-        if len(acc.ty.shape) != 2 or acc.ty.elem.name not in ("f32", "i32"):
+        if len(acc.ty.shape) != 2 or acc.ty.shape[0] == 1 or acc.ty.elem.name not in ("f32", "i32"):
             self.sink.error(e.args[0].loc, "the accumulator of tmma() is a 2-D fragment of f32 or i32")
             return e
         if not operand_types_match(a.elem, b.elem):
@@ -329,9 +333,12 @@ class Fragments(Part):
             return e
         assert isinstance(acc.ty, N.ArrayType) and isinstance(view.ty, N.ViewType)
         vt = view.ty
-        if vt.extents != tuple(acc.ty.shape):
+        shape = tuple(acc.ty.shape)
+        if len(shape) == 2 and shape[0] == 1:  # a column vector moves a 1-D view of its N columns
+            shape = shape[1:]
+        if vt.extents != shape:
             self.sink.error(e.args[1 - frag_pos].loc, f"{name}() needs a view of the fragment's extents "
-                            f"{list(acc.ty.shape)}, got {list(vt.extents)}")
+                            f"{list(shape)}, got {list(vt.extents)}")
             return e
         if frag_pos == 1 and isinstance(vt.base, N.TensorType) and not vt.base.mut:
             self.sink.error(e.args[0].loc, f"'{base_name(view.base)}' is not mut; declare it 'mut' to store to it")
@@ -375,9 +382,11 @@ class Fragments(Part):
     def frag_value(self, e: N.Expr, shape: tuple[int | str, ...]) -> N.Expr:
         """The right side of an elementwise statement, its fragments read as their elements."""
         self.stmt_rank = len(shape)
+        kind = "full" if len(shape) == 2 else "rows"
+        if len(shape) == 2 and shape[0] == 1:  # a column vector: one value per column
+            shape, kind, self.stmt_rank = (shape[1],), "cols", -1
         try:
-            return self.in_context(shape, "full" if len(shape) == 2 else "rows",
-                                   lambda: self.exprs.scalar_expr(e, "value"))
+            return self.in_context(shape, kind, lambda: self.exprs.scalar_expr(e, "value"))
         finally:
             self.stmt_rank = 0
 
@@ -400,10 +409,9 @@ class Fragments(Part):
             self.sink.error(e.loc, f"'{e.id}' is a fragment spread over the group's warps: use it whole, in tmma(), "
                             f"tload(), tstore() or an elementwise statement ({e.id}[:] = {e.id} * 2.0)")
             return N.replace(t, ty=None)
-        if self.frag_kind == "cols":
-            self.sink.error(e.loc, f"'{e.id}' is a fragment; inside v[None, :] only scalars, col_index() and 1-D "
-                            f"views of memory are supported (column-vector fragments are not)")
-            return N.replace(t, ty=None)
+        column = len(ty.shape) == 2 and ty.shape[0] == 1
+        if self.frag_kind == "cols" or column:
+            return self.vectors.column_name(e, t, ty, column)
         if len(ty.shape) == 1 and self.frag_kind == "full":
             self.sink.error(e.loc, f"'{e.id}' is a row vector: broadcast it along the columns with {e.id}[:, None]")
             return N.replace(t, ty=None)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import FragLayout, layout_of_buffer
+from tessera.transpile.lir.frag_layout import FragLayout, is_column_vector_shape, layout_of_buffer
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:
@@ -20,13 +20,22 @@ def layout_of(bp: BodyPrinter, name: str) -> FragLayout:
 
 
 def is_vector(bp: BodyPrinter, name: str) -> bool:
+    """A row vector (`tfrag(f32[M])`) or a column vector (`tfrag(f32[1, N])`)."""
     b = bp.fn.buffer(name)
-    return b is not None and b.space == "frag" and len(b.shape) == 1
+    return b is not None and b.space == "frag" and (len(b.shape) == 1 or is_column_vector_shape(b.shape))
+
+
+def is_column(bp: BodyPrinter, name: str) -> bool:
+    b = bp.fn.buffer(name)
+    return b is not None and b.space == "frag" and is_column_vector_shape(b.shape)
 
 
 def per_lane(bp: BodyPrinter, name: str) -> int:
-    """Registers of the fragment `name` in each lane (a row vector: its slots)."""
+    """Registers of the fragment `name` in each lane (a row vector: its slots; a column vector:
+    its column slots)."""
     lay = layout_of(bp, name)
+    if is_column(bp, name):
+        return lay.col_slots
     return lay.slots if is_vector(bp, name) else lay.per_lane
 
 
@@ -58,11 +67,13 @@ def assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
 
 
 def with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:
-    """`f()` printed with every fragment's name meaning its element `tsr_e`."""
+    """`f()` printed with every fragment's name meaning its element `tsr_e` (a row vector: the
+    slot `tsr_q` of the element's row; a column vector: the slot `tsr_cq` of its column)."""
     names = [b.name for b in bp.fn.buffers if b.space == "frag"]
     saved = {n: bp.pr.elements.get(n) for n in names}
     for n in names:
-        bp.pr.elements[n] = f"{c_ident(n)}[{'tsr_q' if is_vector(bp, n) else 'tsr_e'}]"
+        slot = "tsr_cq" if is_column(bp, n) else "tsr_q" if is_vector(bp, n) else "tsr_e"
+        bp.pr.elements[n] = f"{c_ident(n)}[{slot}]"
     try:
         return f()
     finally:
@@ -84,4 +95,4 @@ def close(bp: BodyPrinter) -> None:
     bp.emit("}")
 
 
-__all__ = ["assign", "close", "is_vector", "lanes", "layout_of", "per_lane", "restore", "unrolled", "with_fragments"]
+__all__ = ["assign", "close", "is_column", "is_vector", "lanes", "layout_of", "per_lane", "restore", "unrolled", "with_fragments"]

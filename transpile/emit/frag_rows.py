@@ -1,8 +1,10 @@
-"""Printing whole-fragment statements with row vectors and row reductions (spec section 14) as C:
-each reduction first, one value per row the lane holds (its own elements of the row, then the
-other lanes of the row through xor shuffles: lir/frag_layout.py ROW_LANE_MASKS), then the statement
-over the lane's elements (`tsr_e`, the slot of its row `tsr_q`) or, for a row-vector target, over
-its slots. A row vector read in a 2-D statement is the slot of the element's row.
+"""Printing whole-fragment statements with row or column vectors and row reductions (spec section
+14) as C: each reduction first, one value per row the lane holds (its own elements of the row, then
+the other lanes of the row through xor shuffles: lir/frag_layout.py ROW_LANE_MASKS), then the
+statement over the lane's elements (`tsr_e`, the slot of its row `tsr_q`, of its column `tsr_cq`)
+or, for a vector target, over its slots. A row vector read in a 2-D statement is the slot of the
+element's row, a column vector the slot of its column (column reductions were made column vectors
+by passes/frag_scratch.py; emit/frag_cols.py prints them).
 
     {  // l[:] = ... (rows)
         float tsr_red0[2];  // tsum(S, axis=1): one value per row the lane holds
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from tessera.transpile.emit.frag_common import (
     assign,
     close,
+    is_column,
     is_vector,
     lanes,
     layout_of,
@@ -72,7 +75,14 @@ def print_row_statement(bp: BodyPrinter, s: L.FragAssign, lay: FragLayout, reduc
     for k, x in enumerate(reductions):
         _print_reduction(bp, layout_of(bp, _reduced(x)), x, f"tsr_red{k}")
         bp.pr.elements[f"{x.op}({_reduced(x)})"] = f"tsr_red{k}[tsr_q]"
-    if is_vector(bp, s.acc):
+    columns = any(isinstance(x, L.Load) and is_column(bp, x.buf) for x in walk(s.value))
+    if is_column(bp, s.acc):  # a column-vector target: over the lane's column slots (tsr_cq)
+        unrolled(bp, "tsr_cq", lay.col_slots, 1, "{")
+        bp.depth += 1
+        if "col_index" in coords:
+            bp.emit(f"const int tsr_c = {lay.c_col_slot_col('tsr_cq')};")
+        lhs = f"{c_ident(s.acc)}[tsr_cq]"
+    elif is_vector(bp, s.acc):
         unrolled(bp, "tsr_q", lay.slots, 1, "{")
         bp.depth += 1
         if "row_index" in coords:
@@ -82,6 +92,8 @@ def print_row_statement(bp: BodyPrinter, s: L.FragAssign, lay: FragLayout, reduc
         unrolled(bp, "tsr_e", lay.per_lane, 1, "{")
         bp.depth += 1
         bp.emit(f"const int tsr_q = {lay.c_slot('tsr_e')};")
+        if columns:
+            bp.emit(f"const int tsr_cq = {lay.c_col_slot('tsr_e')};")
         if "row_index" in coords:
             bp.emit(f"const int tsr_r = {lay.c_row('tsr_e')};")
         if "col_index" in coords:

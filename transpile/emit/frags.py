@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tessera.base.errors import Loc
-from tessera.transpile.emit import frag_operands, frag_rows, frag_wgmma
+from tessera.transpile.emit import frag_cols, frag_operands, frag_rows, frag_wgmma
 from tessera.transpile.emit.frag_common import (
     assign,
     close,
+    is_column,
     is_vector,
     lanes,
     layout_of,
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
 
 def print_alloc(bp: BodyPrinter, b: L.Buffer, loc: Loc) -> None:
     lay = layout_of(bp, b.name)
-    what = f"{b.name}: a row vector, one register per row the lane holds" if is_vector(bp, b.name) \
+    what = f"{b.name}: a column vector, one register per column the lane holds" if is_column(bp, b.name) \
+        else f"{b.name}: a row vector, one register per row the lane holds" if is_vector(bp, b.name) \
         else lay.describe(b.name)
     ctype = b.elem.c_storage if b.elem.is_half else b.elem.c_compute  # operands: 16-bit registers, packed by tmma
     bp.emit(f"{ctype} {c_ident(b.name)}[{per_lane(bp, b.name)}];  // {what}", loc)
@@ -208,8 +210,7 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.src, True)
     if is_vector(bp, s.acc):
-        _vector_positions(bp, lay)
-        element = f"{c_ident(s.acc)}[tsr_q]"
+        element = f"{c_ident(s.acc)}[{_vector_positions(bp, lay, is_column(bp, s.acc))}]"
     else:
         _positions(bp, lay)
         element = f"{c_ident(s.acc)}[tsr_e]"
@@ -228,14 +229,19 @@ def print_frag_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     close(bp)
 
 
-def _vector_positions(bp: BodyPrinter, lay: FragLayout) -> None:
+def _vector_positions(bp: BodyPrinter, lay: FragLayout, column: bool) -> str:
     """Opens the loop over a row vector's slots (`tsr_q`) for a 1-D view: `tsr_r` is the view's one
-    row (0), `tsr_c` the slot's row of the fragment, the position in the view."""
+    row (0), `tsr_c` the slot's row of the fragment, the position in the view (a column vector:
+    emit/frag_cols.py). Returns the slot's name."""
+    if column:
+        frag_cols.print_column_positions(bp, lay)
+        return "tsr_cq"
     lanes(bp)
     bp.emit(f"const int tsr_r0 = {lay.c_row0()};")
     unrolled(bp, "tsr_q", lay.slots, 1, "{")
     bp.depth += 1
     bp.emit(f"const int tsr_r = 0, tsr_c = {lay.c_slot_row('tsr_q')};")
+    return "tsr_q"
 
 
 def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
@@ -247,8 +253,9 @@ def print_frag_store(bp: BodyPrinter, s: L.FragStore) -> None:
     bp.depth += 1
     rs, cs, inside = _view_frame(bp, s.dst, False)
     if is_vector(bp, s.acc):  # the 4 lanes of a quad hold the row: its first lane writes it
-        _vector_positions(bp, lay)
-        inside = f"{lay.c_row_leader()} && {inside}"
+        column = is_column(bp, s.acc)
+        _vector_positions(bp, lay, column)
+        inside = f"{lay.c_col_writer() if column else lay.c_row_leader()} && {inside}"
     else:
         _positions(bp, lay)
     value = with_fragments(bp, lambda: bp.pr.stored(L.Load(s.acc, (), acc.elem), dst.elem))

@@ -14,8 +14,8 @@ from tessera.base.dtypes import I32, ScalarType, c_literal, round_to
 from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
+from tessera.transpile.emit import frag_cols, tma
 from tessera.transpile.emit import frags as cfrag
-from tessera.transpile.emit import tma
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
@@ -329,6 +329,12 @@ class BodyPrinter:
 
     def s_FragAssign(self, s: L.FragAssign) -> None:
         cfrag.print_frag_assign(self, s)
+
+    def s_FragReduce(self, s: L.FragReduce) -> None:
+        frag_cols.print_frag_reduce(self, s)
+
+    def s_FragCombine(self, s: L.FragCombine) -> None:
+        frag_cols.print_frag_combine(self, s)
 
     @property
     def async_copies(self) -> bool:

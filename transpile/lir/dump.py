@@ -148,6 +148,11 @@ def _stmts(body: tuple[L.Stmt, ...], depth: int, out: list[str]) -> None:
         elif isinstance(s, L.FragAssign):
             op = f" {s.op}=[{s.op_type}]" if s.op else " ="
             out.append(f"{pad}fragment {s.acc}[:]{op} {expr(s.value)}{ln}")
+        elif isinstance(s, L.FragReduce):
+            parts = f" parts -> {s.buf}" if s.buf else ""
+            out.append(f"{pad}fragment {s.dst}[:] <- {s.op}({s.src}){parts}{ln}")
+        elif isinstance(s, L.FragCombine):
+            out.append(f"{pad}fragment {s.dst}[:] <- {s.op}({s.buf} rows){ln}")
         elif isinstance(s, L.AsyncCommit):
             out.append(f"{pad}commit{f' (or {s.bar})' if s.bar else ''}{ln}")
         elif isinstance(s, L.AsyncWait):

@@ -13,7 +13,12 @@ Row vectors (`tfrag(f32[M])`, spec section 14) follow the rows of the M-row frag
 one *slot* per row it holds (rows `g` and `g + 8` of each m16 tile, slot `2 i + h`), and the 4 lanes
 of a quad hold the same rows. A kernel with row vectors or row reductions divides every fragment
 into whole rows per warp (`warps_n` = 1), so a row reduction is the lane's own elements and then
-shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier. This module is the
+shuffles inside the quad (`ROW_LANE_MASKS`), with no shared memory and no barrier; where the row
+count is too small for that, the rows are spread over `warps_n` warps (`row_division`) and a row
+reduction also combines their parts through shared scratch (passes/frag_scratch.py). Column vectors
+(`tfrag(f32[1, N])`) hold one *column slot* per column the lane holds, the same in the 8 lanes
+with the same `lane % 4` (`COL_LANE_MASKS`) and in every warp; a column reduction combines the
+warps' parts through shared scratch. This module is the
 one place that knows the mma.sync layout: the printers ask it for the C of rows, columns, slots and
 the lanes that share a row.
 
@@ -187,12 +192,61 @@ class FragLayout:
         return [(tile + p) * 4 + (x & 1) * 2 + h for p in (0, 1) for h in (0, 1)]
 
     def c_row_leader(self) -> str:
-        """The one lane of the group that writes a row's value (the first lane of its quad)."""
+        """The one lane of the group that writes a row's value (the first lane of its quad, in the
+        first of the warps that own the row's columns)."""
+        if self.warps_n > 1:
+            return f"tsr_warp % {self.warps_n} == 0 && (tsr_lane & 3) == 0"
         return "(tsr_lane & 3) == 0"
+
+    def c_row_part(self) -> str:
+        """The scratch row a warp writes its part of a row reduction to, where several warps own
+        columns of the same rows (`warps_n` > 1; needs tsr_warp)."""
+        return f"tsr_warp % {self.warps_n}"
 
     def slot_position(self, warp: int, lane: int, q: int) -> int:
         """The row of slot `q` of `lane` in `warp` (the model of c_slot_row)."""
         return self._warp_row0(warp) + (q >> 1) * self.m_step + (lane >> 2) + (q & 1) * 8
+
+    # ---- column vectors (`tfrag(f32[1, N])`): a lane holds one *column slot* `p` per column it
+    # holds (columns 2t and 2t + 1 of each n8 tile, slot 2 j + h); the 8 lanes with the same t hold
+    # the same columns (COL_LANE_MASKS), and so does every warp that owns other rows of them
+    @property
+    def col_slots(self) -> int:
+        """Column-vector elements each lane holds: one per column it holds."""
+        return self.tiles_n * 2
+
+    @property
+    def col_parts(self) -> int:
+        """Warps that own different rows of the same columns (the rows of a column's scratch)."""
+        return self.warps_m
+
+    def c_col_slot(self, e: str) -> str:
+        """The column slot of the column of element `e`."""
+        return f"(({e} >> 2) % {self.tiles_n}) * 2 + ({e} & 1)"
+
+    def c_col_slot_col(self, p: str) -> str:
+        """The column of column slot `p` (needs tsr_c0)."""
+        return f"tsr_c0 + ({p} >> 1) * 8 + ({p} & 1)"
+
+    def c_col_slot_element(self, p: str, k: str) -> str:
+        """Element `k` (0 ... 2 tiles_m - 1) of the lane's elements in the column of slot `p`."""
+        return f"((({k}) >> 1) * {self.tiles_n} + ({p} >> 1)) * 4 + (({k}) & 1) * 2 + ({p} & 1)"
+
+    def c_col_part(self) -> str:
+        """The scratch row a warp writes its part of a column reduction to (needs tsr_warp)."""
+        return f"tsr_warp / {self.warps_n}"
+
+    def c_col_leader(self) -> str:
+        """The one lane of a warp that writes a column's value (group 0 of the 8 that hold it)."""
+        return "(tsr_lane >> 2) == 0"
+
+    def c_col_writer(self) -> str:
+        """The one lane of the group that stores a column vector's value (every warp holds it)."""
+        return f"tsr_warp < {self.warps_n} && {self.c_col_leader()}"
+
+    def col_slot_position(self, warp: int, lane: int, p: int) -> int:
+        """The column of slot `p` of `lane` in `warp` (the model of c_col_slot_col)."""
+        return (warp % self.warps_n) * self.warp_n + (p >> 1) * MMA_N + 2 * (lane & 3) + (p & 1)
 
 
 def pair_k(size: int, k: int) -> int:
@@ -222,6 +276,7 @@ def is_operand_fragment(elem: ScalarType) -> bool:
 
 
 ROW_LANE_MASKS = (1, 2)  # lanes `lane ^ mask` hold the other columns of the lane's rows (a quad)
+COL_LANE_MASKS = (4, 8, 16)  # lanes `lane ^ mask` hold the other rows of the lane's columns (in the warp)
 REDUCTIONS = {"tmax": "max", "tmin": "min", "tsum": "+"}
 
 
@@ -241,9 +296,24 @@ def whole_row_division(m: int, n: int, warps: int) -> FragLayout | None:
     return FragLayout(m, n, warps, 1)
 
 
+def row_division(m: int, n: int, warps: int) -> FragLayout | None:
+    """The division of kernels with row vectors or reductions: whole rows per warp where M allows,
+    else the most warps along M that M allows (`WM` the largest divisor of the warp count with M a
+    multiple of 16 WM: it depends on M alone, so fragments with the same row count share the
+    row mapping), the other `WN` warps along N: a row is then spread over WN warps and a row
+    reduction combines their parts through shared scratch (passes/frag_scratch.py)."""
+    whole = whole_row_division(m, n, warps)
+    if whole is not None:
+        return whole
+    wm = max(d for d in range(1, warps + 1) if warps % d == 0 and m % (MMA_M * d) == 0) if m % MMA_M == 0 else 0
+    if not wm or n % (MMA_N * (warps // wm)):
+        return None
+    return FragLayout(m, n, wm, warps // wm)
+
+
 def kernel_whole_rows(fn: object) -> bool:
     """Whether a lowered kernel divides its fragments into whole rows per warp: it has a row vector
-    (a 1-D fragment), an operand fragment (f16/bf16/i8/u8, or an f32 fragment that is tmma's A: a
+    (a 1-D fragment) or a column vector, an operand fragment (f16/bf16/i8/u8, or an f32 fragment that is tmma's A: a
     warp's A rows with all of K) or a row reduction. The type checker decides the same from the syntax tree
     (checks/frag_vectors.py `uses_rows`)."""
     from tessera.transpile.lir import nodes as L  # noqa: PLC0415 (lir imports nothing from here; kept light)
@@ -252,12 +322,21 @@ def kernel_whole_rows(fn: object) -> bool:
     assert isinstance(fn, L.Function)
     from tessera.transpile.lir.visit import statements  # noqa: PLC0415
 
-    if any(b.space == "frag" and (len(b.shape) == 1 or is_operand_fragment(b.elem)) for b in fn.buffers):
+    if any(b.space == "frag" and (len(b.shape) == 1 or is_column_vector_shape(b.shape) or is_operand_fragment(b.elem))
+           for b in fn.buffers):
         return True
     frags = {b.name for b in fn.buffers if b.space == "frag"}
     if any(isinstance(s, L.Mma) and s.a.buf in frags for s in statements(fn.body)):
         return True  # an f32 fragment as tmma's A (TF32): a warp's rows with all of K
     return any(isinstance(e, L.Intrinsic) and e.op in REDUCTIONS for e in all_exprs(fn.body))
+
+
+def is_column_vector_shape(shape: tuple[object, ...]) -> bool:
+    """Whether a fragment buffer's shape is that of a column vector, `[1, N]` (spec section 14: the
+    way this implementation declares one, `tfrag(f32[1, N])`)."""
+    from tessera.transpile.lir import nodes as L  # noqa: PLC0415
+
+    return len(shape) == 2 and isinstance(shape[0], L.Const) and shape[0].value == 1
 
 
 def layout_of_buffer(fn: object, name: str) -> FragLayout:
@@ -270,10 +349,14 @@ def layout_of_buffer(fn: object, name: str) -> FragLayout:
     dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
     warps = fn.tile_count // 32
     n = dims[1] if len(dims) == 2 else MMA_N
+    if is_column_vector_shape(b.shape):  # the columns of the N-column fragments (any rows: whole rows per warp)
+        dims[0] = WGMMA_M * (warps // 4) if fn.wgmma else MMA_M * warps
     if fn.wgmma:
         layout = wgmma_division(dims[0], n, warps)
     else:
-        layout = whole_row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
+        layout = row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
+        if layout is None and len(dims) == 1:  # a row vector spread over several warps' columns
+            layout = row_division(dims[0], n * warps, warps)
     assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"
     return layout
 
@@ -358,6 +441,9 @@ def fragment_info(fn: object) -> list[str]:
         if b.space == "frag" and len(b.shape) == 1:
             lay = layout_of_buffer(fn, b.name)
             out.append(f"{b.name}: a row vector of {lay.m} rows, {lay.slots} registers per tile")
+        elif b.space == "frag" and is_column_vector_shape(b.shape):
+            lay = layout_of_buffer(fn, b.name)
+            out.append(f"{b.name}: a column vector of {lay.n} columns, {lay.col_slots} registers per tile")
         elif b.space == "frag":
             out.append(layout_of_buffer(fn, b.name).describe(b.name))
     if out and fn.wgmma:
@@ -371,7 +457,8 @@ def fragment_info(fn: object) -> list[str]:
     return out
 
 
-__all__ = ["FragLayout", "MAX_PER_LANE", "MMA_KINDS", "MmaKind", "OPERAND_TYPES", "REDUCTIONS", "ROW_LANE_MASKS",
-           "choose", "divisions", "fragment_info", "is_operand_fragment", "kernel_whole_rows", "layout_of_buffer",
-           "needs_column_pad", "operand_pad", "pair_k", "uses_ldmatrix", "wgmma_division", "whole_row_division",
+__all__ = ["COL_LANE_MASKS", "FragLayout", "MAX_PER_LANE", "MMA_KINDS", "MmaKind", "OPERAND_TYPES", "REDUCTIONS", "ROW_LANE_MASKS",
+           "choose", "divisions", "fragment_info", "is_column_vector_shape", "is_operand_fragment", "kernel_whole_rows", "layout_of_buffer",
+           "needs_column_pad", "operand_pad", "pair_k", "row_division", "uses_ldmatrix", "wgmma_division",
+           "whole_row_division",
            "working_extents"]

@@ -16,7 +16,8 @@ a frozen dataclass (`@ir_node`, tessera/base/irnode.py) with tuple children; eve
   operations), `Atomic`, `Copy` (synchronous or asynchronous), `AsyncCommit`, `AsyncWait`;
   a tile's own vector access of a view is `VecMove`;
 - tensor-core fragments (`frag` buffers, spread over the group's warps) have their own statements:
-  `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise);
+  `Mma`, `FragLoad`, `FragStore`, `FragAssign` (elementwise), `FragReduce` and `FragCombine` (a
+  column reduction's parts across warps, through shared scratch);
 - declarations are explicit (`Decl`; `Decl(init=None)` at the top of a body for a local that
   Python scoping makes visible after the block that assigns it), and `For` has its bounds.
 
@@ -459,6 +460,32 @@ class FragAssign:
 
 
 @ir_node
+class FragReduce:
+    """A column reduction (`tsum(F, axis=0)`, spec section 14) into the column vector `dst`, each
+    warp's part: every lane reduces its own elements of each column it holds, then the lanes of the
+    warp that hold the same columns (xor shuffles, lir/frag_layout.py COL_LANE_MASKS). With `buf`
+    (a `[parts, N]` shared scratch, passes/frag_scratch.py) one lane per warp and column writes the
+    warp's part to its row of `buf` instead, for a `FragCombine` after a `Barrier`."""
+
+    loc: Loc
+    dst: str
+    src: str
+    op: str  # tmax | tmin | tsum
+    buf: str = ""
+
+
+@ir_node
+class FragCombine:
+    """Every lane combines the parts of a column reduction in the rows of the shared scratch `buf`
+    (in row order) into its slots of the column vector `dst`."""
+
+    loc: Loc
+    dst: str
+    buf: str
+    op: str
+
+
+@ir_node
 class AsyncCommit:
     """Closes the tile's current group of asynchronous copies. `bar`: the pipeline's mbarriers
     (sm_90a): in a variant whose copies of that pipeline are bulk tensor copies there are no groups."""
@@ -527,7 +554,7 @@ class Assert:
 
 
 Stmt = Decl | Assign | Store | Alloc | Fill | If | While | For | ElementLoop | Break | Continue | Return | Barrier | Fence | Copy \
-    | VecMove | Mma | FragLoad | FragStore | FragAssign | AsyncCommit | AsyncWait | MbarInit | Eval | Invoke | Print \
+    | VecMove | Mma | FragLoad | FragStore | FragAssign | FragReduce | FragCombine | AsyncCommit | AsyncWait | MbarInit | Eval | Invoke | Print \
     | Assert
 
 # ---- functions and modules -------------------------------------------------------------------------

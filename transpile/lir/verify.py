@@ -19,6 +19,7 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
+from tessera.transpile.lir.frag_layout import is_column_vector_shape
 from tessera.transpile.lir.maps import broadcast_dims
 from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs
@@ -243,10 +244,25 @@ class _LirVerifier:
                 self.access(s.view.buf, s.view.starts, s)
         if isinstance(s, (L.Mma, L.FragLoad, L.FragStore, L.FragAssign)):
             self.fragment_statement(s, scope)
+        if isinstance(s, (L.FragReduce, L.FragCombine)):
+            self.reduction_statement(s, scope)
         self.in_frag_assign = isinstance(s, L.FragAssign)
         for e in exprs:
             self.expr(e, scope)
         self.in_frag_assign = False
+
+    def reduction_statement(self, s: L.FragReduce | L.FragCombine, scope: set[str]) -> None:
+        """A reduction across warps (passes/frag_scratch.py): into an allocated vector, from an
+        allocated 2-D fragment, through an allocated shared scratch of one row per part."""
+        dst, buf = self.buffers.get(s.dst), self.buffers.get(s.buf) if s.buf else None
+        src = self.buffers.get(s.src) if isinstance(s, L.FragReduce) else dst
+        names = [s.dst, s.buf] if s.buf else [s.dst]
+        if isinstance(s, L.FragReduce):
+            names.append(s.src)
+        if dst is None or src is None or dst.space != "frag" or src.space != "frag" \
+                or any("@" + n not in scope for n in names) or (s.buf and (buf is None or buf.space != "shared")) \
+                or (isinstance(s, L.FragCombine) and not s.buf) or s.op not in ("tmax", "tmin", "tsum"):
+            self.fail("reduction across warps of something that is not an allocated fragment, vector and scratch", s)
 
     def fragment_statement(self, s: L.Mma | L.FragLoad | L.FragStore | L.FragAssign, scope: set[str]) -> None:
         acc = self.buffers.get(s.acc)
@@ -265,13 +281,14 @@ class _LirVerifier:
             operand = self.buffers[v.buf]
             in_registers = v is getattr(s, "a", None) and operand.space == "frag" and v.buf != s.acc \
                 and operand.elem.name in ("f16", "bf16", "i8", "u8", "f32") and "@" + v.buf in scope
-            rank = 2 if isinstance(s, L.Mma) else len(acc.shape)
+            rank = 2 if isinstance(s, L.Mma) else 1 if is_column_vector_shape(acc.shape) else len(acc.shape)
             if len(kept) != rank or (isinstance(s, L.Mma) and operand.space != "shared" and not in_registers):
                 self.fail("fragment operand that is not a view of the fragment's rank (of shared memory or an "
                           "operand fragment, for mma)", s)
         if isinstance(s, (L.FragLoad, L.FragStore)):
             kept = tuple(x for x in (s.src if isinstance(s, L.FragLoad) else s.dst).extents if x is not None)
-            if kept != tuple(int(d.value) for d in acc.shape if isinstance(d, L.Const)):
+            dims = acc.shape[1:] if is_column_vector_shape(acc.shape) else acc.shape  # a column vector: 1-D views
+            if kept != tuple(int(d.value) for d in dims if isinstance(d, L.Const)):
                 self.fail("fragment moved to or from a view of other extents", s)
 
     def run(self) -> None:

@@ -5,6 +5,8 @@ shared arrays that `tmma` reads (and those that an operand fragment is loaded fr
 as an A operand) get rows padded so that the operand loads are free of bank conflicts (frag_layout.operand_pad), unless the program gave `pad=` itself (then it is honoured as
 written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes). On sm_90a
 an array that the tensor memory accelerator fills (lir/tma.py) is not padded: it holds the box densely.
+Column reductions become explicit parts, barrier and combine through shared scratch
+(passes/frag_scratch.py).
 
 Before (f16, `As: shared f16[64, 32]` without pad=):
     mma acc += As[0+:64, 0+:32] @ Bs[0+:32, 0+:64]
@@ -23,12 +25,13 @@ from tessera.transpile.lir.frag_layout import needs_column_pad, operand_pad, use
 from tessera.transpile.lir.shared_layout import arch_number
 from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.lir.visit import statements
+from tessera.transpile.passes.frag_scratch import plan_scratch
 from tessera.transpile.passes.mma_views import check_mma_views
 from tessera.transpile.passes.plan_wgmma import plan_wgmma
 
 
 def plan_fragments(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
-    functions = tuple(_plan(fn, sink, arch) for fn in module.functions)
+    functions = tuple(plan_scratch(_plan(fn, sink, arch)) for fn in module.functions)
     if all(a is b for a, b in zip(functions, module.functions)):
         return module
     return dataclasses.replace(module, functions=functions)

@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import MMA_KINDS, WGMMA_MAX_N, wgmma_division
+from tessera.transpile.lir.frag_layout import MMA_KINDS, WGMMA_MAX_N, is_column_vector_shape, wgmma_division
 from tessera.transpile.lir.swizzle import matrix_of
 from tessera.transpile.lir.visit import bodies, statements
 
@@ -46,7 +46,7 @@ def wgmma_modes(fn: L.Function, arch: str) -> dict[str, int] | None:
         return None
     warps = fn.tile_count // 32
     for b in fn.buffers:
-        if b.space == "frag":
+        if b.space == "frag" and not is_column_vector_shape(b.shape):  # (a column vector fits any rows)
             dims = [int(d.value) for d in b.shape if isinstance(d, L.Const)]
             if wgmma_division(dims[0], dims[1] if len(dims) == 2 else 8, warps) is None:
                 return None
