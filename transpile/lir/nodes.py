@@ -487,8 +487,9 @@ class AsyncWait:
 @ir_node
 class MbarInit:
     """sm_90a, at the top of a kernel with a pipeline of bulk tensor copies: one thread initializes
-    the `stages` mbarriers `bar` for `count` arrivals a phase (one per copy of a stage), then the
-    group synchronizes. Prints nothing in a variant that moves the pipeline's copies with cp.async."""
+    the `stages` mbarriers `bar` for `count` arrivals a phase (one per box a stage's copies move),
+    then the group synchronizes. Prints nothing in a variant that moves the pipeline's copies with
+    cp.async."""
 
     loc: Loc
     bar: str

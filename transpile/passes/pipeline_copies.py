@@ -40,7 +40,7 @@ the loop). The rules, checked before the expansion, are transpile/passes/pipelin
 On sm_90a, a pipeline whose leading copies the tensor memory accelerator can all move
 (transpile/lir/tma.py) also gets what a variant needs to move them so (spec section 16): each copy
 its box (`Copy.tma`), one mbarrier per stage (`MbarInit` at the top of the kernel: one arrival per
-copy of a stage), and each wait the stage whose barrier it waits on (`AsyncWait.bar`, `.stage`).
+box of a stage), and each wait the stage whose barrier it waits on (`AsyncWait.bar`, `.stage`).
 The variant whose tensors are aligned (plan-copies activates the plans there) issues the copies
 from one thread and waits on the barrier's phase instead of cp.async groups; the other one prints
 the cp.async pipeline above. Such a pipeline keeps a barrier that ends its body where it is (its
