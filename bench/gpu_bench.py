@@ -6,7 +6,8 @@ then the per-tile vector access and broadcasting rows (llm.c-style GELU and laye
 loads of 8 bf16, samples/llmc_bf16.tsr; a bias row and an activation over a matrix,
 samples/bias_act.tsr) against the same goal; then FlashAttention (samples/flash_attention.tsr) at
 B=4, H=16, N=4096, D=128 against PyTorch's flash SDPA (bench/attention_bench.py); on a Hopper GPU, the
-sm_90a rows of bench/hopper_bench.py (the f16 GEMM with warpgroup MMA at 8192^3 against cuBLAS).
+sm_90a rows of bench/hopper_bench.py (the f16 GEMM with warpgroup MMA at 8192^3 against cuBLAS, and
+the attention row compiled for sm_90a against PyTorch's flash SDPA).
 
 For each kernel it prints the median time (CUDA events), the achieved bandwidth (GB/s) or
 FLOP/s as a fraction of the device's peak (from its clock, memory bus and SM count), and the
@@ -457,6 +458,7 @@ def dry_run(n: int = MAP_N, check_n: int = 100_003) -> int:
     failed += not sibling("hopper_bench").dry_run_hopper()
     failed += dry_run_vector_rows()
     failed += sibling("attention_bench").dry_run_attention()
+    failed += not sibling("hopper_bench").dry_run_hopper_attention(sibling("attention_bench"))
     print(f"reference: {reference_library() or 'neither CuPy nor PyTorch installed: the ratio column is skipped'}")
     return 1 if failed else 0
 
@@ -522,6 +524,7 @@ def _measure(args: argparse.Namespace) -> int:
     bench_vector_rows(tessera, bw, args.repeat)
     if not args.map_only:
         sibling("attention_bench").bench_attention(tessera, flops, args.repeat, record)
+        sibling("hopper_bench").bench_hopper_attention(tessera, sibling("attention_bench"), args.repeat, record)
     return 0
 
 

@@ -4,8 +4,9 @@ For each pair -- `samples/matmul.tsr` and `bench/handwritten/matmul.cu`,
 `samples/sgemm_pipelined.tsr` and `bench/handwritten/sgemm_pipelined.cu`, the tensor-core
 `samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_mma.cu`, FlashAttention-2 forward
 (f16, head dim 64, not causal) `samples/flash_attention.tsr` and `bench/handwritten/flash_attn_fwd.cu`, on sm_80 and
-sm_90; on sm_90a the warpgroup-MMA `samples/tc_gemm_f16.tsr` and `bench/handwritten/hgemm_wgmma.cu` (wgmma fed by
-cp.async into swizzled shared memory) -- and each architecture, both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
+sm_90; on sm_90a the warpgroup-MMA `samples/tc_gemm_f16.tsr` (wgmma fed by the tensor memory accelerator's
+swizzled bulk copies in its aligned variant) against `bench/handwritten/hgemm_wgmma_tma.cu` (the same by hand)
+and `bench/handwritten/hgemm_wgmma.cu` (wgmma fed by cp.async into swizzled shared memory) -- and each architecture, both sides are compiled with `tessera.runtime.cuda.nvrtc.compile_cuda` (the
 same options) and the table shows, per kernel:
 
 * registers, spilled bytes (stores + loads) and shared memory: static (from the ptxas report) plus
@@ -77,6 +78,9 @@ PAIRS = (
     Pair("tc_gemm wgmma", "tc_gemm_f16.tsr",
          {"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}, "hgemm_wgmma.cu", "hgemm_wgmma",
          "HGMMA", 3 * (128 * 32 + 32 * 128) * 2, ("sm_90a",)),  # kSmem
+    Pair("tc_gemm TMA", "tc_gemm_f16.tsr",
+         {"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}, "hgemm_wgmma_tma.cu",
+         "hgemm_wgmma_tma", "HGMMA", 3 * (128 * 32 + 32 * 128) * 2, ("sm_90a",)),  # kStages * kStageBytes
 )
 
 

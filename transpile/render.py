@@ -139,7 +139,7 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
                                 fn.loc.line, opts.restrict, fn.aligned, tensors, symbols, *map_info,
                                 _sized_arrays(fn, layout.sized), regions,
                                 broadcast_tensors(fn, loop) if loop is not None else (),
-                                tuple((t, box, 0) for t, box in tensor_maps(fn))))
+                                tensor_maps(fn)))
         summary = f"group {'x'.join(map(str, fn.tile))}"
         if loop is not None:
             summary += f", map kernel, {loop.width} element{'s' if loop.width > 1 else ''} per tile and step"

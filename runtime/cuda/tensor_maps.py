@@ -6,7 +6,9 @@ value, cached per (address, shape, element type, box, swizzle).
 The map describes the tensor as the driver wants it, innermost dimension first: its dimensions, the
 byte strides of every dimension but the innermost (a Tessera tensor is dense and row-major), the
 box, element strides of 1, no interleave, the swizzle the compiler chose (none, 32, 64 or 128
-bytes), L2 promotion of 128 bytes and out-of-bound fill NONE (elements outside the tensor read as
+bytes: the mode of a shared array that a warpgroup MMA reads; the driver requires the box's
+innermost extent to be at most that many bytes, and the compiler moves one panel of the array per
+box, exactly that many), L2 promotion of 128 bytes and out-of-bound fill NONE (elements outside the tensor read as
 zero). The kernel variant that takes maps is the aligned one, whose launch checks that the arrays
 are 16-byte aligned and their row strides multiples of 16 bytes; `encode_args` checks again and
 refuses with a LaunchError naming the tensor.
@@ -40,6 +42,9 @@ def encode_args(drv: Any, tensor: str, dtype: str, address: int, shape: tuple[in
     rank = len(shape)
     if not 2 <= rank <= 5 or len(box) != rank:
         raise TesseraError(f"a tensor map of {tensor!r} needs 2 to 5 dimensions and a box of as many")
+    if swizzle not in SWIZZLES or (swizzle and box[-1] * size > swizzle):
+        raise TesseraError(f"a tensor map of {tensor!r} with swizzle {swizzle} needs a mode of {sorted(SWIZZLES)} "
+                           f"and a box whose innermost extent is at most that many bytes (box {box})")
     dims = [int(d) for d in reversed(shape)]
     strides = []
     step = size

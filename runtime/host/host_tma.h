@@ -11,6 +11,10 @@
 // lands, reading the tensor then, when a tile first waits on that barrier: a tile that reads the
 // destination without waiting sees the old contents, as on the GPU.  A waiting tile that cannot
 // see its phase complete lets the others run (tile 0 may not have issued the copy yet).
+// A swizzled box (tensor map swizzle of 32, 64 or 128 bytes, for the arrays a warpgroup MMA reads)
+// lands with the 16-byte chunk c of each 128-byte line L of the box (counted from the destination,
+// which the compiler places on a multiple of the pattern's repeat) at chunk c ^ (L mod (mode / 16)),
+// the PTX ISA's "Swizzling Modes".
 // In check_bounds builds (line > 0) the race detector marks a copy's bytes in flight from its
 // issue to its landing, so a read of a stage whose barrier has not completed is reported.
 #pragma once
@@ -36,7 +40,14 @@ struct TmaBox {  // one bulk tensor copy in flight; per dimension innermost firs
   long long dims[5];
   int coords[5], box[5];
   int elem, line;
+  int swizzle;  // bytes: 0, 32, 64 or 128
 };
+
+// Where byte `offset` of the box's dense row-major image lands, from the destination.
+inline long long tma_swizzled(const TmaBox& c, long long offset) {
+  if (c.swizzle == 0) return offset;
+  return offset ^ (((offset >> 7) & (c.swizzle / 16 - 1)) << 4);
+}
 }  // namespace detail
 }  // namespace tsr
 
@@ -84,7 +95,7 @@ inline void tma_race(const TmaBox& c, bool land) {
   r.line = c.line;
   r.bytes = r.elem_bytes = static_cast<unsigned short>(c.elem);
   tma_each(c, [&](long long i, long long) {
-    r.dst = c.dst + i * c.elem;
+    r.dst = c.dst + tma_swizzled(c, i * c.elem);
     if (land) race_async_land(r);
     else race_async_issue(r);
   });
@@ -94,7 +105,7 @@ inline void tma_race(const TmaBox& c, bool land) {
 inline void tma_land(tsr_mbarrier* bar, const TmaBox& c) {
   if (c.line > 0) tma_race(c, true);
   tma_each(c, [&](long long i, long long at) {
-    unsigned char* d = c.dst + i * c.elem;
+    unsigned char* d = c.dst + tma_swizzled(c, i * c.elem);
     if (at < 0) __builtin_memset(d, 0, c.elem);
     else __builtin_memcpy(d, c.base + at * c.elem, c.elem);
   });
@@ -136,15 +147,16 @@ inline bool mbar_try_wait(tsr_mbarrier* bar, unsigned parity) {
 
 // One thread: arrive on `bar` expecting the box's bytes, and start copying the B0 x B1 x ... box
 // (innermost first) at coordinates c0.. of the tensor at `base` with dimensions d0.. (innermost
-// first) into `dst`.
-template <class T, int R, int B0, int B1, int B2, int B3, int B4>
+// first) into `dst`, swizzled in mode SWZ (bytes; 0: dense).
+template <class T, int R, int B0, int B1, int B2, int B3, int B4, int SWZ = 0>
 inline void tsr_tma_load(const tsr_tensor_map*, tsr_mbarrier* bar, T* dst, const T* base, long long d0, long long d1,
                          long long d2, long long d3, long long d4, int c0, int c1, int c2, int c3, int c4, int line) {
   static_assert(R >= 2 && R <= 5, "a bulk tensor copy has 2 to 5 dimensions");
+  static_assert(SWZ == 0 || B0 * static_cast<int>(sizeof(T)) <= SWZ, "a swizzled box's inner extent is at most the span");
   tsr::detail::tma_issue(bar, tsr::detail::TmaBox{reinterpret_cast<const unsigned char*>(base),
                                                   reinterpret_cast<unsigned char*>(dst), {d0, d1, d2, d3, d4},
                                                   {c0, c1, c2, c3, c4}, {B0, B1, B2, B3, B4},
-                                                  static_cast<int>(sizeof(T)), line});
+                                                  static_cast<int>(sizeof(T)), line, SWZ});
 }
 
 // Every tile: wait until the phase of `bar` whose parity is `parity` has completed; a tile that

@@ -36,11 +36,14 @@ __device__ __forceinline__ void tsr_mbar_wait(tsr_mbarrier* bar, unsigned parity
     } while (!done);
 }
 // One thread: a box of B0 x B1 x ... (innermost first) elements of the tensor `map` describes, from
-// coordinates c0.. (innermost first, negative or past the end: zero), into `dst`, on `bar`.
-template <class T, int R, int B0, int B1, int B2, int B3, int B4>
+// coordinates c0.. (innermost first, negative or past the end: zero), into `dst`, on `bar`. SWZ: the
+// swizzle mode (bytes) the map was encoded with, 0 for none; the TMA then stores the 16-byte chunks
+// of each 128-byte line of the box permuted (`dst` on a multiple of the pattern's repeat, 8 * SWZ).
+template <class T, int R, int B0, int B1, int B2, int B3, int B4, int SWZ = 0>
 __device__ __forceinline__ void tsr_tma_load(const tsr_tensor_map* map, tsr_mbarrier* bar, T* dst, const T*, long long,
                                              long long, long long, long long, long long, int c0, int c1, int c2, int c3,
                                              int c4, int) {
+    static_assert(SWZ == 0 || B0 * (int)sizeof(T) <= SWZ, "a swizzled box's inner extent is at most the span");
     constexpr unsigned bytes = (unsigned)(B0 * B1 * B2 * B3 * B4) * (unsigned)sizeof(T);
     const unsigned b = tsr_shared_addr(bar), d = tsr_shared_addr(dst);
     // The stage was last read (and maybe written) through the generic proxy.

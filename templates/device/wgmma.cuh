@@ -9,6 +9,12 @@
 // layout, descriptor or copy shows as a wrong result; its sums run in the order of the mma.sync
 // emulation (device/mma.cuh), so that every target gives the same bits.
 
+#if !defined(TESSERA_HOST)
+// Dynamic shared memory holding swizzled arrays: on 1024 bytes, the 128-byte mode's repeat (the
+// CPU backend's prelude aligns its dynamic shared memory so for every kernel).
+#define TSR_DYNAMIC_SMEM_1024(name) extern __shared__ __align__(1024) unsigned char name[]
+#endif
+
 __device__ __forceinline__ unsigned long long tsr_wgmma_desc(const void* p, unsigned lbo, unsigned sbo,
                                                              unsigned layout) {
 #if defined(TESSERA_HOST)

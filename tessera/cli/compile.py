@@ -166,9 +166,10 @@ def run(argv: list[str]) -> int:
                       f"{r.stack_bytes:>6}  {_variant_text(k)}", file=table)
                 for line in _fragment_lines(result.module, k):
                     print(f"    {line}", file=table)
-                for tensor, box, _ in k.tensor_maps:
-                    print(f"    bulk tensor copies (TMA) of {tensor}: box {'x'.join(map(str, box))}, a tensor map "
-                          "built at launch", file=table)
+                for tensor, box, swizzle in k.tensor_maps:
+                    mode = f", {swizzle}-byte swizzle" if swizzle else ""
+                    print(f"    bulk tensor copies (TMA) of {tensor}: box {'x'.join(map(str, box))}{mode}, a tensor "
+                          "map built at launch", file=table)
                 print(f"    CPU backend: {_cpu_mode_text(result.module, k, args.debug)}", file=table)
         elif args.check and nv is not None:
             print(f"tesserac: {args.input}: NVRTC compiled {len(kernels)} kernel(s) for {args.arch}"

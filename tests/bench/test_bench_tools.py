@@ -182,6 +182,12 @@ def test_gpu_bench_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     for row in ("attention_full", "attention_causal"):
         line = out.split(f"ok     {row} ")[1].splitlines()[0]
         assert "grid 32 x 64 x 256 threads" in line and "0 spill bytes" in line and "matches NumPy" in line, line
+    # The sm_90a rows (bench/hopper_bench.py): wgmma fed by swizzled bulk tensor copies.
+    line = out.split("ok     hgemm_8192_sm90a ")[1].splitlines()[0]
+    assert "wgmma used with swizzled bulk copies" in line and "matches NumPy" in line, line
+    line = out.split("ok     attention_full_sm90a ")[1].splitlines()[0]
+    assert "grid 32 x 64 x 256 threads" in line and "0 spill bytes" in line and "wgmma with swizzled" in line \
+        and "(arch sm_90a) at N=200 matches NumPy" in line, line
 
 
 @pytest.mark.usefixtures("shared_cache")

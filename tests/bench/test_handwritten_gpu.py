@@ -1,6 +1,6 @@
 """The hand-written kernels that bench/vs_handwritten.py compares Tessera's with compute what they
 say (on a GPU: they are inline PTX, which the CPU backend does not run). Without a GPU, NVRTC
-compiles them for sm_80 and sm_90 (the wgmma GEMM for sm_90a) with no spills, which the benchmark's figures
+compiles them for sm_80 and sm_90 (the wgmma GEMMs for sm_90a) with no spills, which the benchmark's figures
 rely on."""
 
 from __future__ import annotations
@@ -31,18 +31,21 @@ def test_flash_attention_by_hand_compiles_without_spills(arch: str) -> None:
     assert not got.warnings, got.warnings
 
 
-def test_the_wgmma_gemm_by_hand_compiles_for_sm_90a_with_hgmma() -> None:
+@pytest.mark.parametrize("name,copies", [("hgemm_wgmma", "LDGSTS"), ("hgemm_wgmma_tma", "UTMALDG")])
+def test_the_wgmma_gemm_by_hand_compiles_for_sm_90a_with_hgmma(name: str, copies: str) -> None:
+    """The cp.async twin and the TMA twin (bulk tensor copies on mbarriers, no LDGSTS)."""
     from tessera.runtime.cuda import nvrtc, sass
 
     if sass.find_nvdisasm() is None:
         pytest.skip("nvdisasm not found")
-    got = nvrtc.compile_cuda(WGMMA_GEMM.read_text(), name="hgemm_wgmma.cu", arch="sm_90a")
-    k = got.kernel("hgemm_wgmma")
+    got = nvrtc.compile_cuda((WGMMA_GEMM.parent / f"{name}.cu").read_text(), name=f"{name}.cu", arch="sm_90a")
+    k = got.kernel(name)
     assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_bytes == 0, got.log
     assert not got.warnings, got.warnings
     assert got.cubin is not None
-    code = sass.function_sass(sass.disassemble(got.cubin), "hgemm_wgmma")
+    code = sass.function_sass(sass.disassemble(got.cubin), name)
     assert sass.main_loop(code, "HGMMA").count("HGMMA") == 2  # two k16 steps of m64n128k16 per warpgroup
+    assert copies in code and ("LDGSTS" not in code or copies == "LDGSTS")
 
 
 def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:

@@ -7,6 +7,16 @@ of templates/device/tma.cuh (the CPU backend's runtime/host/host_tma.h defines t
         &tsr_bar_k0_20_5[fill], &As[fill][0][0], A, K, M, 1, 1, 1, k0, m0, 0, 0, 0, 0);
     tsr_mbar_wait(&tsr_bar_k0_20_5[stage], (tsr_bar_k0_20_5_phase >> stage) & 1u);
     tsr_bar_k0_20_5_phase ^= 1u << stage;
+
+A destination swizzled for a warpgroup MMA gets one box per panel (lir/tma.py), the mode as the last
+template argument, each panel's box at its columns and its place in the stage:
+
+    if (tsr_tid == 0) {
+        tsr_tma_load<__half, 2, 64, 32, 1, 1, 1, 128>(TSR_TMAP_ARG(tsr_tmap_1), &bar[fill],
+            &Bs[fill][0][0] + 0, B, N, K, 1, 1, 1, n0 + 0, k0, 0, 0, 0, 0);
+        tsr_tma_load<__half, 2, 64, 32, 1, 1, 1, 128>(TSR_TMAP_ARG(tsr_tmap_1), &bar[fill],
+            &Bs[fill][0][0] + 2048, B, N, K, 1, 1, 1, n0 + 64, k0, 0, 0, 0, 0);
+    }
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.tma import active_copies, tensor_maps
+from tessera.transpile.lir.tma import active_copies, panels, tensor_maps
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:
@@ -42,21 +52,34 @@ def pool_align(fn: L.Function) -> int:
 
 
 def print_tma_copy(bp: BodyPrinter, s: L.Copy) -> None:
-    assert s.tma is not None and s.tma.active
+    tma = s.tma
+    assert tma is not None and tma.active
     src = bp.pr.ctx.buffers[s.src.buf]
     dst = bp.pr.ctx.buffers[s.dst.buf]
-    box = s.tma.box
-    k = tensor_maps(bp.fn).index((s.src.buf, box))
+    box, mode = tma.box, tma.swizzle
+    k = tensor_maps(bp.fn).index((s.src.buf, box, mode))
     pad = 5 - len(box)
-    boxes = ", ".join(str(b) for b in (*reversed(box), *(1,) * pad))
+    targs = ", ".join(str(b) for b in (len(box), *reversed(box), *(1,) * pad, *((mode,) if mode else ())))
     dims = ", ".join([*(f"(long long)({bp.pr.expr(d)})" for d in reversed(src.shape)), *("1",) * pad])
-    coords = ", ".join([*(f"(int)({bp.pr.expr(x)})" for x in reversed(s.src.starts)), *("0",) * pad])
-    stage = bp.pr.expr(s.dst.starts[0]) if s.tma.staged else "0"
+    coords = [f"(int)({bp.pr.expr(x)})" for x in reversed(s.src.starts)] + ["0"] * pad
+    stage = bp.pr.expr(s.dst.starts[0]) if tma.staged else "0"
     ptr = bp.view_lists(s.dst)[0]
     line = s.loc.line if bp.opts.check_bounds else 0
-    bp.emit(f"if ({bp.pr.tid()} == 0) tsr_tma_load<{dst.elem.c_storage}, {len(box)}, {boxes}>("
-            f"TSR_TMAP_ARG({map_param(k)}), &{s.tma.bar}[{stage}], {ptr}, {c_ident(src.name)}, "
-            f"{dims}, {coords}, {line});", s.loc)
+
+    def call(to: str, at: list[str]) -> str:
+        return (f"tsr_tma_load<{dst.elem.c_storage}, {targs}>(TSR_TMAP_ARG({map_param(k)}), &{tma.bar}[{stage}], "
+                f"{to}, {c_ident(src.name)}, {dims}, {', '.join(at)}, {line});")
+
+    n = panels(box, mode, dst)
+    if n == 1:
+        bp.emit(f"if ({bp.pr.tid()} == 0) {call(ptr, coords)}", s.loc)
+        return
+    rows = int(dst.shape[-2].value)  # type: ignore[union-attr]
+    bp.emit(f"if ({bp.pr.tid()} == 0) {{  // {n} panels of {mode} bytes, swizzled by the TMA", s.loc)
+    for p in range(n):  # panel p: columns p * box[-1] ..., at p * rows * mode bytes of the matrix
+        at = [f"{coords[0]} + {p * box[-1]}", *coords[1:]]
+        bp.emit(f"    {call(f'{ptr} + {p * rows * mode // dst.elem.size}', at)}", s.loc)
+    bp.emit("}", s.loc)
 
 
 def print_mbar_init(bp: BodyPrinter, s: L.MbarInit) -> None:

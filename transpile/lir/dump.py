@@ -78,7 +78,8 @@ _CPU_LOOPS = {"split": "CPU: once per group", "interleaved": "CPU: tiles interle
 def _copy_plan(s: L.Copy | L.VecMove) -> str:
     tma = s.tma if isinstance(s, L.Copy) else None
     bulk = (f"bulk tensor copy{' (this variant)' if tma.active else ''}: box {'x'.join(map(str, tma.box))} "
-            f"on {tma.bar}") if tma is not None else ""
+            f"{f'swizzled ({tma.swizzle}-byte mode, a box per panel) ' if tma.swizzle else ''}on {tma.bar}"
+            ) if tma is not None else ""
     if s.plan is None:
         return bulk
     return f"chunks of {s.plan.vb} bytes" + (", alignment tested" if s.plan.check else "") + (f"; {bulk}" if bulk else "")

@@ -380,12 +380,15 @@ class TmaCopy:
     global tensor, outermost first; 1 where the view indexes the dimension) into the whole
     destination array (its stage, `staged`: the destination view's first start), completing on
     stage's mbarrier of the array `bar`. `active` (the plan-copies pass): this kernel variant moves
-    it so (the aligned variant, whose tensors' strides are 16-byte multiples); else cp.async."""
+    it so (the aligned variant, whose tensors' strides are 16-byte multiples); else cp.async.
+    `swizzle`: the destination is swizzled for a warpgroup MMA (lir/swizzle.py) in this mode (bytes):
+    the tensor map swizzles, and one box moves each panel (its innermost extent `swizzle` bytes)."""
 
     bar: str
     box: tuple[int, ...]
     staged: bool
     active: bool = False
+    swizzle: int = 0
 
 
 @ir_node
@@ -511,8 +514,9 @@ class AsyncWait:
 @ir_node
 class MbarInit:
     """sm_90a, at the top of a kernel with a pipeline of bulk tensor copies: one thread initializes
-    the `stages` mbarriers `bar` for `count` arrivals a phase (one per copy of a stage), then the
-    group synchronizes. Prints nothing in a variant that moves the pipeline's copies with cp.async."""
+    the `stages` mbarriers `bar` for `count` arrivals a phase (one per box a stage's copies move),
+    then the group synchronizes. Prints nothing in a variant that moves the pipeline's copies with
+    cp.async."""
 
     loc: Loc
     bar: str

@@ -18,6 +18,16 @@ densely, and completes on an mbarrier. The PTX ISA and `cuTensorMapEncodeTiled` 
 Example: `tcopy_async(As, A[m0:m0 + 128, k0:k0 + 32])` with `A: f16[M, K]`, `As: f16[128, 32]`:
 box (128, 32), rows of 64 bytes, stages of 8192 bytes; in the aligned variant K is a multiple of
 16, so A's row stride is a multiple of 32 bytes.
+
+A destination that a warpgroup MMA reads swizzled (passes/plan_wgmma.py, lir/swizzle.py) is written
+swizzled by the TMA itself: the tensor map's swizzle is the array's mode (CU_TENSOR_MAP_SWIZZLE_32B,
+64B or 128B), and the driver requires a box's innermost extent to be at most the mode's span in
+bytes. So one box moves each panel of the matrix (its rows, `mode` bytes of columns), into the
+panel's place (panel p at p * rows * mode bytes; every panel, like the array, on a multiple of the
+pattern's repeat, 8 * mode bytes), where the TMA stores the 16-byte chunk c of the box's 128-byte
+line L at chunk c ^ (L mod (mode / 16)) (PTX ISA, "Swizzling Modes"): the layout of
+lir/swizzle.py. `Bs: f16[32, 128]` (128-byte mode, 2 panels) from `B[k0:k0 + 32, n0:n0 + 128]`:
+two boxes (32, 64), at columns n0 and n0 + 64, into bytes 0 and 4096 of the stage.
 """
 
 from __future__ import annotations
@@ -38,10 +48,11 @@ MAX_COPIES = 8       # bulk copies per stage (the CPU backend's mbarrier keeps a
 ELEM_SIZES = (1, 2, 4, 8)
 
 
-def tma_box(c: L.Copy, buffers: Mapping[str, L.Buffer], aligned: Divisors) -> tuple[int, ...] | None:
+def tma_box(c: L.Copy, buffers: Mapping[str, L.Buffer], aligned: Divisors, swizzle: int = 0) -> tuple[int, ...] | None:
     """The box (per global dimension, outermost first) a bulk tensor copy of `c` moves, or None
     where the TMA cannot move it. `aligned`: what divides the values of the kernel's aligned
-    variant. `c` is the copy as written (its destination not yet staged)."""
+    variant. `c` is the copy as written (its destination not yet staged). `swizzle`: the mode of a
+    destination swizzled for a warpgroup MMA; the box is then one panel of it (`panels` boxes)."""
     src, dst = buffers.get(c.src.buf), buffers.get(c.dst.buf)
     if src is None or dst is None or src.space != "global" or dst.space != "shared" or not c.async_:
         return None
@@ -55,6 +66,12 @@ def tma_box(c: L.Copy, buffers: Mapping[str, L.Buffer], aligned: Divisors) -> tu
     if not whole or [x for x in c.src.extents if x is not None] != shape:
         return None
     box = tuple(1 if x is None else x for x in c.src.extents)
+    if swizzle:
+        # One box per panel; panels follow each other only in a single matrix (2-D destination).
+        panel = swizzle // size
+        if c.src.extents[-1] is None or box[-1] % panel or (box[-1] != panel and len(shape) != 2):
+            return None
+        box = (*box[:-1], panel)
     if any(b > MAX_BOX for b in box) or (box[-1] * size) % ROW_BYTES or (math.prod(box) * size) % STAGE_ALIGN:
         return None
     for k in range(len(src.shape) - 1):  # the stride of dimension k: the dimensions after it
@@ -66,15 +83,32 @@ def tma_box(c: L.Copy, buffers: Mapping[str, L.Buffer], aligned: Divisors) -> tu
     return box
 
 
-def pipeline_boxes(fn: L.Function, lead: tuple[L.Copy, ...]) -> tuple[tuple[int, ...], ...] | None:
-    """The boxes of a pipeline's leading copies where the TMA can move every one of them (a
-    pipeline waits on mbarriers or on cp.async groups, not both), else None."""
-    if not lead or len(lead) > MAX_COPIES:
+def panels(box: tuple[int, ...], swizzle: int, dst: L.Buffer) -> int:
+    """How many boxes `box` a bulk tensor copy into `dst` in swizzle mode `swizzle` moves: one per
+    panel of a swizzled destination, else one."""
+    last = dst.shape[-1]
+    return int(last.value) // box[-1] if swizzle and isinstance(last, L.Const) else 1
+
+
+def pipeline_boxes(fn: L.Function, lead: tuple[L.Copy, ...], swizzled: Mapping[str, int]
+                   ) -> tuple[tuple[tuple[int, ...], int], ...] | None:
+    """The (box, swizzle mode) of each of a pipeline's leading copies where the TMA can move every
+    one of them (a pipeline waits on mbarriers or on cp.async groups, not both), else None.
+    `swizzled`: the modes of the arrays a warpgroup MMA will read."""
+    if not lead:
         return None
     buffers = {b.name: b for b in fn.buffers}
     aligned = Divisors(dataclasses.replace(fn, aligned=True))
-    boxes = tuple(tma_box(c, buffers, aligned) for c in lead)
-    return None if any(b is None for b in boxes) else boxes  # type: ignore[return-value]
+    out = []
+    count = 0
+    for c in lead:
+        mode = swizzled.get(c.dst.buf, 0)
+        box = tma_box(c, buffers, aligned, mode)
+        if box is None:
+            return None
+        out.append((box, mode))
+        count += panels(box, mode, buffers[c.dst.buf])
+    return tuple(out) if count <= MAX_COPIES else None
 
 
 def tma_destinations(fn: L.Function) -> frozenset[str]:
@@ -87,11 +121,11 @@ def active_copies(fn: L.Function) -> list[L.Copy]:
     return [s for s in statements(fn.body) if isinstance(s, L.Copy) and s.tma is not None and s.tma.active]
 
 
-
-
-
-def tensor_maps(fn: L.Function) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def tensor_maps(fn: L.Function) -> tuple[tuple[str, tuple[int, ...], int], ...]:
     """The tensor maps this variant of kernel `fn` receives, in parameter order: one per copied
-    tensor and box (the runtime builds and caches them at launch)."""
-    return tuple(dict.fromkeys((c.src.buf, c.tma.box) for c in active_copies(fn) if c.tma is not None))
-__all__ = ["MAX_BOX", "MAX_COPIES", "active_copies", "pipeline_boxes", "tensor_maps", "tma_box", "tma_destinations"]
+    tensor, box and swizzle mode (the runtime builds and caches them at launch)."""
+    return tuple(dict.fromkeys((c.src.buf, c.tma.box, c.tma.swizzle) for c in active_copies(fn) if c.tma is not None))
+
+
+__all__ = ["MAX_BOX", "MAX_COPIES", "active_copies", "panels", "pipeline_boxes", "tensor_maps", "tma_box",
+           "tma_destinations"]

@@ -125,6 +125,8 @@ def _copies(fn: L.Function, buffers: dict[str, L.Buffer]) -> None:
             _fail(fn, f"a copy planned as {s.plan}, not as its views call for", s)
         if isinstance(s, L.Copy) and s.tma is not None and s.tma.active != fn.aligned:
             _fail(fn, "a bulk tensor copy active in a variant other than the aligned one", s)
+        if isinstance(s, L.Copy) and s.tma is not None and s.tma.swizzle != buffers[s.dst.buf].swizzle:
+            _fail(fn, "a bulk tensor copy whose swizzle is not its destination's layout", s)
         if isinstance(s, L.VecMove) and s.plan != vec_plan(s, buffers, divisors):
             _fail(fn, f"a vector access planned as {s.plan}, not as its view calls for", s)
         for v in _views(s):

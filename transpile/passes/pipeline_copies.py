@@ -40,13 +40,14 @@ the loop). The rules, checked before the expansion, are transpile/passes/pipelin
 On sm_90a, a pipeline whose leading copies the tensor memory accelerator can all move
 (transpile/lir/tma.py) also gets what a variant needs to move them so (spec section 16): each copy
 its box (`Copy.tma`), one mbarrier per stage (`MbarInit` at the top of the kernel: one arrival per
-copy of a stage), and each wait the stage whose barrier it waits on (`AsyncWait.bar`, `.stage`).
+box of a stage), and each wait the stage whose barrier it waits on (`AsyncWait.bar`, `.stage`).
 The variant whose tensors are aligned (plan-copies activates the plans there) issues the copies
 from one thread and waits on the barrier's phase instead of cp.async groups; the other one prints
 the cp.async pipeline above. Such a pipeline keeps a barrier that ends its body where it is (its
 wait stays at the top: a wait at the end would wait for a stage the last iteration never fills).
-Copies into the arrays that a warpgroup MMA will read swizzled (passes/plan_wgmma.py) stay cp.async:
-a bulk copy writes a dense box, and swizzled boxes are not built yet.
+The arrays that a warpgroup MMA will read swizzled (passes/plan_wgmma.py) are written swizzled by
+the TMA: their copies' boxes are the panels of the swizzled matrix (`Copy.tma.swizzle`,
+lir/tma.py), each arriving on the stage's mbarrier.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from tessera.base.dtypes import I32, ScalarType
 from tessera.base.errors import DiagnosticSink, Loc
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
-from tessera.transpile.lir.tma import pipeline_boxes
+from tessera.transpile.lir.tma import panels, pipeline_boxes
 from tessera.transpile.lir.visit import map_body, map_stmt_exprs, statements
 from tessera.transpile.passes.pipeline_rules import (
     PipelineRules,
@@ -80,8 +81,8 @@ class _Function:
     def __init__(self, module: L.Module, fn: L.Function, sink: DiagnosticSink, tma: bool) -> None:
         self.fn = fn
         self.tma = tma and fn.kind == "kernel"
-        # the arrays a warpgroup MMA will read swizzled (plan-fragments): bulk copies write dense boxes
-        self.swizzled = frozenset(wgmma_modes(fn, "sm_90a") or ()) if self.tma else frozenset()
+        # the arrays a warpgroup MMA will read swizzled (plan-fragments): bulk copies swizzle them too
+        self.swizzled = (wgmma_modes(fn, "sm_90a") or {}) if self.tma else {}
         self.inits: list[L.MbarInit] = []  # the mbarriers of the pipelines of bulk tensor copies
         self.sink = sink
         self.rules = PipelineRules(module, fn, sink)
@@ -120,12 +121,13 @@ class _Function:
         loc = s.loc
         ty = s.var.dtype
         suffix = f"{s.var.name.lstrip('%')}_{loc.line}"
-        to_swizzled = any(isinstance(c, L.Copy) and c.dst.buf in self.swizzled for c in lead)
-        boxes = pipeline_boxes(self.fn, lead) if self.tma and not to_swizzled else None
+        boxes = pipeline_boxes(self.fn, lead, self.swizzled) if self.tma else None
         self.bar = f"tsr_bar_{suffix}_{loc.col}" if boxes is not None else ""
         self.boxes = boxes or ()
         if boxes is not None:
-            self.inits.append(L.MbarInit(loc, self.bar, n, len(lead)))
+            buffers = {b.name: b for b in self.fn.buffers}
+            count = sum(panels(box, mode, buffers[c.dst.buf]) for c, (box, mode) in zip(lead, boxes))
+            self.inits.append(L.MbarInit(loc, self.bar, n, count))
             rest = rest[1:] if rest and isinstance(rest[0], L.Barrier) else rest
             tail = None
         else:
@@ -188,7 +190,8 @@ class _Function:
             if staged:
                 moved = dataclasses.replace(moved, dst=_staged_view(moved.dst, stage))
             if self.bar:
-                moved = dataclasses.replace(moved, tma=L.TmaCopy(self.bar, self.boxes[k], staged))
+                box, mode = self.boxes[k]
+                moved = dataclasses.replace(moved, tma=L.TmaCopy(self.bar, box, staged, swizzle=mode))
             out.append(moved)
         return tuple(out)
 

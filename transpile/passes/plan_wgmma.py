@@ -11,7 +11,8 @@ results; `tesserac --info` says which):
 - each shared array a tmma reads has no `pad=`, constant extents, rows of 32, 64 or a multiple of
   128 bytes (lir/swizzle.py `matrix_of`) and a multiple of 8 rows, is read as whole matrices (a
   pipeline stage's, say), and is otherwise only written by whole-matrix `tcopy`/`tcopy_async`
-  (which then write it swizzled, emit/stmts.py). Any other access keeps the kernel on mma.sync.
+  (which then write it swizzled: emit/stmts.py, or the TMA's swizzled boxes on a pipeline of bulk
+  tensor copies, lir/tma.py). Any other access keeps the kernel on mma.sync.
 
     As = tshared.alloc(f16[128, 64]); Bs = tshared.alloc(f16[64, 128]); acc = tfrag(f32[128, 128])
     -> wgmma: As swizzle=128 (one panel), Bs swizzle=128 (two panels of 64 x 64), no padding
@@ -60,8 +61,8 @@ def wgmma_modes(fn: L.Function, arch: str) -> dict[str, int] | None:
             return None
         modes.update(found)
     for st in statements(fn.body):
-        for name in modes:
-            if _mentions(st, name) and not _allowed(fn, st, name):
+        for name, mode in modes.items():
+            if _mentions(st, name) and not _allowed(fn, st, name, mode):
                 return None
     return modes
 
@@ -106,17 +107,18 @@ def _whole(v: L.View, b: L.Buffer) -> bool:
     return all(isinstance(st, L.Const) and st.value == 0 and ext == d for st, ext, d in tail)
 
 
-def _allowed(fn: L.Function, s: L.Stmt, name: str) -> bool:
+def _allowed(fn: L.Function, s: L.Stmt, name: str, mode: int) -> bool:
     """Statements that may touch a swizzled array: its allocation, tmma reading it, and whole-matrix
-    copies into it from another array (cp.async, not bulk tensor copies)."""
+    copies into it from another array (cp.async, or bulk tensor copies whose boxes the TMA swizzles
+    in the array's mode: pipeline-copies asked `wgmma_modes` before the pipeline was expanded)."""
     b = fn.buffer(name)
     assert b is not None
     if isinstance(s, L.Alloc):
         return True
     if isinstance(s, L.Mma):
         return s.acc != name
-    if isinstance(s, L.Copy):  # not a bulk tensor copy: it writes a dense box (pipeline-copies leaves those out)
-        return s.dst.buf == name and s.src.buf != name and _whole(s.dst, b) and s.tma is None
+    if isinstance(s, L.Copy):  # a bulk tensor copy must swizzle as the MMA reads
+        return s.dst.buf == name and s.src.buf != name and _whole(s.dst, b) and (s.tma is None or s.tma.swizzle == mode)
     return False
 
 

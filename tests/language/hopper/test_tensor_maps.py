@@ -63,8 +63,8 @@ def fake(monkeypatch, tmp_path_factory):
     return drv
 
 
-# 64 tiles are not whole warpgroups: tmma stays mma.sync and the copies go to the TMA (with 128 or
-# 256 tiles the sample's tmma is a warpgroup MMA, whose swizzled operands bulk copies do not write yet)
+# 64 tiles are not whole warpgroups: tmma stays mma.sync and the copies go to the TMA unswizzled (with
+# 128 or 256 tiles the sample's tmma is a warpgroup MMA, whose operands the TMA writes swizzled)
 TMA_TILING = {"BM": 64, "BN": 64, "BK": 32, "stages": 3, "NT": 64}
 
 def _device(shape: tuple[int, ...], ptr: int, typestr: str = "<f2") -> object:
@@ -121,8 +121,34 @@ def test_element_types(fake, dtype: str, member: str) -> None:
 
 @pytest.mark.parametrize("swizzle,member", [(0, "NONE"), (32, "32B"), (64, "64B"), (128, "128B")])
 def test_swizzle_modes(fake, swizzle: int, member: str) -> None:
-    args = tensor_maps.encode_args(fake, "X", "f16", 0x1000, (64, 64), (8, 64), swizzle)
+    inner = swizzle // 2 or 64  # f16: the box's innermost extent is the mode's span
+    args = tensor_maps.encode_args(fake, "X", "f16", 0x1000, (64, 64), (8, inner), swizzle)
     assert args[8] == getattr(drv_enums.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{member}")
+    assert args[5] == [inner, 8]
+
+
+@pytest.mark.parametrize("swizzle,box", [(32, (8, 32)), (64, (8, 64)), (128, (8, 128)), (16, (8, 8))])
+def test_a_box_wider_than_the_swizzle_span_is_refused(fake, swizzle: int, box) -> None:
+    """The driver API: with a swizzle, the box's innermost extent in bytes is at most the span."""
+    with pytest.raises(tessera.TesseraError, match="'X' with swizzle"):
+        tensor_maps.encode_args(fake, "X", "f16", 0x1000, (64, 256), box, swizzle)
+
+
+def test_a_warpgroup_mma_kernel_swizzles_its_maps(fake) -> None:
+    """128 and 256 tiles: the GEMM's tmma is a warpgroup MMA reading As (f16[128, 32], rows of 64
+    bytes: the 64-byte mode) and Bs (f16[32, 128], rows of 256 bytes: the 128-byte mode in two panels
+    of 64 columns); the maps swizzle as those arrays are laid out, one box per panel."""
+    mod = tessera.compile(GEMM, backend="cuda", arch="sm_90a")
+    M, N, K = 256, 256, 96
+    A, B, C = _device((M, K), 0x10000000), _device((K, N), 0x20000000), _device((M, N), 0x30000000, "<f4")
+    mod.tc_gemm_f16(A, B, C, BM=128, BN=128, BK=32, stages=3, NT=256, grid=(2, 2))
+    E = drv_enums.CUtensorMapSwizzle
+    assert [(e[5], e[8]) for e in fake.encoded] == [([32, 128], E.CU_TENSOR_MAP_SWIZZLE_64B),
+                                                   ([64, 32], E.CU_TENSOR_MAP_SWIZZLE_128B)]
+    kernels = compile_source(SourceFile("g.tsr", GEMM), CompileOptions(arch="sm_90a"),
+                             variants={"tc_gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "stages": 3, "NT": 256}}).kernels
+    assert kernels[1].tensor_maps == (("A", (128, 32), 64), ("B", (32, 64), 128))
+    assert kernels_from_json(kernels_to_json(kernels)) == kernels
 
 
 @pytest.mark.parametrize("address,shape,match", [(0x1008, (64, 64), "16-byte aligned"),

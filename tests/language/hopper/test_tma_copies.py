@@ -4,7 +4,8 @@ and sm_90's; a seeded generator of pipelined copy programs (2-D and 3-D tensors,
 wholly outside the tensor, pipelines run once, repeatedly inside a loop and under a condition)
 against a NumPy model of the program, and against the same program on sm_90 (cp.async); the race
 detector reports a read of a stage whose barrier has not completed (a wait removed from the emitted
-C); the SASS of the samples for sm_90a has UTMALDG and SYNCS and no LDGSTS, no spills or warnings.
+C); the SASS of the samples for sm_90a has UTMALDG and SYNCS and no LDGSTS (with HGMMA in the GEMM and
+attention samples' warpgroup MMA kernels), no spills or warnings.
 
 `python -m tests.language.hopper.test_tma_copies N` runs the generator longer."""
 
@@ -65,19 +66,21 @@ def test_the_samples_that_use_bulk_copies_match_numpy_and_sm_90(name: str) -> No
 
 
 def test_the_samples_machine_code_for_sm_90a() -> None:
-    """Each aligned kernel of the samples moves its copies with the TMA, or is a warpgroup MMA (whose
-    swizzled operands bulk copies do not write yet: they keep cp.async); the f16 GEMM at 64 tiles (not
-    a whole warpgroup) takes the TMA."""
+    """Each aligned kernel of the samples moves its copies with the TMA: with mma.sync (the f16 GEMM
+    at 64 tiles, not a whole warpgroup) and with warpgroup MMAs, whose swizzled operands the TMA
+    writes (the GEMM and attention samples at their defaults: UTMALDG, SYNCS and HGMMA in one kernel)."""
     for name, variants in [("tc_gemm_f16", {"tc_gemm_f16": TMA_TILING}), *((n, None) for n in TMA_SAMPLES)]:
         result = compile_source(load_source(str(ROOT / "samples" / f"{name}.tsr")), CompileOptions(arch="sm_90a"),
                                 variants=variants)
         nv = compile_cuda(result.cuda, name=f"{name}.cu", arch="sm_90a")
         assert nv.warnings == (), (name, nv.warnings)
         bulk = [k for k in result.kernels if k.tensor_maps]
-        assert all(k.aligned for k in bulk), name
-        assert bulk or "wgmma.mma_async" in result.cuda, name
+        assert bulk and all(k.aligned for k in bulk) and len(bulk) == len(result.kernels) // 2, name
         if variants is not None:
-            assert bulk and "wgmma.mma_async" not in result.cuda
+            assert "wgmma.mma_async" not in result.cuda
+        else:
+            assert "wgmma.mma_async" in result.cuda, name
+            assert all(mode for k in bulk for _, _, mode in k.tensor_maps), name  # every box swizzled
         text = disassemble(nv.cubin) if find_nvdisasm() is not None else None
         for k in result.kernels:
             res = nv.kernel(k.c_name)
@@ -85,6 +88,8 @@ def test_the_samples_machine_code_for_sm_90a() -> None:
             if text is not None and k.tensor_maps:
                 sass = function_sass(text, k.c_name)
                 assert "UTMALDG" in sass and "SYNCS" in sass and "LDGSTS" not in sass, k.c_name
+                if variants is None and name in ("tc_gemm_f16", "flash_attention"):
+                    assert "HGMMA" in sass and "HMMA" not in sass, k.c_name
 
 
 def test_info_and_the_verifier_know_the_bulk_copies(tmp_path) -> None:

@@ -2,13 +2,18 @@
 two warpgroups, one or two m64 blocks each, N from 8 to 128, K steps whose rows take each swizzle
 mode and panels), operand types (f16, bf16, and i8 with trans_b), both B layouts, A from shared
 memory or from an operand fragment, the tmma in a pipelined or a plain loop and under a run-time
-condition, and a section-14 epilogue (element coordinates, a row reduction into a row vector).
+condition, the pipeline run once or again inside a loop, and a section-14 epilogue (element
+coordinates, a row reduction into a row vector). Sizes whose strides are 16-byte multiples run the
+aligned variant, where a pipeline's copies are bulk tensor copies: into the arrays wgmma reads as
+swizzled boxes, one per panel (and a dense box into an array that only ldmatrix reads).
 Each case runs on the CPU backend for sm_90a and sm_80 and must give NumPy's result, bit for bit
 the same on both; whether it used wgmma must be what the contract's conditions say (a Python
-model of them). `TESSERA_WGMMA_CASES=N` runs N cases instead of the suite's few."""
+model of them), and so must the tensor maps of its bulk copies (their boxes and swizzle modes).
+`TESSERA_WGMMA_CASES=N` runs N cases of each kind instead of the suite's few."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from dataclasses import dataclass
@@ -19,7 +24,9 @@ import pytest
 import tessera
 from samples.runner import bf16_bits, bf16_values
 from tessera.base.errors import SourceFile
+from tessera.base.kernel_info import KernelInfo
 from tessera.base.options import CompileOptions
+from tessera.runtime.host.library import CpuLibrary
 from tessera.transpile.driver import compile_source
 
 CASES = int(os.environ.get("TESSERA_WGMMA_CASES", "3"))
@@ -36,6 +43,8 @@ class Case:
     a_regs: bool
     pipelined: bool
     rows: bool
+    aligned: bool = False  # sizes for the aligned variant (N a multiple of 16)
+    repeat: bool = False   # the pipeline inside `for rep in range(reps)` (reps = 2 at launch)
 
     @property
     def nt(self) -> int:
@@ -50,7 +59,7 @@ class Case:
         a_arg = "Af" if self.a_regs else "As"
         lines = [
             f"@kernel tile[({self.nt},)]",
-            f"def mm(A: {self.t}[M, K], B: {b_shape}, C: mut {acc_t}[M, N], R: mut {acc_t}[M], skip: i32, "
+            f"def mm(A: {self.t}[M, K], B: {b_shape}, C: mut {acc_t}[M, N], R: mut {acc_t}[M], skip: i32, reps: i32, "
             f"BM: const i32 = {self.bm}, BN: const i32 = {self.bn}, BK: const i32 = {self.bk}):",
             f"    As = tshared.alloc({self.t}[BM, BK])",
             f"    Bs = tshared.alloc({self.t}{bs})",
@@ -63,15 +72,17 @@ class Case:
         lines += ["    m0 = group_id(1) * BM", "    n0 = group_id(0) * BN"]
         copy = "tcopy_async" if self.pipelined else "tcopy"
         loop = "tpipeline(0, K, BK, stages=2)" if self.pipelined else "range(0, K, BK)"
-        lines += [f"    for k0 in {loop}:", f"        {copy}(As, A[m0:m0 + BM, k0:k0 + BK])", f"        {copy}(Bs, {b_view})"]
+        body = [f"for k0 in {loop}:", f"    {copy}(As, A[m0:m0 + BM, k0:k0 + BK])", f"    {copy}(Bs, {b_view})"]
         if not self.pipelined:
-            lines.append("        tbarrier()")
+            body.append("    tbarrier()")
         if self.a_regs:
-            lines.append("        tload(Af, As)")
-        lines += ["        if k0 >= skip:",
-                  f"            tmma(acc, {a_arg}, Bs{', trans_b=True' if self.trans_b else ''})"]
+            body.append("    tload(Af, As)")
+        body += ["    if k0 >= skip:", f"        tmma(acc, {a_arg}, Bs{', trans_b=True' if self.trans_b else ''})"]
         if not self.pipelined:
-            lines.append("        tbarrier()")
+            body.append("    tbarrier()")
+        if self.repeat:  # each run starts again from zero: the result is one run's
+            body = ["for rep in range(reps):", f"    acc[:] = {zero}", *("    " + x for x in body)]
+        lines += ["    " + x for x in body]
         if self.rows:
             lines += ["    acc[:] = acc * 2 + row_index() - col_index()", "    mx[:] = tmax(acc, axis=1)",
                       "    tstore(R[m0:m0 + BM], mx)"]
@@ -91,6 +102,19 @@ class Case:
         a_ok = self.a_regs or fits(self.bk * size)
         return a_ok and fits(b_row) and (self.t != "i8" or self.trans_b)
 
+    def expect_maps(self) -> tuple[tuple[str, tuple[int, int], int], ...]:
+        """The tensor maps of the aligned variant of a pipelined wgmma case (lir/tma.py, restated):
+        an array wgmma reads is swizzled in the mode its rows call for, one box per panel of that
+        many bytes; A's array, where only ldmatrix reads it (A from registers), a dense box."""
+        size = 1 if self.t == "i8" else 2
+
+        def box(rows: int, cols: int, swizzled: bool) -> tuple[tuple[int, int], int]:
+            mode = (cols * size if cols * size in (32, 64) else 128) if swizzled else 0
+            return (rows, mode // size if mode else cols), mode
+
+        b_rows, b_cols = (self.bn, self.bk) if self.trans_b else (self.bk, self.bn)
+        return (("A", *box(self.bm, self.bk, not self.a_regs)), ("B", *box(b_rows, b_cols, True)))
+
 
 def random_case(rng: random.Random) -> Case:
     t = rng.choice(["f16", "bf16", "i8"])
@@ -102,7 +126,17 @@ def random_case(rng: random.Random) -> Case:
     trans_b = True if t == "i8" else rng.random() < 0.5
     bk = rng.choice([32, 64, 128] if t == "i8" else [16, 32, 64, 128])
     a_regs = t != "i8" and rng.random() < 0.3
-    return Case(t, groups, bm, bn, bk, trans_b, a_regs, rng.random() < 0.5, t != "i8" and rng.random() < 0.5)
+    case = Case(t, groups, bm, bn, bk, trans_b, a_regs, rng.random() < 0.5, t != "i8" and rng.random() < 0.5)
+    aligned = rng.random() < 0.6 and (bn % 16 == 0 or not case.rows)
+    return dataclasses.replace(case, aligned=aligned, repeat=case.pipelined and rng.random() < 0.4)
+
+
+def random_tma_case(rng: random.Random) -> Case:
+    """A wgmma case whose pipeline's copies are bulk tensor copies in the aligned variant."""
+    while True:
+        case = dataclasses.replace(random_case(rng), pipelined=True)
+        if case.expect_wgmma() and (case.bn % 16 == 0 or not case.rows):
+            return dataclasses.replace(case, aligned=True, repeat=rng.random() < 0.5)
 
 
 def _inputs(case: Case, rng: np.random.Generator, m: int, k: int, n: int):  # type: ignore[no-untyped-def]
@@ -123,6 +157,8 @@ def check(case: Case, seed: int) -> None:
     rng = np.random.default_rng(seed)
     m, k = case.bm + 37, case.bk * 3
     n = (case.bn - 3 if case.bn > 8 else case.bn) if case.rows else case.bn * 2 + 3  # a row vector: one tile along N
+    if case.aligned:  # strides of 16-byte multiples: the aligned variant
+        n = case.bn if case.rows else case.bn * 2 + 16
     skip = case.bk * int(rng.integers(0, 3))
     a, b, a64, b64 = _inputs(case, rng, m, k, n)
     keep = np.repeat(np.arange(0, k, case.bk) >= skip, case.bk)[:, None]
@@ -131,11 +167,24 @@ def check(case: Case, seed: int) -> None:
     grid = (-(-n // case.bn), -(-m // case.bm))
     out = {}
     dt = np.int32 if case.t == "i8" else np.float32
+    launched: list[KernelInfo] = []
+    real = CpuLibrary.launch
+
+    def spy(self, info, bound, **kw):  # type: ignore[no-untyped-def]
+        launched.append(info)
+        return real(self, info, bound, **kw)
+
     for arch in ("sm_80", "sm_90a"):
         mod = tessera.compile(src, backend="cpu", path="r.tsr", arch=arch)
         c, r = np.zeros((m, n), dt), np.zeros(m, dt)
-        mod.mm(a, bt, c, r, skip, grid=grid)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(CpuLibrary, "launch", spy)
+            mod.mm(a, bt, c, r, skip, 2, grid=grid)
         out[arch] = (c, r)
+    info = launched[-1]
+    assert info.aligned or not case.aligned, (case, info.c_name)
+    if case.aligned and case.pipelined and case.expect_wgmma():
+        assert info.tensor_maps == case.expect_maps(), (case, info.tensor_maps)
     c, r = out["sm_90a"]
     if case.rows:
         rows, cols = np.arange(m)[:, None] % case.bm, np.arange(case.bn)[None, :]
@@ -150,3 +199,8 @@ def check(case: Case, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(CASES))
 def test_random_wgmma_cases(seed: int) -> None:
     check(random_case(random.Random(1000 + seed)), seed)
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_random_swizzled_bulk_copy_cases(seed: int) -> None:
+    check(random_tma_case(random.Random(3000 + seed)), seed)
