@@ -94,6 +94,17 @@ class MemoryBuiltins(Part):
     def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
         if not check_arity(self.sink, e, name, 2):
             return e
+        for a in e.args:
+            root = a.base if isinstance(a, N.Index) else a
+            if not isinstance(root, N.Name):
+                continue
+            sym = self.scope.lookup(root.id)
+            if self.fc.fn.kind == "device" and sym is not None and sym.ref == "param" \
+                    and isinstance(sym.ty, N.TensorType):
+                self.sink.error(a.loc, f"'{root.id}' is an array parameter of a device function, which may be global "
+                                f"or shared memory, so {name}() cannot copy through it; call {name}() in the "
+                                f"kernel, where the shared array is known")
+                return e
         dst = self.view(e.args[0], name, "destination")
         src = self.view(e.args[1], name, "source")
         if dst is None or src is None:
