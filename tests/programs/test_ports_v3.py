@@ -64,6 +64,15 @@ def test_fused_softmax(check_bounds: bool) -> None:
 
 
 @BOUNDS
+def test_softmax_of_long_rows_through_two_pipelines(check_bounds: bool) -> None:
+    x = rng(26).standard_normal((3, 1500)).astype(np.float32) * 3
+    y = np.zeros_like(x)
+    load("softmax", check_bounds).softmax_long(x, y, grid=3)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    close(y, e / e.sum(axis=1, keepdims=True), 1e-6)
+
+
+@BOUNDS
 def test_matmul_leaky_relu_f16(check_bounds: bool) -> None:
     r = rng(4)
     M, N, K = 70, 90, 72
