@@ -11,7 +11,10 @@ whole group or by whole warps. Taints flow through locals, register arrays, retu
 functions (a tile index behind a call still varies) and control flow: an assignment under a varying
 condition varies, and after a `break` or `continue` under a varying condition the rest of the loop
 body (and every later iteration) runs only for some tiles. A `return` under a varying condition is
-allowed: a tile that has returned takes no part in later barriers (docs/language.md, section 8.1).
+allowed, and a tile that has returned takes no part in later barriers (docs/language.md, section
+8.1), but every other cooperative operation after it is an error: a group reduction, a copy or a
+fragment statement needs every tile's part, a warp operation every lane's value (after a return
+under a warp-uniform condition, warp operations are still allowed).
 
 Inside a device function a value may also depend on a parameter. Then the function's result varies
 as the argument does, and a cooperative operation under a condition on a parameter makes the
@@ -83,10 +86,16 @@ class FunctionFacts:
 class _Ctl:
     taint: Taint
     where: Loc | None  # the condition or loop that made control vary
+    returned: Taint = NONE  # how the tiles that may have returned before this point vary
+    returned_at: Loc | None = None  # the first such return
 
     def deeper(self, t: Taint, loc: Loc) -> _Ctl:
         joined = self.taint.join(t)
-        return _Ctl(joined, loc if joined != self.taint else self.where)
+        return _Ctl(joined, loc if joined != self.taint else self.where, self.returned, self.returned_at)
+
+    def after_return(self, t: Taint, loc: Loc | None) -> _Ctl:
+        joined = self.returned.join(t)
+        return _Ctl(self.taint, self.where, joined, self.returned_at or (loc if joined != self.returned else None))
 
 
 class _Walker:
@@ -100,6 +109,7 @@ class _Walker:
         self.params = {p.name: i for i, p in enumerate(fn.params)} if fn.kind == "device" else {}
         self.var: dict[str, Taint] = {}
         self.escapes: dict[int, Taint] = {}   # per loop (id of the node): taint of its early exits
+        self.returns: dict[int, tuple[Taint, Loc | None]] = {}  # per loop: its returns (later iterations)
         self.changed = False
         self.found: list[tuple[Loc, str, Note | None]] = []  # what this round would report
         self.result = NONE
@@ -208,12 +218,14 @@ class _Walker:
     def block(self, stmts: tuple[N.Stmt, ...], ctl: _Ctl) -> tuple[Taint, Taint]:
         ret = exits = NONE
         where = ctl.where
+        after = ctl
         for s in stmts:
-            c = _Ctl(ctl.taint.join(exits), where)
+            c = _Ctl(ctl.taint.join(exits), where, after.returned, after.returned_at)
             r, x = self.stmt(s, c)
             if x != NONE and where is None:
                 where = s.loc
             ret, exits = ret.join(r), exits.join(x)
+            after = after.after_return(r, _return_loc(s))
         return ret, exits
 
     def stmt(self, s: N.Stmt, ctl: _Ctl) -> tuple[Taint, Taint]:
@@ -233,12 +245,17 @@ class _Walker:
             for p in parts:
                 t = t.join(self.expr(p, ctl))
             inner = ctl.deeper(t.join(self.escapes.get(id(s), NONE)), s.loc)
+            inner = inner.after_return(*self.returns.get(id(s), (NONE, None)))
             if isinstance(s, N.For):
                 self.set(s.var, inner.taint.join(t))
             r, x = self.block(s.body, inner)
             old = self.escapes.get(id(s), NONE)
             if old.join(x) != old:
                 self.escapes[id(s)] = old.join(x)
+                self.changed = True
+            old_r, at = self.returns.get(id(s), (NONE, None))
+            if old_r.join(r) != old_r:
+                self.returns[id(s)] = (old_r.join(r), at or _return_loc(s))
                 self.changed = True
             return r, NONE
         if isinstance(s, N.Return):
@@ -293,6 +310,10 @@ class _Walker:
                                    "(each element is computed by whichever lane holds it), but it is under control "
                                    "flow that depends on the tile index",
                                    Note("the tile-dependent condition or loop is here", ctl.where)))
+            elif ctl.returned.level > UNIFORM:
+                self.found.append((s.loc, "a whole-fragment statement must be reached by every tile of the group "
+                                   "(each element is computed by whichever lane holds it), but some tiles may have "
+                                   "returned before it", _returned_note(ctl)))
             return
         part = self.varying_part(s.value, ctl)
         del self.found[mark:]  # the walk into the parts repeats what the first walk found
@@ -318,9 +339,23 @@ class _Walker:
         if coop == Coop.NONE:
             return
         allowed = UNIFORM if coop == Coop.GROUP else WARP
-        for p, cap in ctl.taint.params:
+        # A barrier is the one operation that tiles which have returned do not hold up (as in
+        # CUDA); every other one needs each tile's (or lane's) part.
+        barrier = name == "tbarrier" and isinstance(e.func, N.Name) and e.func.ref == "builtin"
+        returned = NONE if barrier else ctl.returned
+        for p, cap in ctl.taint.join(returned).params:
             if cap > allowed and (p not in self.requires or self.requires[p][0] > allowed):
-                self.requires[p] = (allowed, name, ctl.where or e.loc)
+                self.requires[p] = (allowed, name, ctl.where or ctl.returned_at or e.loc)
+        if ctl.taint.level <= allowed and returned.level > allowed:
+            group = coop == Coop.GROUP
+            self.found.append((e.loc, (f"{name}() must be reached by every tile of the group, but some tiles may "
+                                       "have returned before it; only tbarrier() may follow a return that depends "
+                                       "on the tile index") if group else
+                               (f"{name}() must be reached by all 32 lanes of the warp, but some lanes may have "
+                                "returned before it; only tbarrier() may follow a return that depends on the lane "
+                                "(a condition that is the same in a whole warp may guard a return)"),
+                               _returned_note(ctl)))
+            return
         if ctl.taint.level <= allowed:
             return
         if coop == Coop.GROUP:
@@ -362,6 +397,21 @@ class _Walker:
             self.sink.error(loc, message, *([note] if note is not None else []))
         return FunctionFacts(result=self.result, requires=self.requires)
 
+
+
+def _returned_note(ctl: _Ctl) -> Note:
+    return Note("tiles may return here, under a condition that depends on the tile index", ctl.returned_at)
+
+
+def _return_loc(s: object) -> Loc | None:
+    """The first `return` in `s` (not inside a nested function: there are none)."""
+    if isinstance(s, N.Return):
+        return s.loc
+    for child in tree_children(s):
+        loc = _return_loc(child)
+        if loc is not None:
+            return loc
+    return None
 
 
 def _is_fragment_statement(target: N.Expr) -> bool:

@@ -94,6 +94,17 @@ class MemoryBuiltins(Part):
     def rule_tcopy(self, e: N.Call, name: str) -> N.Expr:
         if not check_arity(self.sink, e, name, 2):
             return e
+        for a in e.args:
+            root = a.base if isinstance(a, N.Index) else a
+            if not isinstance(root, N.Name):
+                continue
+            sym = self.scope.lookup(root.id)
+            if self.fc.fn.kind == "device" and sym is not None and sym.ref == "param" \
+                    and isinstance(sym.ty, N.TensorType):
+                self.sink.error(a.loc, f"'{root.id}' is an array parameter of a device function, which may be global "
+                                f"or shared memory, so {name}() cannot copy through it; call {name}() in the "
+                                f"kernel, where the shared array is known")
+                return e
         dst = self.view(e.args[0], name, "destination")
         src = self.view(e.args[1], name, "source")
         if dst is None or src is None:
@@ -213,11 +224,8 @@ class MemoryBuiltins(Part):
         if hi is None:
             hi = dim
         v = self.scope.try_const(N.BinOp(s.loc, "-", hi, lo))
-        rest = _without_terms(hi, lo)
-        if rest is not None and not isinstance(v, int):
-            parts = [self.scope.try_const(x) for x in rest]
-            if rest and all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
-                v = sum(parts)  # type: ignore[arg-type]
+        if not isinstance(v, int):
+            v = self._difference(hi, lo)
         if not isinstance(v, int) or isinstance(v, bool):
             self.sink.error(s.loc, "the extent of a view (stop - start) must be a compile-time constant: write "
                             "the slice as A[r0:r0 + BM] with BM constant")
@@ -226,6 +234,35 @@ class MemoryBuiltins(Part):
             self.sink.error(s.loc, f"the extent of a view (stop - start) must be at least 1, not {v}")
             return None
         return v
+
+    def _difference(self, hi: N.Expr, lo: N.Expr) -> int | None:
+        """`hi - lo` when both are sums of the same run-time terms with constant coefficients plus
+        constants (`y0 + BY + 1` less `y0 - 1` is BY + 2), else None."""
+        terms: list[tuple[N.Expr, int]] = []
+        const = self._linear(hi, 1, terms) + self._linear(lo, -1, terms)
+        return const if all(k == 0 for _, k in terms) else None
+
+    def _linear(self, e: N.Expr, sign: int, terms: list[tuple[N.Expr, int]]) -> int:
+        """Adds the run-time terms of `sign * e` to `terms` (merging equal ones) and returns its
+        constant part."""
+        c = self.scope.try_const(e)
+        if isinstance(c, int) and not isinstance(c, bool):
+            return sign * c
+        if isinstance(e, N.BinOp) and e.op in ("+", "-"):
+            return self._linear(e.left, sign, terms) + self._linear(e.right, -sign if e.op == "-" else sign, terms)
+        if isinstance(e, N.Unary) and e.op in ("-", "+"):
+            return self._linear(e.operand, -sign if e.op == "-" else sign, terms)
+        if isinstance(e, N.BinOp) and e.op == "*":
+            for factor, rest in ((e.left, e.right), (e.right, e.left)):
+                k = self.scope.try_const(factor)
+                if isinstance(k, int) and not isinstance(k, bool):
+                    return self._linear(rest, sign * k, terms)
+        for n, (t, k) in enumerate(terms):
+            if same_expr(t, e):
+                terms[n] = (t, k + sign)
+                return 0
+        terms.append((e, sign))
+        return 0
 
 
 class MmaViews(Part):
@@ -271,23 +308,6 @@ class MmaViews(Part):
         return view if view is not None else self.fc.expr(e)
 
 
-def _terms(e: N.Expr) -> list[N.Expr]:
-    """The operands of a chain of additions: ((a + b) + c) gives [a, b, c]."""
-    if isinstance(e, N.BinOp) and e.op == "+":
-        return _terms(e.left) + _terms(e.right)
-    return [e]
-
-
-def _without_terms(hi: N.Expr, lo: N.Expr) -> list[N.Expr] | None:
-    """The terms of `hi` left after taking out those of `lo` (`r0 + BM + 2` less `r0` is
-    [BM, 2]), or None when `lo` is not part of `hi`."""
-    rest = _terms(hi)
-    for term in _terms(lo):
-        k = next((i for i, x in enumerate(rest) if same_expr(x, term)), None)
-        if k is None:
-            return None
-        del rest[k]
-    return rest
 
 
 def _root(v: N.Expr) -> str:

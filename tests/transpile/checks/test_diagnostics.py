@@ -662,6 +662,11 @@ CATALOG: list[Case] = [
          'register array f32[4] cannot be passed'),
     Case("store-through-non-mut-array-parameter", "@device\ndef st(v: f32[k]):\n    v[0] = 1.0\n", 3, 5,
          "cannot store to 'v': it is not mut"),
+    Case("copy-through-array-parameter", "@device\ndef stage(x: f32[k], s: mut f32[128], j: i32):\n"
+         "    tcopy(s, x[j:j + 128])\n", 3, 11,
+         "'s' is an array parameter of a device function, which may be global or shared memory, so tcopy() cannot"),
+    Case("async-copy-through-array-parameter", "@device\ndef stage(x: f32[k], s: mut f32[128], j: i32):\n"
+         "    tcopy_async(s[0:64], x[j:j + 64])\n", 3, 17, "so tcopy_async() cannot copy through it"),
     Case("non-mut-tensor-for-mut-parameter", "@device\ndef w(v: mut f32[k]):\n    v[0] = 1.0\n\n" + kern("w(x)"), 7, 7,
          "argument 'v' of w() is mut"),
     Case("tuple-return-wrong-count", "@device\ndef two(a: f32) -> (f32, f32):\n    return a\n", 3, 12,
