@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import functools
 
+from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import trailing
-from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_names
+from tessera.transpile.cpu.group_memory import bind_shared, group_memory
+from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
+from tessera.transpile.cpu.tile_bounds import prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
@@ -45,6 +48,9 @@ class RegionPrinter(BodyPrinter):
         self.plan: Regions = planned_regions(fn)
         self.counter = 0
         self._open = 0  # loops that _open_tiles opened
+        names: list[tuple[str, bool]] = []
+        declared(fn.body, True, names)
+        self.local = {n for n, _ in names} | assigned(fn.body)
 
     def _cname(self, name: str) -> str:
         return c_ident(name) if name in self.plan.regs else var_name(name)
@@ -60,17 +66,18 @@ class RegionPrinter(BodyPrinter):
         for name, local in _MACROS:
             macro = name.partition("(")[0]
             self.lines += [f'#pragma push_macro("{macro}")', f"#undef {macro}", f"#define {name} {local}"]
-        for name, ctype in self.plan.per_tile.items():
-            elem, _, dims = ctype.partition("[")
-            dims = "[" + dims if dims else ""
-            cn = self._cname(name)
-            self.emit(f"static thread_local {elem} tsr_rgs_{cn}[{self.tiles}]{dims};  // per tile")
-            self.emit(f"auto* const tsr_rgp_{cn} = tsr_rgs_{cn};")
+        for line in group_memory(self.fn, self.plan.per_tile, {n: self._cname(n) for n in self.plan.per_tile},
+                                 self.tiles, self.opts.restrict):
+            self.emit(line)
         for name, ctype in self.plan.group.items():
             self.emit(f"{ctype} {var_name(name)}{{}};  // once per group")
         self.sequence(self.fn.body)
         for name, _ in reversed(_MACROS):
             self.lines.append(f'#pragma pop_macro("{name.partition("(")[0]}")')
+
+    def static_shared(self, b: L.Buffer, loc: Loc) -> None:
+        """A shared array is a member of the group's arrays (group_memory.py), bound by its name."""
+        self.emit(bind_shared(b), loc)
 
     def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
         """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the
@@ -82,13 +89,14 @@ class RegionPrinter(BodyPrinter):
             self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
                       f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
 
-    def _open_tiles(self) -> None:
+    def _open_tiles(self, count: str = "") -> None:
         """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
-        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx)."""
+        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx). `count`: a C
+        expression, the first tiles only (a group with one axis)."""
         t = self.fn.tile + (1,) * (3 - len(self.fn.tile))
         axes = [(a, n) for a, n in zip("zyx", reversed(t)) if n > 1] or [("x", 1)]
         for a, n in axes:
-            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {n}u; ++tsr_{a}) {{")
+            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {count or f'{n}u'}; ++tsr_{a}) {{")
             self.depth += 1
         linear = {"x": "tsr_x", "y": f"tsr_y * {t[0]}u", "z": f"tsr_z * {t[0] * t[1]}u"}
         self.emit(f"[[maybe_unused]] const unsigned tsr_t = {' + '.join(linear[a] for a, _ in reversed(axes))};")
@@ -144,6 +152,10 @@ class RegionPrinter(BodyPrinter):
             self.emit("}")
 
     def _tiles_region(self, stmts: list[L.Stmt]) -> None:
+        guarded = prefix_bound(stmts, self.plan, self.local)
+        if guarded is not None:
+            self._prefix_region(*guarded)
+            return
         self._open_tiles()
         if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
             self.emit("{")
@@ -161,6 +173,20 @@ class RegionPrinter(BodyPrinter):
             self.depth -= 1
             self.emit("}")
             self.emit("tsr_tile_done:;")
+        self._close_tiles()
+
+    def _prefix_region(self, s: L.If, bound: L.Expr) -> None:
+        """A region that is one `if t < U:` (tile_bounds.py): the tile loop over the tiles below U,
+        the `if`'s body without its test."""
+        k = self.counter = self.counter + 1
+        ctype, u, n = bound.dtype.c_compute, f"tsr_u{k}", f"tsr_n{k}"
+        self.emit(f"const {ctype} {u} = {self.pr.expr(bound)};", s.loc)
+        self.emit(f"const unsigned {n} = {u} <= 0 ? 0u : {u} >= {self.tiles} ? {self.tiles}u : (unsigned){u};"
+                  "  // the tiles whose test holds: a prefix of the group")
+        self._open_tiles(n)
+        self._bind(refs(list(s.then)), "tsr_t", list(s.then))
+        for x in s.then:
+            self.stmt(x)
         self._close_tiles()
 
     def s_Return(self, s: L.Return) -> None:

@@ -1,0 +1,67 @@
+"""Region mode's arrays that live as long as a group: the per-tile copies of locals
+(`tsr_rgs_NAME[tiles]`, region_plan.py's per-tile locals) and the shared arrays declared on their
+own, as members of one `static thread_local` struct (one per kernel, reached through one pointer
+taken once: `tsr_gm`).
+
+On the host, such an array is thread-local (a worker thread runs one group at a time), and a
+shared library finds a thread-local variable's address by a call (`__tls_get_addr`), which GCC
+repeats at every access inside a loop instead of keeping the address: a tree's `sh[t] += sh[t + h]`
+made a call per tile. One struct, whose address is taken once and hidden from the optimizer (an
+empty `asm`), is one call per launch of the kernel's body, and GCC still tells the members apart
+(fields of one object), which the vectorizer needs. The address is hidden only where tensor
+parameters are `__restrict__` (the default): otherwise GCC could no longer tell the group's arrays
+from the parameters' memory, and keeps the thread-local accesses it can.
+"""
+
+from __future__ import annotations
+
+from tessera.transpile.emit.stmts import static_shared_decl
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.shared_layout import shared_layout
+from tessera.transpile.lir.visit import statements
+from tessera.transpile.names import c_ident
+
+
+def static_shared(fn: L.Function) -> list[L.Buffer]:
+    """The shared arrays of `fn` that have a declaration of their own (not in a pool, not dynamic)."""
+    layout = shared_layout(fn)
+    if layout.dynamic or layout.shares:
+        return []
+    out = []
+    for s in statements(fn.body):
+        if isinstance(s, L.Alloc):
+            b = fn.buffer(s.buf)
+            assert b is not None
+            if b.space == "shared" and b.name not in layout.sized:
+                out.append(b)
+    return out
+
+
+def group_memory(fn: L.Function, per_tile: dict[str, str], cname: dict[str, str], tiles: int,
+                 hide: bool) -> list[str]:
+    """The C lines that declare the struct and bind `tsr_gm` (and `tsr_rgp_CNAME` for each
+    per-tile local: name -> C type of an element, `cname`: its C name). `hide`: hide the address."""
+    members: list[str] = []
+    for name, ctype in per_tile.items():
+        elem, _, dims = ctype.partition("[")
+        members.append(f"{elem} tsr_rgs_{cname[name]}[{tiles}]{'[' + dims if dims else ''};  // per tile")
+    for b in static_shared(fn):
+        align, decl = static_shared_decl(fn, b)
+        members.append(f"alignas({align}) {decl};  // shared")
+    if not members:
+        return []
+    lines = ["static thread_local struct {  // the group's arrays (transpile/cpu/group_memory.py)",
+             *(f"    {m}" for m in members), "} tsr_gmem;", "auto* tsr_gm = &tsr_gmem;"]
+    if hide:
+        lines.append('asm("" : "+r"(tsr_gm));  // its address taken once, not at every access')
+    lines += [f"auto* const tsr_rgp_{cname[n]} = tsr_gm->tsr_rgs_{cname[n]};" for n in per_tile]
+    return lines
+
+
+def bind_shared(b: L.Buffer) -> str:
+    """The C line that binds shared array `b`'s name to its member."""
+    name = c_ident(b.name)
+    return f"auto& {name} = tsr_gm->{name};"
+
+
+__all__ = ["bind_shared", "group_memory", "static_shared"]
