@@ -35,6 +35,8 @@ def _linear_id(e: L.Expr, plan: Regions) -> bool:
     if isinstance(e, L.Var) and e.name in plan.remat:
         init = plan.remat[e.name].init
         return init is not None and init.dtype == e.dtype and _linear_id(init, plan)
+    if isinstance(e, L.Cast):  # widened: the same value (the index fits every signed type)
+        return e.dtype.name in _SIGNED and e.x.dtype.name in _SIGNED and _linear_id(e.x, plan)
     if isinstance(e, L.Intrinsic):
         return e.op == "tile_linear_id" or (e.op == "tile_id" and isinstance(e.args[0], L.Const)
                                             and e.args[0].value == 0)
