@@ -24,7 +24,7 @@ import functools
 
 from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
-from tessera.transpile.cpu.group_locals import trailing
+from tessera.transpile.cpu.group_locals import split
 from tessera.transpile.cpu.group_memory import bind_shared, group_memory
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
 from tessera.transpile.cpu.tile_bounds import prefix_bound
@@ -131,25 +131,31 @@ class RegionPrinter(BodyPrinter):
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
-        """A region: its statements in a loop over the tiles, then the assignments of locals kept once
-        for the group that end it (group_locals.py), once, with tile 0's values."""
-        tail = trailing(stmts, frozenset(self.plan.group))
-        if tail < len(stmts):
-            self._tiles_region(stmts[:len(stmts) - tail])
-        if tail:
-            self.emit("{  // the group's own locals, once")
-            self.depth += 1
-            last = [s for s in stmts[len(stmts) - tail:] if isinstance(s, (L.Decl, L.Assign))]
-            self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
-                              if e is not None))
-            for s in last:
-                if isinstance(s, L.Decl):
-                    if s.init is not None:
-                        self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
-                else:
-                    self.stmt(s)
-            self.depth -= 1
-            self.emit("}")
+        """A region: the assignments of locals kept once for the group that lead it (group_locals.py),
+        once, with tile 0's values; its other statements in a loop over the tiles; then those
+        assignments that end it, once."""
+        lead, body, tail = split(stmts, frozenset(self.plan.group))
+        self._group_assignments(lead, ", before the tiles")
+        if body:
+            self._tiles_region(body)
+        self._group_assignments(tail, "")
+
+    def _group_assignments(self, stmts: list[L.Stmt], when: str) -> None:
+        if not stmts:
+            return
+        self.emit(f"{{  // the group's own locals, once{when}")
+        self.depth += 1
+        last = [s for s in stmts if isinstance(s, (L.Decl, L.Assign))]
+        self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
+                          if e is not None))
+        for s in last:
+            if isinstance(s, L.Decl):
+                if s.init is not None:
+                    self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
+            else:
+                self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
 
     def _tiles_region(self, stmts: list[L.Stmt]) -> None:
         guarded = prefix_bound(stmts, self.plan, self.local)

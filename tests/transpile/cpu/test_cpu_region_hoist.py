@@ -157,3 +157,79 @@ def test_a_local_read_where_the_stretch_writes_memory_stays_per_tile(monkeypatch
     m = np.repeat(x[[0, 0]] * f32(2), 8)
     q = np.repeat(x[[0, 0]], 8) + f32(1)
     assert got["y"].tobytes() == (m + (x[1] + m) + q + m).astype(f32).tobytes()
+
+
+LEAD = """
+@kernel tile[(8,)]
+def lead(x: f32[n], y: mut f32[n], a: i32):
+    sh = tshared.alloc(f32[8])
+    t = tile_linear_id()
+    g = global_linear_id()
+    m = 0.0
+    u = 0.0
+    sh[t] = x[g]
+    tbarrier()
+    m = sh[a % 8] + 1.0
+    acc = m * f32(t)
+    u = sh[0]
+    r = u * f32(t)
+    u = u + 1.0
+    r2 = u + r + acc
+    tbarrier()
+    y[g] = r2 + u + m
+"""
+
+
+def test_an_assignment_that_leads_its_region_runs_once_before_the_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`m` reads shared memory no tile writes before the next barrier, and no statement of the
+    region before it touches `m` or what it reads: assigned once, before the tile loop
+    (group_locals.split). `u` is read (`r = u * f32(t)`) before its second assignment, which
+    neither leads nor ends the region: `u` stays per tile."""
+    c = cpu_c(LEAD)
+    assert re.search(r"\{  // the group's own locals, once, before the tiles\n.*\n *m = sh\[a % 8\] \+ 1\.0f;", c)
+    assert "float m{};  // once per group" in c and "float tsr_rgs_u[8];" in c
+
+    def make() -> dict[str, np.ndarray]:
+        return {"x": np.arange(16, dtype=f32) * f32(0.5), "y": np.zeros(16, f32)}
+
+    for a in (0, 3, 13):
+        monkeypatch.setenv("TESSERA_CPU_REGIONS", "1")  # both_modes ends in fiber mode
+        got = both_modes(LEAD, "lead", lambda k, d, a=a: k(d["x"], d["y"], a, grid=2), make, monkeypatch)
+        x, t = make()["x"], np.arange(16) % 8
+        base = (np.arange(16) // 8) * 8
+        m = x[base + a % 8] + f32(1)
+        u0 = x[base]
+        r2 = (u0 + f32(1)) + u0 * t.astype(f32) + m * t.astype(f32)
+        assert got["y"].tobytes() == (r2 + (u0 + f32(1)) + m).astype(f32).tobytes()
+
+
+AFTER = """
+@kernel tile[(8,)]
+def after(x: f32[n], y: mut f32[n]):
+    sh = tshared.alloc(f32[8])
+    t = tile_linear_id()
+    g = global_linear_id()
+    u = 0.0
+    sh[t] = x[g]
+    tbarrier()
+    acc = u * f32(t)
+    u = sh[0]
+    w = u * 2.0
+    acc += w
+    tbarrier()
+    y[g] = acc + u
+"""
+
+
+def test_an_assignment_after_one_that_cannot_lead_stays_in_the_tile_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`w = u * 2.0` reads `u`, which the tile loop assigns (`u = sh[0]` cannot lead: `acc = u * f32(t)`
+    reads the old `u` before it): `w` is computed in the loop, after `u`, not before it."""
+    c = cpu_c(AFTER)
+    assert "once, before the tiles" not in c and "float tsr_rgs_w[8];" not in c  # w: used in one region
+
+    def make() -> dict[str, np.ndarray]:
+        return {"x": np.arange(16, dtype=f32) + f32(1), "y": np.zeros(16, f32)}
+
+    got = both_modes(AFTER, "after", lambda k, d: k(d["x"], d["y"], grid=2), make, monkeypatch)
+    u = np.repeat(make()["x"][[0, 8]], 8)
+    assert got["y"].tobytes() == (u * f32(2) + u).astype(f32).tobytes()

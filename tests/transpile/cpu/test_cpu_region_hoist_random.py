@@ -226,18 +226,20 @@ def test_random_uniform_locals_and_guards(seed: int, monkeypatch: pytest.MonkeyP
 
 def test_the_generator_reaches_the_new_forms() -> None:
     """The bounded seeds print locals read from memory and kept once for the group, such locals
-    kept per tile (a write between the same barriers), and guarded regions over a prefix."""
+    kept per tile, assignments that lead their region (run before the tile loop), and guarded
+    regions over a prefix."""
     from tessera.base.options import CompileOptions
     from tessera.transpile.driver import SourceFile, compile_source
 
-    once = per_tile = prefix = 0
+    once = per_tile = prefix = lead = 0
     for seed in SEEDS:
         src = "\n".join(tsr for _, tsr, _, _ in programs(random.Random(seed), 8))
         c = compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
         once += sum(c.count(f"float u{k}{{}};  // once per group") for k in range(3))
         per_tile += sum(c.count(f"tsr_rgs_u{k}[") for k in range(3))
         prefix += c.count("a prefix of the group")
-    assert once and per_tile and prefix, (once, per_tile, prefix)
+        lead += c.count("once, before the tiles")
+    assert once and per_tile and prefix and lead, (once, per_tile, prefix, lead)
 
 
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_hoist_random N [SEED]
