@@ -1,7 +1,7 @@
 """Region mode's locals kept once for the whole group (found by the plan-cpu-regions pass,
 region_plan.py; printed by regions.py): a local with one value for every tile of the group
 (`_uniform_locals`: each assignment a region-level statement of a uniform value), every assignment
-of which ends its region. Such a local is one C variable instead of an array with an element per
+of which ends (or leads, below) its region. Such a local is one C variable instead of an array with an element per
 tile, and its assignments run once, after the region's loop over the tiles, with tile 0's values
 (the same as any tile's: the value is uniform). The tree of a shared-memory reduction is the
 common case:

@@ -17,8 +17,10 @@ its regions, which locals are computed again in each region, which need a copy p
   every region that uses it computes it again (`tx = tile_id(0)`, `row = group_id(1) * 16 + ty`)
   instead of keeping a per-tile copy in memory, which would hide from the C compiler that `tx`
   counts up with the tile.
-- **Group locals** (group_locals.py): a uniform local whose every assignment ends its region, kept
-  once and assigned once after the region's loop over the tiles.
+- **Group locals** (group_locals.py): a uniform local whose every assignment ends or leads its
+  region, kept once and assigned once after (or before) the region's loop over the tiles. A
+  uniform local's value may read memory at uniform indices where nothing between the barriers
+  around the assignment writes that memory (quiet.py).
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
 
