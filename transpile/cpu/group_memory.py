@@ -1,16 +1,19 @@
 """Region mode's arrays that live as long as a group: the per-tile copies of locals
 (`tsr_rgs_NAME[tiles]`, region_plan.py's per-tile locals) and the shared arrays declared on their
-own, as members of one `static thread_local` struct (one per kernel, reached through one pointer
-taken once: `tsr_gm`).
+own (`tsr_shm_NAME`), as members of one `static thread_local` struct per kernel, reached through
+one pointer taken once (`tsr_gm`).
 
 On the host, such an array is thread-local (a worker thread runs one group at a time), and a
 shared library finds a thread-local variable's address by a call (`__tls_get_addr`), which GCC
 repeats at every access inside a loop instead of keeping the address: a tree's `sh[t] += sh[t + h]`
 made a call per tile. One struct, whose address is taken once and hidden from the optimizer (an
-empty `asm`), is one call per launch of the kernel's body, and GCC still tells the members apart
-(fields of one object), which the vectorizer needs. The address is hidden only where tensor
-parameters are `__restrict__` (the default): otherwise GCC could no longer tell the group's arrays
-from the parameters' memory, and keeps the thread-local accesses it can.
+empty `asm`), costs one call per group. Every access names its member through that pointer
+(`tsr_gm->tsr_rgs_acc[t]`; a shared array's name is a macro for `(tsr_gm->tsr_shm_NAME)` inside
+the kernel), so that GCC tells the members apart as fields of one object, which its vectorizer
+needs (through a pointer or reference bound to a member once, it could not: a 16x16 matmul's dot
+product stopped vectorizing). The address is hidden only where tensor parameters are
+`__restrict__` (the default): otherwise GCC could no longer tell the group's arrays from the
+parameters' memory.
 """
 
 from __future__ import annotations
@@ -38,30 +41,35 @@ def static_shared(fn: L.Function) -> list[L.Buffer]:
 
 
 def group_memory(fn: L.Function, per_tile: dict[str, str], cname: dict[str, str], tiles: int,
-                 hide: bool) -> list[str]:
-    """The C lines that declare the struct and bind `tsr_gm` (and `tsr_rgp_CNAME` for each
-    per-tile local: name -> C type of an element, `cname`: its C name). `hide`: hide the address."""
+                 hide: bool) -> tuple[list[str], list[str]]:
+    """The C lines that declare the struct, bind `tsr_gm` and define the shared arrays' macros,
+    and those that end the macros (after the kernel's body). `per_tile`: name -> C type of an
+    element; `cname`: their C names; `hide`: hide the struct's address from the optimizer."""
     members: list[str] = []
     for name, ctype in per_tile.items():
         elem, _, dims = ctype.partition("[")
         members.append(f"{elem} tsr_rgs_{cname[name]}[{tiles}]{'[' + dims if dims else ''};  // per tile")
-    for b in static_shared(fn):
-        align, decl = static_shared_decl(fn, b)
+    shared = static_shared(fn)
+    for b in shared:
+        align, decl = static_shared_decl(fn, b, f"tsr_shm_{c_ident(b.name)}")
         members.append(f"alignas({align}) {decl};  // shared")
     if not members:
-        return []
+        return [], []
     lines = ["static thread_local struct {  // the group's arrays (transpile/cpu/group_memory.py)",
              *(f"    {m}" for m in members), "} tsr_gmem;", "auto* tsr_gm = &tsr_gmem;"]
     if hide:
         lines.append('asm("" : "+r"(tsr_gm));  // its address taken once, not at every access')
-    lines += [f"auto* const tsr_rgp_{cname[n]} = tsr_gm->tsr_rgs_{cname[n]};" for n in per_tile]
-    return lines
+    end: list[str] = []
+    for b in shared:
+        name = c_ident(b.name)
+        lines += [f'#pragma push_macro("{name}")', f"#undef {name}", f"#define {name} (tsr_gm->tsr_shm_{name})"]
+        end.insert(0, f'#pragma pop_macro("{name}")')
+    return lines, end
 
 
-def bind_shared(b: L.Buffer) -> str:
-    """The C line that binds shared array `b`'s name to its member."""
-    name = c_ident(b.name)
-    return f"auto& {name} = tsr_gm->{name};"
+def per_tile_element(cname: str, tile: str) -> str:
+    """The C lvalue of per-tile local `cname`'s copy for tile `tile`."""
+    return f"tsr_gm->tsr_rgs_{cname}[{tile}]"
 
 
-__all__ = ["bind_shared", "group_memory", "static_shared"]
+__all__ = ["group_memory", "per_tile_element", "static_shared"]

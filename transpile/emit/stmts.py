@@ -50,10 +50,11 @@ def _shape(b: L.Buffer) -> tuple[int, ...]:
     return tuple(int(d.value) for d in b.shape if isinstance(d, L.Const))
 
 
-def static_shared_decl(fn: L.Function, b: L.Buffer) -> tuple[int, str]:
-    """The alignment and the C declarator (`float sh[128]`) of shared array `b` declared on its own."""
+def static_shared_decl(fn: L.Function, b: L.Buffer, cname: str = "") -> tuple[int, str]:
+    """The alignment and the C declarator (`float sh[128]`) of shared array `b` declared on its own
+    (`cname`: under that name instead of its own)."""
     align = 1024 if b.swizzle else 128 if b.name in tma_destinations(fn) else 16  # wgmma / bulk copies
-    return align, f"{b.elem.c_storage} {c_ident(b.name)}{dims_suffix(_shape(b), b.pad)}"
+    return align, f"{b.elem.c_storage} {cname or c_ident(b.name)}{dims_suffix(_shape(b), b.pad)}"
 
 
 class BodyPrinter:
