@@ -8,10 +8,11 @@ shared library finds a thread-local variable's address by a call (`__tls_get_add
 repeats at every access inside a loop instead of keeping the address: a tree's `sh[t] += sh[t + h]`
 made a call per tile. One struct, whose address is taken once and hidden from the optimizer (an
 empty `asm`), costs one call per group. Every access names its member through that pointer
-(`tsr_gm->tsr_rgs_acc[t]`; a shared array's name is a macro for `(tsr_gm->tsr_shm_NAME)` inside
-the kernel), so that GCC tells the members apart as fields of one object, which its vectorizer
-needs (through a pointer or reference bound to a member once, it could not: a 16x16 matmul's dot
-product stopped vectorizing). The address is hidden only where tensor parameters are
+(`tsr_gm->tsr_rgs_acc[t]`, `tsr_gm->tsr_shm_As[ty][k]`: CPrinter.array_names), so that GCC tells
+the members apart as fields of one object, which its vectorizer needs (through a pointer or
+reference bound to a member once, it could not: a 16x16 matmul's dot product stopped
+vectorizing). The shared array's own name is bound to its member too, for the statements that
+take its address (copies, device-function arguments). The address is hidden only where tensor parameters are
 `__restrict__` (the default): otherwise GCC could no longer tell the group's arrays from the
 parameters' memory.
 """
@@ -41,9 +42,8 @@ def static_shared(fn: L.Function) -> list[L.Buffer]:
 
 
 def group_memory(fn: L.Function, per_tile: dict[str, str], cname: dict[str, str], tiles: int,
-                 hide: bool) -> tuple[list[str], list[str]]:
-    """The C lines that declare the struct, bind `tsr_gm` and define the shared arrays' macros,
-    and those that end the macros (after the kernel's body). `per_tile`: name -> C type of an
+                 hide: bool) -> list[str]:
+    """The C lines that declare the struct and bind `tsr_gm`. `per_tile`: name -> C type of an
     element; `cname`: their C names; `hide`: hide the struct's address from the optimizer."""
     members: list[str] = []
     for name, ctype in per_tile.items():
@@ -54,17 +54,17 @@ def group_memory(fn: L.Function, per_tile: dict[str, str], cname: dict[str, str]
         align, decl = static_shared_decl(fn, b, f"tsr_shm_{c_ident(b.name)}")
         members.append(f"alignas({align}) {decl};  // shared")
     if not members:
-        return [], []
+        return []
     lines = ["static thread_local struct {  // the group's arrays (transpile/cpu/group_memory.py)",
              *(f"    {m}" for m in members), "} tsr_gmem;", "auto* tsr_gm = &tsr_gmem;"]
     if hide:
         lines.append('asm("" : "+r"(tsr_gm));  // its address taken once, not at every access')
-    end: list[str] = []
-    for b in shared:
-        name = c_ident(b.name)
-        lines += [f'#pragma push_macro("{name}")', f"#undef {name}", f"#define {name} (tsr_gm->tsr_shm_{name})"]
-        end.insert(0, f'#pragma pop_macro("{name}")')
-    return lines, end
+    return lines
+
+
+def shared_member(b: L.Buffer) -> str:
+    """The C lvalue of shared array `b` (one of `static_shared`): its member of the group's struct."""
+    return f"tsr_gm->tsr_shm_{c_ident(b.name)}"
 
 
 def per_tile_element(cname: str, tile: str) -> str:
@@ -72,4 +72,4 @@ def per_tile_element(cname: str, tile: str) -> str:
     return f"tsr_gm->tsr_rgs_{cname}[{tile}]"
 
 
-__all__ = ["group_memory", "per_tile_element", "static_shared"]
+__all__ = ["group_memory", "per_tile_element", "shared_member", "static_shared"]

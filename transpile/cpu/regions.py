@@ -25,7 +25,7 @@ import functools
 from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import split
-from tessera.transpile.cpu.group_memory import group_memory, per_tile_element
+from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
 from tessera.transpile.cpu.tile_bounds import prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
@@ -66,23 +66,21 @@ class RegionPrinter(BodyPrinter):
         for name, local in _MACROS:
             macro = name.partition("(")[0]
             self.lines += [f'#pragma push_macro("{macro}")', f"#undef {macro}", f"#define {name} {local}"]
-        lines, end = group_memory(self.fn, self.plan.per_tile, {n: self._cname(n) for n in self.plan.per_tile},
-                                  self.tiles, self.opts.restrict)
-        for line in lines:
-            if line.startswith("#"):
-                self.lines.append(line)
-            else:
-                self.emit(line)
+        for line in group_memory(self.fn, self.plan.per_tile, {n: self._cname(n) for n in self.plan.per_tile},
+                                 self.tiles, self.opts.restrict):
+            self.emit(line)
         for name, ctype in self.plan.group.items():
             self.emit(f"{ctype} {var_name(name)}{{}};  // once per group")
         self.sequence(self.fn.body)
-        self.lines += end
         for name, _ in reversed(_MACROS):
             self.lines.append(f'#pragma pop_macro("{name.partition("(")[0]}")')
 
     def static_shared(self, b: L.Buffer, loc: Loc) -> None:
-        """A shared array is a member of the group's arrays (group_memory.py), its name a macro."""
-        self.emit(f"// {c_ident(b.name)}: the group's shared array (tsr_gm->tsr_shm_{c_ident(b.name)})", loc)
+        """A shared array is a member of the group's arrays (group_memory.py): its elements are
+        reached through the struct, its name bound to the member for the statements that take its
+        address."""
+        self.pr.array_names[b.name] = shared_member(b)
+        self.emit(f"[[maybe_unused]] auto& {c_ident(b.name)} = {shared_member(b)};", loc)
 
     def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
         """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the

@@ -40,14 +40,15 @@ def test_a_trees_region_runs_over_the_tiles_below_h() -> None:
 def test_the_rows_mean_and_rstd_are_kept_once() -> None:
     c = cpu_c(LAYERNORM)
     assert "float mean{};  // once per group" in c and "float inv{};  // once per group" in c
-    assert re.search(r"\{  // the group's own locals, once\n.*\n *inv = rsqrtf\(sh\[0\] / \(float\)C \+ eps\);", c)
+    assert re.search(r"\{  // the group's own locals, once\n.*\n *inv = rsqrtf\(tsr_gm->tsr_shm_sh\[0\] / \(float\)C \+ eps\);", c)
 
 
 def test_the_groups_arrays_have_one_thread_local_address() -> None:
     c = cpu_c(LAYERNORM)
     body = c.split("region mode (CPU backend)")[1]
     assert "static thread_local struct {" in c and "__shared__" not in body and "tsr_rgp_" not in body
-    assert "#define sh (tsr_gm->tsr_shm_sh)" in body and "auto& s = tsr_gm->tsr_rgs_s[tsr_t];" in body
+    assert "tsr_gm->tsr_shm_sh[t] += tsr_gm->tsr_shm_sh[t + h];" in body
+    assert "auto& s = tsr_gm->tsr_rgs_s[tsr_t];" in body
     assert 'asm("" : "+r"(tsr_gm));' in c
     assert 'asm("" : "+r"(tsr_gm));' not in cpu_c(LAYERNORM, restrict=False)  # GCC must see what it points to
 
@@ -196,7 +197,7 @@ def test_an_assignment_that_leads_its_region_runs_once_before_the_tiles(monkeypa
     (group_locals.split). `u` is read (`r = u * f32(t)`) before its second assignment, which
     neither leads nor ends the region: `u` stays per tile."""
     c = cpu_c(LEAD)
-    assert re.search(r"\{  // the group's own locals, once, before the tiles\n.*\n *m = sh\[a % 8\] \+ 1\.0f;", c)
+    assert re.search(r"\{  // the group's own locals, once, before the tiles\n.*\n *m = tsr_gm->tsr_shm_sh\[a % 8\] \+ 1\.0f;", c)
     assert "float m{};  // once per group" in c and "float tsr_rgs_u[8];" in c
 
     def make() -> dict[str, np.ndarray]:
@@ -243,3 +244,30 @@ def test_an_assignment_after_one_that_cannot_lead_stays_in_the_tile_loop(monkeyp
     got = both_modes(AFTER, "after", lambda k, d: k(d["x"], d["y"], grid=2), make, monkeypatch)
     u = np.repeat(make()["x"][[0, 8]], 8)
     assert got["y"].tobytes() == (u * f32(2) + u).astype(f32).tobytes()
+
+
+NAMES = """
+@kernel tile[(4, 2)]
+def names(a: f32[n], b: mut f32[n]):
+    x = tshared.alloc(f32[8])
+    w = tshared.alloc(f32[2, 4])
+    t = tile_linear_id()
+    g0 = group_id(0) * 8
+    tcopy(x, a[g0:g0 + 8])
+    w[tile_id(1), tile_id(0)] = a[g0 + t] * 2.0
+    tbarrier()
+    b[g0 + t] = x[7 - t] + w[1 - tile_id(1), tile_id(0)] + f32(tile_id(0))
+"""
+
+
+def test_shared_arrays_named_like_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared arrays named `x` and `w` (members of CUDA's index and vector types: `threadIdx.x`)
+    in the group's struct, one filled by a copy that takes its address."""
+    def make() -> dict[str, np.ndarray]:
+        return {"a": np.arange(16, dtype=f32), "b": np.zeros(16, f32)}
+
+    got = both_modes(NAMES, "names", lambda k, d: k(d["a"], d["b"], grid=2), make, monkeypatch)
+    a, t = make()["a"], np.arange(16) % 8
+    base = np.arange(16) // 8 * 8
+    want = a[base + 7 - t] + a[base + (t + 4) % 8] * f32(2) + (t % 4).astype(f32)
+    assert got["b"].tobytes() == want.astype(f32).tobytes()
