@@ -27,7 +27,7 @@ from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import split
 from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
-from tessera.transpile.cpu.tile_bounds import prefix_bound
+from tessera.transpile.cpu.tile_bounds import consecutive_start, prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
@@ -215,7 +215,7 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
         self._close_tiles()
         if s.cpu == "lockstep":
-            self.lockstep_for(s, k)
+            self.lockstep_for(s, k, consecutive_start(s.start, self.plan, self.local))
             self.emit("} else {")
             self.depth += 1
         self.interleaved_passes(s, k)
@@ -223,13 +223,16 @@ class RegionPrinter(BodyPrinter):
             self.depth -= 1
             self.emit("}")
 
-    def lockstep_for(self, s: L.For, k: int) -> None:
+    def lockstep_for(self, s: L.For, k: int, known: bool) -> None:
         """The tiles of a "lockstep" stride loop in step: where tile t's counter starts at tile 0's
         + t and the step (the same for every tile, as the stop) is positive, the tiles whose loop is
         not done in a pass are those below the stop's distance from the pass's base, so a whole
         pass is a loop over every tile with the counter `base + t`: contiguous, with no test per tile,
         which the C compiler vectorizes where the body allows. Each tile runs the same iterations in
-        the same order as in the general form (`interleaved_passes`), in the same order of tiles."""
+        the same order as in the general form (`interleaved_passes`), in the same order of tiles.
+        `known`: the start is the tile's linear index plus a value the same for every tile
+        (tile_bounds.consecutive_start), so the counters are consecutive unless the last tile's
+        start overflows, which a test of tile 0's start excludes instead of a test of every tile's."""
         ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
         hi, st, go, base = f"tsr_hi{k}", f"tsr_st{k}", f"tsr_go{k}", f"tsr_b{k}"
         u64 = "unsigned long long"
@@ -240,9 +243,13 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
         self.depth -= 1
         self.emit("}")
-        self.emit(f"bool {go} = {st} > 0;")
-        self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
-        self.emit(f"    {go} &= {ks}[tsr_i] > {ks}[0] && ({u64}){ks}[tsr_i] - ({u64}){ks}[0] == tsr_i;")
+        if known:
+            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {self.tiles - 1};"
+                      "  // tile t starts at tile 0's start + t")
+        else:
+            self.emit(f"bool {go} = {st} > 0;")
+            self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
+            self.emit(f"    {go} &= {ks}[tsr_i] > {ks}[0] && ({u64}){ks}[tsr_i] - ({u64}){ks}[0] == tsr_i;")
         self.emit(f"if ({go}) {{  // the counters are consecutive: each pass runs a prefix of the tiles")
         self.depth += 1
         self.emit(f"for ({ctype} {base} = {ks}[0]; {base} < {hi}; {base} += {st}) {{")

@@ -15,6 +15,9 @@ that run nothing in the region: the same statements run, in the same order of ti
 `U` must be built from constants, parameters and shape symbols, uniform builtins and the locals
 kept once for the group (group_locals.py): values that no tile's statements of the region change
 (a group local is assigned only before or after the region's tile loop), read before the loop.
+
+The same forms tell where a stride loop's counters start consecutive (`t`, `t + U`), so that its
+lockstep passes (regions.py `lockstep_for`) need no test of every tile's start at run time.
 """
 
 from __future__ import annotations
@@ -69,4 +72,14 @@ def prefix_bound(stmts: list[L.Stmt], plan: Regions, local: set[str]) -> tuple[L
     return (s, u) if _group_uniform(u, plan, local) else None
 
 
-__all__ = ["prefix_bound"]
+def consecutive_start(e: L.Expr, plan: Regions, local: set[str]) -> bool:
+    """Whether `e` (a stride loop's start) is the tile's linear index, plus or minus nothing but a
+    value built as `U` above: tile t's value is tile 0's + t (unless it overflows)."""
+    if _linear_id(e, plan):
+        return True
+    if isinstance(e, L.Binary) and e.op == "+" and e.a.dtype == e.b.dtype == e.dtype:
+        return any(_linear_id(a, plan) and _group_uniform(b, plan, local) for a, b in ((e.a, e.b), (e.b, e.a)))
+    return False
+
+
+__all__ = ["consecutive_start", "prefix_bound"]

@@ -65,6 +65,16 @@ def test_the_object_code_finds_the_thread_local_arrays_once(tmp_path: Path) -> N
     assert relocs.count("__tls_get_addr") <= 1  # was 19: a call at each access in the tree's loops
 
 
+def test_a_stride_loop_from_the_tiles_index_tests_tile_0s_start_only() -> None:
+    """`range(t, C, 128)`: tile t's counter starts at tile 0's + t, so the lockstep passes need a
+    test of tile 0's start (that the last tile's does not overflow), not of every tile's."""
+    c = cpu_c(LAYERNORM)
+    assert c.count("<= tsr_int_limits<int>::hi - 127;  // tile t starts at tile 0's start + t") == 3
+    assert "tsr_i < 128u" not in c
+    other = LAYERNORM.replace("range(t, C, 128)", "range(C - 1 - t, -1, -128)")
+    assert "tile 0's start + t" not in cpu_c(other)
+
+
 @pytest.mark.skipif(not _is_gcc(), reason="reads GCC's vectorization report")
 def test_a_dot_product_over_shared_tiles_still_vectorizes(tmp_path: Path) -> None:
     """The interchanged dot product reads two shared arrays and updates a per-tile local, all
