@@ -53,7 +53,7 @@ def test_the_groups_arrays_have_one_thread_local_address() -> None:
     assert 'asm("" : "+r"(tsr_gm));' not in cpu_c(LAYERNORM, restrict=False)  # GCC must see what it points to
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="reads the relocations with objdump")
+@pytest.mark.skipif(shutil.which("objdump") is None or not _is_gcc(), reason="reads GCC's object code with objdump")
 def test_the_object_code_finds_the_thread_local_arrays_once(tmp_path: Path) -> None:
     unit = tmp_path / "unit.cpp"
     unit.write_text(unit_source(cpu_c(LAYERNORM), compile_source(
