@@ -17,8 +17,10 @@ its regions, which locals are computed again in each region, which need a copy p
   every region that uses it computes it again (`tx = tile_id(0)`, `row = group_id(1) * 16 + ty`)
   instead of keeping a per-tile copy in memory, which would hide from the C compiler that `tx`
   counts up with the tile.
-- **Group locals** (group_locals.py): a uniform local whose every assignment ends its region, kept
-  once and assigned once after the region's loop over the tiles.
+- **Group locals** (group_locals.py): a uniform local whose every assignment ends or leads its
+  region, kept once and assigned once after (or before) the region's loop over the tiles. A
+  uniform local's value may read memory at uniform indices where nothing between the barriers
+  around the assignment writes that memory (quiet.py).
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
 
@@ -34,6 +36,7 @@ import dataclasses
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS, Vary
 from tessera.transpile.cpu.group_locals import group_locals
+from tessera.transpile.cpu.quiet import quiet_spaces, reads_quiet
 from tessera.transpile.cpu.structure import (
     Regions,
     assigned,
@@ -108,11 +111,12 @@ def fiber_reason(fn: L.Function, opts: CompileOptions) -> str | None:
     return None
 
 
-def _uniform(e: L.Expr, uniform: set[str], local: set[str]) -> bool:
-    """Whether `e` has one value for the whole group: no memory, no per-tile builtin, and only
-    non-locals (parameters, shape symbols) and uniform locals."""
+def _uniform(e: L.Expr, uniform: set[str], local: set[str], reads: bool = False) -> bool:
+    """Whether `e` has one value for the whole group: no per-tile builtin, only non-locals
+    (parameters, shape symbols) and uniform locals, and no memory (`reads`: loads allowed, at
+    uniform indices, where the caller has checked that no tile writes their memory: quiet.py)."""
     for x in walk(e):
-        if isinstance(x, (L.Load, L.Collective, L.Atomic, L.Call)):
+        if isinstance(x, (L.Collective, L.Atomic, L.Call)) or isinstance(x, L.Load) and not reads:
             return False
         if isinstance(x, L.Var) and x.name in local and x.name not in uniform:
             return False
@@ -237,16 +241,19 @@ def analyse(fn: L.Function) -> _Analysis:
 
 def _uniform_locals(fn: L.Function, local: set[str]) -> set[str]:
     """Locals with one value for the whole group wherever they are read: every assignment is a
-    region-level statement (which every tile runs) of a uniform value; counters of barrier loops."""
-    defs: dict[str, list[L.Expr]] = {}
+    region-level statement (which every tile runs) of a uniform value (reading memory only where
+    no statement between the barriers around it writes that memory: quiet.py); counters of
+    barrier loops."""
+    defs: dict[str, list[tuple[L.Expr, bool]]] = {}  # each value, and whether it may read memory
     counters: set[str] = set()
+    quiet = quiet_spaces(fn)
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for s in body:
             if isinstance(s, (L.Decl, L.Assign)):
                 value = s.init if isinstance(s, L.Decl) else s.value
                 if value is not None:
-                    defs.setdefault(s.var.name, []).append(value)
+                    defs.setdefault(s.var.name, []).append((value, reads_quiet(value, fn, quiet[id(s)])))
             if barrier_loop(s):
                 if isinstance(s, L.For):
                     counters.add(s.var.name)
@@ -256,7 +263,7 @@ def _uniform_locals(fn: L.Function, local: set[str]) -> set[str]:
     nested = assigned(tuple(x for s in statements(fn.body) for b in bodies(s) for x in b if not barrier_loop(s)))
     uniform = {n for n in defs if n not in nested} | (counters - nested)
     while True:
-        keep = {n for n in uniform if all(_uniform(v, uniform, local) for v in defs.get(n, ()))}
+        keep = {n for n in uniform if all(_uniform(v, uniform, local, reads) for v, reads in defs.get(n, ()))}
         if keep == uniform:
             return uniform
         uniform = keep

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import functools
 
+from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
-from tessera.transpile.cpu.group_locals import trailing
-from tessera.transpile.cpu.structure import Regions, planned_regions, refs, var_names
+from tessera.transpile.cpu.group_locals import split
+from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
+from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
+from tessera.transpile.cpu.tile_bounds import consecutive_start, prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
@@ -45,6 +48,9 @@ class RegionPrinter(BodyPrinter):
         self.plan: Regions = planned_regions(fn)
         self.counter = 0
         self._open = 0  # loops that _open_tiles opened
+        names: list[tuple[str, bool]] = []
+        declared(fn.body, True, names)
+        self.local = {n for n, _ in names} | assigned(fn.body)
 
     def _cname(self, name: str) -> str:
         return c_ident(name) if name in self.plan.regs else var_name(name)
@@ -60,35 +66,40 @@ class RegionPrinter(BodyPrinter):
         for name, local in _MACROS:
             macro = name.partition("(")[0]
             self.lines += [f'#pragma push_macro("{macro}")', f"#undef {macro}", f"#define {name} {local}"]
-        for name, ctype in self.plan.per_tile.items():
-            elem, _, dims = ctype.partition("[")
-            dims = "[" + dims if dims else ""
-            cn = self._cname(name)
-            self.emit(f"static thread_local {elem} tsr_rgs_{cn}[{self.tiles}]{dims};  // per tile")
-            self.emit(f"auto* const tsr_rgp_{cn} = tsr_rgs_{cn};")
+        for line in group_memory(self.fn, self.plan.per_tile, {n: self._cname(n) for n in self.plan.per_tile},
+                                 self.tiles, self.opts.restrict):
+            self.emit(line)
         for name, ctype in self.plan.group.items():
             self.emit(f"{ctype} {var_name(name)}{{}};  // once per group")
         self.sequence(self.fn.body)
         for name, _ in reversed(_MACROS):
             self.lines.append(f'#pragma pop_macro("{name.partition("(")[0]}")')
 
+    def static_shared(self, b: L.Buffer, loc: Loc) -> None:
+        """A shared array is a member of the group's arrays (group_memory.py): its elements are
+        reached through the struct, its name bound to the member for the statements that take its
+        address."""
+        self.pr.array_names[b.name] = shared_member(b)
+        self.emit(f"[[maybe_unused]] auto& {c_ident(b.name)} = {shared_member(b)};", loc)
+
     def _bind(self, names: set[str], tile: str, here: list[L.Stmt] | None = None) -> None:
         """Bind the per-tile locals among `names` to tile `tile`'s copies, and compute the
         recomputed ones that the statements `here` do not declare themselves."""
         for name in sorted(names & set(self.plan.per_tile)):
             cn = self._cname(name)
-            self.emit(f"[[maybe_unused]] auto& {cn} = tsr_rgp_{cn}[{tile}];")
+            self.emit(f"[[maybe_unused]] auto& {cn} = {per_tile_element(cn, tile)};")
         for d in self.plan.recomputed(names, here or []):
             self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
                       f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
 
-    def _open_tiles(self) -> None:
+    def _open_tiles(self, count: str = "") -> None:
         """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
-        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx)."""
+        defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx). `count`: a C
+        expression, the first tiles only (a group with one axis)."""
         t = self.fn.tile + (1,) * (3 - len(self.fn.tile))
         axes = [(a, n) for a, n in zip("zyx", reversed(t)) if n > 1] or [("x", 1)]
         for a, n in axes:
-            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {n}u; ++tsr_{a}) {{")
+            self.emit(f"for (unsigned tsr_{a} = 0; tsr_{a} < {count or f'{n}u'}; ++tsr_{a}) {{")
             self.depth += 1
         linear = {"x": "tsr_x", "y": f"tsr_y * {t[0]}u", "z": f"tsr_z * {t[0] * t[1]}u"}
         self.emit(f"[[maybe_unused]] const unsigned tsr_t = {' + '.join(linear[a] for a, _ in reversed(axes))};")
@@ -123,27 +134,37 @@ class RegionPrinter(BodyPrinter):
                 self.stmt(p)  # a shared array, declared for the whole group
 
     def region(self, stmts: list[L.Stmt]) -> None:
-        """A region: its statements in a loop over the tiles, then the assignments of locals kept once
-        for the group that end it (group_locals.py), once, with tile 0's values."""
-        tail = trailing(stmts, frozenset(self.plan.group))
-        if tail < len(stmts):
-            self._tiles_region(stmts[:len(stmts) - tail])
-        if tail:
-            self.emit("{  // the group's own locals, once")
-            self.depth += 1
-            last = [s for s in stmts[len(stmts) - tail:] if isinstance(s, (L.Decl, L.Assign))]
-            self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
-                              if e is not None))
-            for s in last:
-                if isinstance(s, L.Decl):
-                    if s.init is not None:
-                        self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
-                else:
-                    self.stmt(s)
-            self.depth -= 1
-            self.emit("}")
+        """A region: the assignments of locals kept once for the group that lead it (group_locals.py),
+        once, with tile 0's values; its other statements in a loop over the tiles; then those
+        assignments that end it, once."""
+        lead, body, tail = split(stmts, frozenset(self.plan.group))
+        self._group_assignments(lead, ", before the tiles")
+        if body:
+            self._tiles_region(body)
+        self._group_assignments(tail, "")
+
+    def _group_assignments(self, stmts: list[L.Stmt], when: str) -> None:
+        if not stmts:
+            return
+        self.emit(f"{{  // the group's own locals, once{when}")
+        self.depth += 1
+        last = [s for s in stmts if isinstance(s, (L.Decl, L.Assign))]
+        self._tile0(tuple(e for s in last for e in ((s.init,) if isinstance(s, L.Decl) else (s.value,))
+                          if e is not None))
+        for s in last:
+            if isinstance(s, L.Decl):
+                if s.init is not None:
+                    self.emit(f"{var_name(s.var.name)} = {self.pr.expr(s.init)};", s.loc)
+            else:
+                self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
 
     def _tiles_region(self, stmts: list[L.Stmt]) -> None:
+        guarded = prefix_bound(stmts, self.plan, self.local)
+        if guarded is not None:
+            self._prefix_region(*guarded)
+            return
         self._open_tiles()
         if self.plan.returns:  # the kernel's only region: a return ends the tile's iteration
             self.emit("{")
@@ -163,6 +184,20 @@ class RegionPrinter(BodyPrinter):
             self.emit("tsr_tile_done:;")
         self._close_tiles()
 
+    def _prefix_region(self, s: L.If, bound: L.Expr) -> None:
+        """A region that is one `if t < U:` (tile_bounds.py): the tile loop over the tiles below U,
+        the `if`'s body without its test."""
+        k = self.counter = self.counter + 1
+        ctype, u, n = bound.dtype.c_compute, f"tsr_u{k}", f"tsr_n{k}"
+        self.emit(f"const {ctype} {u} = {self.pr.expr(bound)};", s.loc)
+        self.emit(f"const unsigned {n} = {u} <= 0 ? 0u : {u} >= {self.tiles} ? {self.tiles}u : (unsigned){u};"
+                  "  // the tiles whose test holds: a prefix of the group")
+        self._open_tiles(n)
+        self._bind(refs(list(s.then)), "tsr_t", list(s.then))
+        for x in s.then:
+            self.stmt(x)
+        self._close_tiles()
+
     def s_Return(self, s: L.Return) -> None:
         self.emit("goto tsr_tile_done;  // return: this tile is done", s.loc)
 
@@ -180,7 +215,7 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{ks}[tsr_t] = {self.pr.expr(s.start)};")
         self._close_tiles()
         if s.cpu == "lockstep":
-            self.lockstep_for(s, k)
+            self.lockstep_for(s, k, consecutive_start(s.start, self.plan, self.local))
             self.emit("} else {")
             self.depth += 1
         self.interleaved_passes(s, k)
@@ -188,13 +223,16 @@ class RegionPrinter(BodyPrinter):
             self.depth -= 1
             self.emit("}")
 
-    def lockstep_for(self, s: L.For, k: int) -> None:
+    def lockstep_for(self, s: L.For, k: int, known: bool) -> None:
         """The tiles of a "lockstep" stride loop in step: where tile t's counter starts at tile 0's
         + t and the step (the same for every tile, as the stop) is positive, the tiles whose loop is
         not done in a pass are those below the stop's distance from the pass's base, so a whole
         pass is a loop over every tile with the counter `base + t`: contiguous, with no test per tile,
         which the C compiler vectorizes where the body allows. Each tile runs the same iterations in
-        the same order as in the general form (`interleaved_passes`), in the same order of tiles."""
+        the same order as in the general form (`interleaved_passes`), in the same order of tiles.
+        `known`: the start is the tile's linear index plus a value the same for every tile
+        (tile_bounds.consecutive_start), so the counters are consecutive unless the last tile's
+        start overflows, which a test of tile 0's start excludes instead of a test of every tile's."""
         ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
         hi, st, go, base = f"tsr_hi{k}", f"tsr_st{k}", f"tsr_go{k}", f"tsr_b{k}"
         u64 = "unsigned long long"
@@ -205,9 +243,13 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
         self.depth -= 1
         self.emit("}")
-        self.emit(f"bool {go} = {st} > 0;")
-        self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
-        self.emit(f"    {go} &= {ks}[tsr_i] > {ks}[0] && ({u64}){ks}[tsr_i] - ({u64}){ks}[0] == tsr_i;")
+        if known:
+            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {self.tiles - 1};"
+                      "  // tile t starts at tile 0's start + t")
+        else:
+            self.emit(f"bool {go} = {st} > 0;")
+            self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
+            self.emit(f"    {go} &= {ks}[tsr_i] > {ks}[0] && ({u64}){ks}[tsr_i] - ({u64}){ks}[0] == tsr_i;")
         self.emit(f"if ({go}) {{  // the counters are consecutive: each pass runs a prefix of the tiles")
         self.depth += 1
         self.emit(f"for ({ctype} {base} = {ks}[0]; {base} < {hi}; {base} += {st}) {{")

@@ -61,6 +61,9 @@ class CPrinter(BuiltinPrinter):
         self.tile = fn.tile
         # In a map kernel's loop (emit/maps.py): the C lvalue of each tensor's element being computed.
         self.elements: dict[str, str] = {}
+        # Arrays whose elements are reached under another C name (region mode's shared arrays:
+        # members of the group's struct, transpile/cpu/group_memory.py).
+        self.array_names: dict[str, str] = {}
 
     def expr(self, e: L.Expr) -> str:
         return self.p(e)[0]
@@ -199,6 +202,7 @@ class CPrinter(BuiltinPrinter):
             return self.elements[name]
         buf = self.ctx.buffers[name]
         cname = self.ctx.names.get(name, c_ident(name)) if buf.space == "const" else c_ident(name)
+        cname = self.array_names.get(name, cname)
         if buf.space == "global":
             idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
             return f"{cname}[{self.flat_index(idx, buf.shape)}]"

@@ -50,6 +50,13 @@ def _shape(b: L.Buffer) -> tuple[int, ...]:
     return tuple(int(d.value) for d in b.shape if isinstance(d, L.Const))
 
 
+def static_shared_decl(fn: L.Function, b: L.Buffer, cname: str = "") -> tuple[int, str]:
+    """The alignment and the C declarator (`float sh[128]`) of shared array `b` declared on its own
+    (`cname`: under that name instead of its own)."""
+    align = 1024 if b.swizzle else 128 if b.name in tma_destinations(fn) else 16  # wgmma / bulk copies
+    return align, f"{b.elem.c_storage} {cname or c_ident(b.name)}{dims_suffix(_shape(b), b.pad)}"
+
+
 class BodyPrinter:
     def __init__(self, fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> None:
         self.fn = fn
@@ -187,9 +194,14 @@ class BodyPrinter:
             self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>({base} + {slot.offset});  "
                       f"// {slot.nbytes} bytes{note}", s.loc)
         else:
-            align = 1024 if b.swizzle else 128 if b.name in tma_destinations(self.fn) else 16  # wgmma / bulk copies
-            self.emit(f"__shared__ __align__({align}) {ctype} {name}{dims_suffix(shape, b.pad)};"
-                      f"{f'  // swizzled ({b.swizzle}-byte mode) for wgmma' if b.swizzle else ''}", s.loc)
+            self.static_shared(b, s.loc)
+
+    def static_shared(self, b: L.Buffer, loc: Loc) -> None:
+        """Declare shared array `b`, which has its own `__shared__` variable (region mode,
+        transpile/cpu/regions.py, binds it to its member of the group's arrays instead)."""
+        align, decl = static_shared_decl(self.fn, b)
+        self.emit(f"__shared__ __align__({align}) {decl};"
+                  f"{f'  // swizzled ({b.swizzle}-byte mode) for wgmma' if b.swizzle else ''}", loc)
 
     def s_Fill(self, s: L.Fill) -> None:
         b = self.fn.buffer(s.buf)

@@ -673,8 +673,8 @@ class RegionPlan:
     locals and register arrays kept in an array with an element per tile (name, C type of the
     element), the top-level locals computed again in each region that uses them (in program
     order), and whether the kernel returns early (then its body is one region); the locals with one
-    value for the whole group kept once (name, C type), whose every assignment ends its region and
-    runs once after the region's loop over the tiles. Which loops run once for the group is marked
+    value for the whole group kept once (name, C type), whose every assignment ends or leads its
+    region and runs once after or before the region's loop over the tiles. Which loops run once for the group is marked
     on the loops (`For.cpu`, `While.cpu`)."""
 
     per_tile: tuple[tuple[str, str], ...]

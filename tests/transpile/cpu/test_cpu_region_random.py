@@ -23,7 +23,8 @@ f32 = np.float32
 
 # (tsr, consecutive across a 1-D group's tiles): evaluated by the model with the builtins as functions
 STARTS = ["global_linear_id()", "tile_linear_id()", "global_linear_id() + a", "tile_linear_id() * 2", "a - tile_linear_id()",
-          "a", "tile_id(0)", "group_linear_id()", "global_linear_id() * 3 - 1"]
+          "a", "tile_id(0)", "group_linear_id()", "global_linear_id() * 3 - 1", "tile_linear_id() + a",
+          "a + tile_id(0)"]
 STOPS = ["n", "b", "b - tile_linear_id()", "grid_tile_count() * 2", "n + a"]
 STEPS = ["grid_tile_count()", "group_tile_count()", "s", "TILES", "TILES + 1", "2 * TILES", "-TILES", "s * 2"]
 # (tsr statement, the model's update of (acc, cnt) for counter k)

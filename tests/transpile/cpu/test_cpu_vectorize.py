@@ -161,4 +161,7 @@ def test_a_trees_halving_runs_once_per_level() -> None:
     c = compile_source(SourceFile(path="k.tsr", text=LAYERNORM), options=CompileOptions(cpu_regions=True)).cuda
     assert "int h{};  // once per group" in c and "tsr_rgs_h" not in c
     assert re.search(r"\{  // the group's own locals, once\n.*\n *h /= 2;  // line 16", c)
-    assert "tsr_rgs_mean" in c  # read after a barrier from shared memory: per tile
+    # read from shared memory between barriers where no tile writes it: one value for the group
+    # (transpile/cpu/quiet.py), no longer a per-tile array
+    assert "float mean{};  // once per group" in c and "tsr_rgs_mean" not in c
+    assert "tsr_rgs_v" in c  # each tile's own sum of squares
