@@ -61,6 +61,13 @@ class CPrinter(BuiltinPrinter):
         self.tile = fn.tile
         # In a map kernel's loop (emit/maps.py): the C lvalue of each tensor's element being computed.
         self.elements: dict[str, str] = {}
+        # In a whole-fragment statement (emit/frag_common.with_fragments): float `/` is `tsr_fdiv`.
+        self.in_fragment = False
+
+    def inline_division(self, ty: ScalarType) -> bool:
+        """Whether `/` of type `ty` prints as `tsr_fdiv` (device/fdiv.cuh): the same IEEE division
+        with no call, where a fragment statement divides each of the lane's elements."""
+        return self.in_fragment and ty.c_compute == "float"
 
     def expr(self, e: L.Expr) -> str:
         return self.p(e)[0]
@@ -116,6 +123,9 @@ class CPrinter(BuiltinPrinter):
         ty, op = e.dtype, e.op
         if op in ("<<", ">>"):
             return self.finish(f"{self.wrap(e.a, SHIFT)} {op} {self.wrap(e.b, SHIFT + 1)}", SHIFT, ty)
+        if op in ("/", "//") and self.inline_division(ty):
+            quotient = f"tsr_fdiv({self.expr(e.a)}, {self.expr(e.b)})"
+            return self.finish(quotient if op == "/" else f"floorf({quotient})", PRIMARY, ty)
         if ty.is_float and op == "//":
             f = "floor" if ty.name == "f64" else "floorf"
             return self.finish(f"{f}({self.wrap(e.a, MUL)} / {self.wrap(e.b, MUL + 1)})", PRIMARY, ty)

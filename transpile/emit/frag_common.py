@@ -58,14 +58,17 @@ def assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
 
 
 def with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:
-    """`f()` printed with every fragment's name meaning its element `tsr_e`."""
+    """`f()` printed with every fragment's name meaning its element `tsr_e`, and float division
+    as `tsr_fdiv` (emit/exprs.py `inline_division`)."""
     names = [b.name for b in bp.fn.buffers if b.space == "frag"]
     saved = {n: bp.pr.elements.get(n) for n in names}
     for n in names:
         bp.pr.elements[n] = f"{c_ident(n)}[{'tsr_q' if is_vector(bp, n) else 'tsr_e'}]"
+    bp.pr.in_fragment = True
     try:
         return f()
     finally:
+        bp.pr.in_fragment = False
         for n in names:
             restore(bp, n, saved[n])
 
