@@ -1,14 +1,15 @@
 // ---- f32 division in fragment statements: IEEE, correctly rounded, with no call -------------
 // `a / b` in CUDA C (without fast math) is correctly rounded, and NVCC emits it as a reciprocal,
-// three FMAs and a range check (FCHK) that branches to a slow-path subroutine: one CALL per
+// five FMAs and a range check (FCHK) that branches to a slow-path subroutine: one CALL per
 // division. A whole-fragment statement divides every element of the lane (64 per lane for a 128 x
 // 128 tile on 8 warps); the calls fix the registers the subroutine uses, which costs the registers
 // of the surrounding loop. tsr_fdiv computes the same value as `/` (the same bits, the CPU backend
 // computes `a / b`): the same fast path (a reciprocal refined by Newton's step, the quotient
-// corrected once with its exact remainder), a range check with plain comparisons, and an inlined
-// slow path that divides the significands with the same fast path and rounds the result once
+// corrected once with its exact remainder) and a choice between the quotient and its neighbour by
+// their exact remainders, a range check with plain comparisons, and an inlined slow path that
+// divides the significands with the same fast path and rounds the result once
 // (tests/language/tensor_cores/test_fdiv.py runs this algorithm on the host against `/`, with
-// the reciprocal approximated as badly as rcp.approx.f32 may be).
+// the reciprocal up to 1.5 ulp off: the ISA bounds rcp.approx.f32 by 1 ulp).
 #if defined(TESSERA_HOST) && !defined(TSR_FDIV_RCP)
 __device__ __forceinline__ float tsr_fdiv(float a, float b) { return a / b; }
 #else
