@@ -6,7 +6,7 @@ includes only those it uses. This module is the one place that maps what a modul
 
     section       file (under templates/)   included when
     core          device/core.cuh           always: pragmas, float to int, integer division, ids, fill
-    fdiv          device/fdiv.cuh           a float `/` or `//` in a whole-fragment statement (tsr_fdiv)
+    fdiv          device/fdiv.cuh           a float `/` or `//` in a 2-D whole-fragment statement (tsr_fdiv)
     f16           device/f16.cuh            an f16 value, parameter, array or constant (cuda_fp16.h)
     bf16          device/bf16.cuh           the same for bf16 (cuda_bf16.h)
     race          device/race.cuh           check_bounds and a load or store of a shared array; copy
@@ -150,9 +150,11 @@ def _builtins(exprs: tuple[L.Expr, ...]) -> set[str]:
 
 
 def _divides(fn: L.Function, s: L.FragAssign) -> bool:
-    """Whether a fragment statement divides in `float` (CPrinter.inline_division: `tsr_fdiv`)."""
+    """Whether a 2-D fragment statement divides in `float` (CPrinter.inline_division: `tsr_fdiv`)."""
     acc = fn.buffer(s.acc)
-    op_type = s.op_type or (acc.elem if acc is not None else None)
+    if acc is None or len(acc.shape) != 2:  # a row vector's statement keeps `/`
+        return False
+    op_type = s.op_type or acc.elem
     if s.op in ("/", "//") and op_type is not None and op_type.c_compute == "float":
         return True
     return any(isinstance(e, L.Binary) and e.op in ("/", "//") and e.dtype.c_compute == "float" for e in walk(s.value))

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import check_kernel
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
@@ -44,7 +43,7 @@ def test_the_gpu_division_is_ieee_division(tmp_path: object) -> None:
 
 
 # FlashAttention-2 with head dim 128 on 8 warps (bench/README's attention configuration), causal,
-# its rescaling written as divisions inside the K/V loop.
+# its rescaling of O written as a division inside the K/V loop, and its normalization at the end.
 def _attention(divide: bool) -> str:
     text = load_source(str(ROOT / "samples" / "flash_attention.tsr")).text
     for a, b in (("HD: const i32 = 64", "HD: const i32 = 128"), ("BM: const i32 = 64", "BM: const i32 = 128"),
@@ -54,15 +53,18 @@ def _attention(divide: bool) -> str:
         old = ("        alpha[:] = exp2(m - m_new)\n        l[:] = l * alpha + tsum(S, axis=1)\n"
                "        Of[:] = Of * alpha[:, None]\n")
         assert old in text
-        text = text.replace(old, "        alpha[:] = exp2(m_new - m)\n        l[:] = l / alpha + tsum(S, axis=1)\n"
+        text = text.replace(old, "        alpha[:] = exp2(m_new - m)\n        l[:] = l * exp2(m - m_new) + tsum(S, axis=1)\n"
                                  "        Of[:] = Of / alpha[:, None]\n")
+        end = "    alpha[:] = 1.0 / l\n    Of[:] = Of * alpha[:, None]\n"
+        assert end in text
+        text = text.replace(end, "    Of[:] = Of / l[:, None]\n")
     return text
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_a_dividing_fragment_statement_costs_no_call_and_few_registers(arch: str) -> None:
-    # NVCC's `/` called a slow-path subroutine per element: 249 (sm_80) and 246 (sm_90) registers
-    # against 209 and 226 for the same kernel written with multiplications; tsr_fdiv: 212 and 212.
+    # NVCC's `/` called a slow-path subroutine per element: 248 (sm_80) and 246 (sm_90) registers
+    # against 209 and 226 for the same kernel written with multiplications; tsr_fdiv: 216 and 219.
     regs = {}
     for divide in (False, True):
         result = compile_source(SourceFile("fa.tsr", _attention(divide)), CompileOptions(arch=arch))
@@ -101,12 +103,12 @@ def test_generated_division_statements_match_numpy_in_bits(seed: int) -> None:
 def test_generated_division_statements_print_tsr_fdiv() -> None:
     src, _ = Gen(5).program(6)
     cuda = compile_source(SourceFile("g.tsr", src)).cuda
-    assert "Device header sections: core, fdiv," in cuda and " / " not in cuda.split("gen(")[-1].split("//")[0]
+    assert "Device header sections: core, fdiv," in cuda and "tsr_fdiv(A[tsr_e]" in cuda
 
 
-def test_the_attention_sample_divides_inline_and_still_matches_numpy() -> None:
+def test_a_row_vector_statement_keeps_cudas_division() -> None:
+    # A row vector's few slots: NVCC's `/` with its slow-path call costs fewer registers there than
+    # the inlined slow paths (a 64 x 128 causal attention kernel at 255 registers spilled 4 bytes
+    # on sm_90 with tsr_fdiv in `alpha[:] = 1.0 / l`: test_frag_device_functions.py).
     cuda = compile_source(load_source(str(ROOT / "samples" / "flash_attention.tsr"))).cuda
-    assert "alpha[tsr_q] = tsr_fdiv(1.0f, l[tsr_q]);" in cuda
-    ok, message = check_kernel(tessera.load(ROOT / "samples" / "flash_attention.tsr", backend="cpu"),
-                               "flash_attention", seed=5)
-    assert ok, message
+    assert "alpha[tsr_q] = 1.0f / l[tsr_q];" in cuda and "tsr_fdiv" not in cuda and "fdiv.cuh" not in cuda

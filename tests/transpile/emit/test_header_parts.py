@@ -101,6 +101,7 @@ def test_a_module_without_f16_or_bf16_does_not_include_their_headers() -> None:
     ("a = tfrag(f32[32, 32], 1.0)\na[:] = 1.0 / a\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
     ("a = tfrag(f32[32, 32], 1.0)\na[:] //= 3.0\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
     ("a = tfrag(f32[32, 32], 1.0)\na[:] /= 3.0\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
+    ("v = tfrag(f32[32], 1.0)\nv[:] = 1.0 / v\ntstore(z[0, 0:32], v)", "z: mut f32[n, n]", {}, ["core"]),
 ])
 def test_a_module_includes_the_sections_its_ir_uses(body: str, params: str, options: dict, want: list[str]) -> None:
     assert sections_of(emitted(body, params, **options)) == want
