@@ -64,6 +64,13 @@ class CPrinter(BuiltinPrinter):
         # Arrays whose elements are reached under another C name (region mode's shared arrays:
         # members of the group's struct, transpile/cpu/group_memory.py).
         self.array_names: dict[str, str] = {}
+        # In a whole-fragment statement (emit/frag_common.with_fragments): float `/` is `tsr_fdiv`.
+        self.in_fragment = False
+
+    def inline_division(self, ty: ScalarType) -> bool:
+        """Whether `/` of type `ty` prints as `tsr_fdiv` (device/fdiv.cuh): the same IEEE division
+        with no call, where a fragment statement divides each of the lane's elements."""
+        return self.in_fragment and ty.c_compute == "float"
 
     def expr(self, e: L.Expr) -> str:
         return self.p(e)[0]
@@ -119,6 +126,9 @@ class CPrinter(BuiltinPrinter):
         ty, op = e.dtype, e.op
         if op in ("<<", ">>"):
             return self.finish(f"{self.wrap(e.a, SHIFT)} {op} {self.wrap(e.b, SHIFT + 1)}", SHIFT, ty)
+        if op in ("/", "//") and self.inline_division(ty):
+            quotient = f"tsr_fdiv({self.expr(e.a)}, {self.expr(e.b)})"
+            return self.finish(quotient if op == "/" else f"floorf({quotient})", PRIMARY, ty)
         if ty.is_float and op == "//":
             f = "floor" if ty.name == "f64" else "floorf"
             return self.finish(f"{f}({self.wrap(e.a, MUL)} / {self.wrap(e.b, MUL + 1)})", PRIMARY, ty)

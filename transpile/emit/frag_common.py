@@ -51,6 +51,18 @@ def unrolled(bp: BodyPrinter, var: str, stop: int, step: int, text: str) -> None
 
 
 def assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
+    """The statement `s` for one element `lhs`; float division in a 2-D statement (every element
+    of the lane) as `tsr_fdiv` (emit/exprs.py `inline_division`; a row vector's few slots keep
+    CUDA's `/`: its slow path, called, costs fewer registers there than inlined)."""
+    bp.pr.in_fragment = not is_vector(bp, s.acc)
+    try:
+        _assign(bp, s, lhs)
+    finally:
+        bp.pr.in_fragment = False
+    return ""
+
+
+def _assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> None:
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
     if acc.elem.is_half:  # an operand fragment: stored rounded once (an update reads its element first)
@@ -63,7 +75,6 @@ def assign(bp: BodyPrinter, s: L.FragAssign, lhs: str) -> str:
         bp.emit(f"{lhs} = {bp.pr.cast_to(s.value, acc.elem)};", s.loc)
     else:
         bp.update(lhs, L.Load(s.acc, (), acc.elem), s.op, s.op_type, s.value, s.loc, None)
-    return ""
 
 
 def with_fragments(bp: BodyPrinter, f: Callable[[], str]) -> str:

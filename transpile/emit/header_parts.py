@@ -6,6 +6,7 @@ includes only those it uses. This module is the one place that maps what a modul
 
     section       file (under templates/)   included when
     core          device/core.cuh           always: pragmas, float to int, integer division, ids, fill
+    fdiv          device/fdiv.cuh           a float `/` or `//` in a 2-D whole-fragment statement (tsr_fdiv)
     f16           device/f16.cuh            an f16 value, parameter, array or constant (cuda_fp16.h)
     bf16          device/bf16.cuh           the same for bf16 (cuda_bf16.h)
     race          device/race.cuh           check_bounds and a load or store of a shared array; copy
@@ -46,7 +47,7 @@ from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.emit.mma_checks import needs_checks
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.visit import all_exprs, statements
+from tessera.transpile.lir.visit import all_exprs, statements, walk
 
 __all__ = ["SECTIONS", "Section", "closure", "sections"]
 
@@ -60,6 +61,7 @@ class Section:
 
 SECTIONS: tuple[Section, ...] = (
     Section("core", "device/core.cuh"),
+    Section("fdiv", "device/fdiv.cuh"),
     Section("f16", "device/f16.cuh"),
     Section("bf16", "device/bf16.cuh"),
     Section("race", "device/race.cuh"),
@@ -98,6 +100,8 @@ def sections(module: L.Module, opts: CompileOptions) -> tuple[str, ...]:
             used.add("mma")  # (operand fragments: tload from shared memory uses ldmatrix)
         if fn.wgmma:
             used.add("wgmma")
+        if any(isinstance(s, L.FragAssign) and _divides(fn, s) for s in stmts):
+            used.add("fdiv")
         if any(isinstance(s, L.VecMove) for s in stmts):
             used.add("vec")
         if any(isinstance(s, L.Copy) and s.tma is not None and s.tma.active for s in stmts):
@@ -143,6 +147,17 @@ def _builtins(exprs: tuple[L.Expr, ...]) -> set[str]:
         elif isinstance(e, L.Atomic) and e.dtype.is_float and e.op in _CAS_ATOMICS:
             out.add("atomic_cas")
     return out
+
+
+def _divides(fn: L.Function, s: L.FragAssign) -> bool:
+    """Whether a 2-D fragment statement divides in `float` (CPrinter.inline_division: `tsr_fdiv`)."""
+    acc = fn.buffer(s.acc)
+    if acc is None or len(acc.shape) != 2:  # a row vector's statement keeps `/`
+        return False
+    op_type = s.op_type or acc.elem
+    if s.op in ("/", "//") and op_type is not None and op_type.c_compute == "float":
+        return True
+    return any(isinstance(e, L.Binary) and e.op in ("/", "//") and e.dtype.c_compute == "float" for e in walk(s.value))
 
 
 def _checks(fn: L.Function, stmts: tuple[L.Stmt, ...], exprs: tuple[L.Expr, ...]) -> set[str]:

@@ -151,6 +151,7 @@ class BodyPrinter:
         checked = op in _CHECKED_OPS and self.pr.overflow_checked(op_type)
         simple = (not tt.is_half and not (tt.is_float and op in ("%", "//")) and not (tt.is_int and tt.bits < 32)
                   and not (op in ("%", "//") and not nonzero_literal(value)) and not checked
+                  and not (op == "/" and self.pr.inline_division(op_type))
                   and (shift or op_type == tt or (tt.is_int and op_type.is_int and op in _SIMPLE_OPS)))
         if simple:
             c_op = "/" if op == "//" else op

@@ -97,6 +97,11 @@ def test_a_module_without_f16_or_bf16_does_not_include_their_headers() -> None:
     ("s = tshared.alloc(f32[64])\ns[0] = 1.0", "y: mut f32[n]", {}, ["core"]),
     ("s = tshared.alloc(f32[64])\ntcopy(s, y[0:64])", "y: mut f32[n]", {}, ["core", "race", "copy"]),
     ("r = tregs(f16[8])\nr[:] = h[0:8]", "h: f16[n]", {}, ["core", "f16", "race", "vec"]),
+    ("a = tfrag(f32[32, 32], 1.0)\na[:] = a * 2.0\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core"]),
+    ("a = tfrag(f32[32, 32], 1.0)\na[:] = 1.0 / a\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
+    ("a = tfrag(f32[32, 32], 1.0)\na[:] //= 3.0\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
+    ("a = tfrag(f32[32, 32], 1.0)\na[:] /= 3.0\ntstore(z[0:32, 0:32], a)", "z: mut f32[n, n]", {}, ["core", "fdiv"]),
+    ("v = tfrag(f32[32], 1.0)\nv[:] = 1.0 / v\ntstore(z[0, 0:32], v)", "z: mut f32[n, n]", {}, ["core"]),
 ])
 def test_a_module_includes_the_sections_its_ir_uses(body: str, params: str, options: dict, want: list[str]) -> None:
     assert sections_of(emitted(body, params, **options)) == want
@@ -116,10 +121,11 @@ def test_every_program_compiles_with_the_sections_of_every_option(path, options:
         assert nv.warnings == (), nv.warnings
 
 
-def test_the_feature_program_uses_every_section_but_copy_map_mma_vec_and_tma() -> None:
+def test_the_feature_program_uses_every_section_but_copy_fdiv_map_mma_vec_and_tma() -> None:
     """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/tensor_cores/test_tensor_cores.py;
+    fdiv, division in fragment statements, by tests/language/tensor_cores/test_fdiv.py;
     wgmma, their sm_90a form, by tests/language/tensor_cores/test_wgmma.py;
     vec, per-tile vector access, by tests/language/test_vector_access.py; tma, bulk tensor copies, only
     on sm_90a: tests/language/hopper/test_tma_copies.py.)"""
     cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
-    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "map", "mma", "vec", "wgmma", "tma")]
+    assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "fdiv", "map", "mma", "vec", "wgmma", "tma")]
