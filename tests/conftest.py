@@ -16,6 +16,8 @@ SAMPLES = sorted((ROOT / "samples").glob("*.tsr"))
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite the golden .cu files")
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (the long forms of the random generators)")
 
 
 @pytest.fixture
@@ -25,7 +27,8 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` run only where a CUDA driver and device are present, `multi_gpu` ones
-    only where there are at least two devices, `torch` ones only where PyTorch is installed."""
+    only where there are at least two devices, `torch` ones only where PyTorch is installed, `slow`
+    ones (the long forms of random generators whose bounded forms always run) only with --slow."""
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
@@ -34,7 +37,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_multi = pytest.mark.skip(reason=f"needs two GPUs: {why if not ok else f'{count} found'}")
     skip_torch = pytest.mark.skip(reason="needs PyTorch (pip install torch)")
     has_torch = importlib.util.find_spec("torch") is not None
+    skip_slow = pytest.mark.skip(reason="slow: run with --slow")
     for item in items:
+        if "slow" in item.keywords and not config.getoption("--slow"):
+            item.add_marker(skip_slow)
         if "gpu" in item.keywords and not ok:
             item.add_marker(skip)
         elif "multi_gpu" in item.keywords and count < 2:
