@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -49,11 +50,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_torch)
 
 
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The on-disk cache folder of the whole test run, shared by pytest-xdist's workers (each
+    worker's base temporary folder lies in the run's): a kernel is built once per run, not once
+    per worker (the cache takes concurrent writers)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
+
+
 @pytest.fixture
 def shared_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One on-disk cache for the whole test session (warm after the first build of a kernel), and
-    the backend chosen by each test rather than by $TESSERA_BACKEND."""
-    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    """One on-disk cache for the whole test run (`session_cache`: warm after the first build of a
+    kernel), and the backend chosen by each test rather than by $TESSERA_BACKEND."""
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
     monkeypatch.delenv("TESSERA_BACKEND", raising=False)
 
 
