@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install Tessera with its test dependencies and run the test suite, with coverage of every
 # package (tessera, tessera.transpile, tessera.runtime; see [tool.coverage] in pyproject.toml).
-# Tests run in parallel on every core (pytest-xdist, `-n auto`); pass `-n 0` to run them in one process.
+# Tests run in parallel on every core (pytest-xdist, `-n auto`; `--dist worksteal`: a worker that runs out
+# of tests takes queued ones from the others, so that they finish together); pass `-n 0` to run them in
+# one process.
 # pytest's exit 5 ("no tests ran") is turned into a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e ".[test]" || exit 1
-python -m pytest -q -n auto --cov "$@"
+python -m pytest -q -n auto --dist worksteal --cov "$@"
 code=$?
 if [ "$code" -eq 5 ]; then
     echo "error: no tests ran" >&2

@@ -2,7 +2,9 @@
 
 Each candidate is one variant (`compiler.compile_variant` on the shared front end: the source is
 parsed once) compiled to CUDA C and then by NVRTC for the target (no GPU needed), which gives
-ptxas' registers, spills and static shared memory. The pruning rules (`tune_model.prune_reason`)
+ptxas' registers, spills and static shared memory (kept per process for each variant's CUDA C: they do
+not depend on the launch's shapes, so tuning another key of the same kernel runs NVRTC only for C
+it has not seen). The pruning rules (`tune_model.prune_reason`)
 drop what cannot run well, each with its reason; the survivors get a cost-model estimate for the
 launch's shapes. Compiles run on a thread pool (the compiler keeps no shared mutable state);
 a progress bar (tqdm, on standard error, only when it is a terminal) shows them.
@@ -10,6 +12,7 @@ a progress bar (tqdm, on standard error, only when it is a terminal) shows them.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
@@ -33,6 +36,9 @@ GroupsOf = Callable[[dict[str, Value]], "int | None"]
 
 _stats_lock = ForkSafeLock()
 STATS = {"candidate_compiles": 0}
+# (arch, C name, sha256 of the CUDA C) -> NVRTC's (registers, spills, static shared bytes), or the
+# first line of its compile error
+_figures: dict[tuple[str, str, str], tuple[int, int, int] | str] = {}
 
 
 def count(name: str, n: int = 1) -> None:
@@ -90,14 +96,23 @@ def judge(front: Any, arch: str, kernel: str, config: Config, other: Mapping[str
     info = result.kernel(kernel)
     assert isinstance(result.module, L.Module)
     fn = next(f for f in result.module.kernels if kernel in (f.name, f.base_name))
-    try:
-        nv = compile_cuda(result.cuda, name=f"{kernel}.cu", arch=arch)
-        ptx = nv.kernel(info.c_name)
-        regs, spills, static = ptx.registers, ptx.spill_stores + ptx.spill_loads, ptx.shared_bytes
-    except CompileError as e:
-        return Judged(config, None, None, "does not compile", (e.text.splitlines() or ["NVRTC failed"])[0])
-    except (KeyError, TesseraError):  # no ptxas report (PTX only): resources from the compiler alone
-        regs, spills, static = 0, 0, 0
+    key = (arch, info.c_name, hashlib.sha256(result.cuda.encode()).hexdigest())
+    with _stats_lock:
+        figures = _figures.get(key)
+    if figures is None:
+        try:
+            nv = compile_cuda(result.cuda, name=f"{kernel}.cu", arch=arch)
+            ptx = nv.kernel(info.c_name)
+            figures = (ptx.registers, ptx.spill_stores + ptx.spill_loads, ptx.shared_bytes)
+        except CompileError as e:
+            figures = (e.text.splitlines() or ["NVRTC failed"])[0]
+        except (KeyError, TesseraError):  # no ptxas report (PTX only): resources from the compiler alone
+            figures = (0, 0, 0)
+        with _stats_lock:
+            _figures[key] = figures
+    if isinstance(figures, str):
+        return Judged(config, None, None, "does not compile", figures)
+    regs, spills, static = figures
     res = Resources(math.prod(info.tile), regs, spills, static + info.dynamic_smem)
     spec = arch_spec(arch)
     why = prune_reason(spec, res)

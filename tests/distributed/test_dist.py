@@ -16,7 +16,7 @@ import pytest
 from tessera.base.errors import DistError, TesseraError
 from tessera.dist.engines import mpiexec
 from tessera.dist.shardspec import Placement, ShardSpec, block, block_sizes, dim_number, place
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_cache
 
 JOBS = ROOT / "tests" / "distributed" / "jobs"
 MPIEXEC = mpiexec() or pathlib.Path("mpiexec")
@@ -24,7 +24,7 @@ MPIEXEC = mpiexec() or pathlib.Path("mpiexec")
 
 def _env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TESSERA_BACKEND"}
-    env["TESSERA_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "cache")
+    env["TESSERA_CACHE_DIR"] = str(session_cache(tmp_path_factory))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 

@@ -233,14 +233,28 @@ def d(v: f32) -> f32:
 """
 
 
-@settings(FUZZ, max_examples=600)
-@given(st.sampled_from(["tile[(128,)]", "tile[(64, 2)] shared(2_KiB)", "tile[(96,)]", "tile[(256,)] launch_bounds(2)"]),
-       typed_statements)
-def test_random_typed_programs(header: str, body: list[str]) -> None:
+TYPED = (st.sampled_from(["tile[(128,)]", "tile[(64, 2)] shared(2_KiB)", "tile[(96,)]", "tile[(256,)] launch_bounds(2)"]),
+         typed_statements)
+
+
+def check_typed(header: str, body: list[str]) -> None:
     text = TYPED_PRELUDE + f"@kernel {header}\ndef kern(x: f32[n], out: mut f32[n], m: i32, alpha: f32):\n" + \
         "    a = 0.0\n    i = tile_linear_id()\n    sm = tshared.alloc(f32[64])\n    r = tregs(f32[2, 2], 0.0)\n" + \
         "".join(f"    {ln}\n" for ln in body)
     check(text.encode("utf-8"))
+
+
+@settings(FUZZ, max_examples=200)
+@given(*TYPED)
+def test_random_typed_programs(header: str, body: list[str]) -> None:
+    check_typed(header, body)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=600)
+@given(*TYPED)
+def test_random_typed_programs_long(header: str, body: list[str]) -> None:
+    check_typed(header, body)
 
 
 # ---- (b) mutations of real programs ------------------------------------------------------------------
@@ -384,14 +398,28 @@ def mutate(data: bytes, kind: int, a: int, b: int, c: int) -> bytes:
     return b"\n".join(lines)
 
 
-@settings(FUZZ, max_examples=2000)
-@given(st.integers(0, len(SEEDS) - 1), st.lists(mutation, min_size=1, max_size=5),
-       st.sampled_from(["sm_90", "sm_86", "sm_75"]))
-def test_mutated_samples(seed: int, mutations: list[tuple[int, int, int, int]], arch: str) -> None:
+MUTATED = (st.integers(0, len(SEEDS) - 1), st.lists(mutation, min_size=1, max_size=5),
+           st.sampled_from(["sm_90", "sm_86", "sm_75"]))
+
+
+def check_mutated(seed: int, mutations: list[tuple[int, int, int, int]], arch: str) -> None:
     data = SEEDS[seed]
     for m in mutations:
         data = mutate(data, *m)
     check(data, arch)
+
+
+@settings(FUZZ, max_examples=500)
+@given(*MUTATED)
+def test_mutated_samples(seed: int, mutations: list[tuple[int, int, int, int]], arch: str) -> None:
+    check_mutated(seed, mutations, arch)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=2000)
+@given(*MUTATED)
+def test_mutated_samples_long(seed: int, mutations: list[tuple[int, int, int, int]], arch: str) -> None:
+    check_mutated(seed, mutations, arch)
 
 
 def test_seeds_compile() -> None:

@@ -20,6 +20,7 @@ from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
 from tessera.transpile.driver import compile_source
+from tests.conftest import session_cache
 from tests.language.test_map_kernels import args_intact, place
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -46,7 +47,7 @@ def any_row(X: i32[M, N], c: i32[K], Y: mut i32[M, N]):
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "check_bounds"])
 def mod(request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
         mp.delenv("TESSERA_BACKEND", raising=False)
         yield tessera.compile(SOURCE, backend="cpu", check_bounds=request.param, path="bcast.tsr")
 

@@ -25,7 +25,7 @@ from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass,
 from tessera.runtime.host.launch import PreparedLaunch
 from tessera.runtime.launch_args import MAX_GRID, map_grid
 from tessera.transpile.driver import compile_source, load_source
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_cache
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 
@@ -37,7 +37,7 @@ BIG = 10**6 + 3
 def _cpu_module(tmp_path_factory: pytest.TempPathFactory, load: Callable[[], Module]) -> Iterator[Module]:
     """A module loaded once for the file, with the session's cache (as `shared_cache` sets it)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
         mp.delenv("TESSERA_BACKEND", raising=False)
         yield load()
 

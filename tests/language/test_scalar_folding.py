@@ -21,6 +21,7 @@ import pytest
 import tessera
 from tessera.base.errors import CompileError, SourceFile
 from tessera.transpile.driver import compile_source
+from tests.conftest import session_cache
 from tests.language.scalar_model import INTS, NUMPY, TYPES, Expr, generate
 
 FORMS = ("folded", "named", "runtime")
@@ -96,7 +97,7 @@ def mismatches(exprs: list[Expr], inputs: dict[str, list]) -> list[str]:
 
 
 def test_random_scalar_expressions_fold_as_they_compute(tmp_path_factory) -> None:
-    os.environ["TESSERA_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "cache")
+    os.environ["TESSERA_CACHE_DIR"] = str(session_cache(tmp_path_factory))
     total = int(os.environ.get("TESSERA_FOLD_FUZZ", "100"))
     rng = random.Random(20250715)
     found: list[str] = []

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tessera
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.transpile.driver import compile_source
+from tests.conftest import session_cache
 
 N_INPUTS = 4
 
@@ -98,7 +99,7 @@ def _defined(tree, v) -> int | None:
 def test_integer_expressions_match_c_semantics(exprs, tmp_path_factory) -> None:
     import os
 
-    os.environ["TESSERA_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "cache")
+    os.environ["TESSERA_CACHE_DIR"] = str(session_cache(tmp_path_factory))
     v = [7, -13, 100, -1]
     exprs = [(text, tree) for text, tree in exprs if _defined(tree, v) is not None]
     body = "".join(f"        y[{i}] = {text}\n" for i, (text, _) in enumerate(exprs)) or "        pass\n"

@@ -76,6 +76,7 @@ def _run(name: str, arch: str) -> dict[str, np.ndarray]:
     return args
 
 
+@pytest.mark.usefixtures("one_build_per_c")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_sample_gives_the_same_results_for_sm_80_sm_90_and_sm_90a(name: str) -> None:
     case = CASES[name]()

@@ -6,6 +6,7 @@ layouts the compiler chooses are checked for ldmatrix bank conflicts."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -17,7 +18,7 @@ from tessera.base.dtypes import SCALARS
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.cli.compile import run
-from tessera.runtime.cuda.nvrtc import compile_cuda
+from tessera.runtime.cuda.nvrtc import NvrtcResult, compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source, load_source
@@ -348,13 +349,20 @@ def test_operand_padding(elem: str, row: int, column: bool, want: int) -> None:
 
 # ---- what NVRTC makes of it ----------------------------------------------------------------------
 
-def _sass(cuda: str, arch: str, c_name: str) -> str:
+@functools.cache
+def _machine_code(cuda: str, arch: str) -> tuple[NvrtcResult, str]:
+    """NVRTC's build of `cuda` and its disassembly, once for the kernels of one program."""
     nv = compile_cuda(cuda, name="t.cu", arch=arch)
+    assert nv.cubin is not None
+    return nv, disassemble(nv.cubin)
+
+
+def _sass(cuda: str, arch: str, c_name: str) -> str:
+    nv, text = _machine_code(cuda, arch)
     assert nv.warnings == ()
     res = nv.kernel(c_name)
     assert res.spill_stores == 0 and res.spill_loads == 0, res
-    assert nv.cubin is not None
-    return function_sass(disassemble(nv.cubin), c_name)
+    return function_sass(text, c_name)
 
 
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")

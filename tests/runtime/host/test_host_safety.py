@@ -21,7 +21,7 @@ from tessera.base.kernel_info import kernels_from_json, kernels_to_json
 from tessera.base.options import CompileOptions
 from tessera.runtime.host.build import build_shared_library
 from tessera.transpile.driver import compile_source
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_cache
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 
@@ -65,7 +65,7 @@ def add_one(x: f32[n], y: mut f32[n]):
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TESSERA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
         yield tessera.compile(PROGRAM, backend="cpu")
 
 
