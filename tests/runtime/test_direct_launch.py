@@ -144,13 +144,19 @@ def test_a_cpu_launch_makes_few_python_calls(monkeypatch) -> None:
     assert np.all(x == 5)  # two warm-up launches, three counted
 
 
-def test_a_mocked_cuda_launch_makes_few_python_calls(fake) -> None:
+def test_a_mocked_cuda_launch_makes_few_python_calls(fake, monkeypatch) -> None:
     k = tessera.compile(il.VADD, backend="cuda", arch="sm_90").vadd
     args = tuple(il.FakeCudaArray(256, 0x1000000 * i) for i in (1, 2, 3))
     for _ in range(2):  # the usual launch, then the first direct one (which learns the arrays' class)
         k(*args, grid=1)
     fake.record = False  # the fake driver's own record of the call, with its ctypes reads, aside
-    assert python_calls(lambda: k(*args, grid=1)) <= 24  # 64 before direct launches
+    # Where torch or CuPy is imported (by another test in this worker), a launch with no stream=
+    # also asks which library owns the arrays (streams.current_stream): 24-25 calls. Counted here
+    # as in a process without them.
+    with monkeypatch.context() as hidden:
+        for name in ("torch", "cupy"):
+            hidden.delitem(sys.modules, name, raising=False)
+        assert python_calls(lambda: k(*args, grid=1)) <= 24  # 64 before direct launches
     fake.record = True
     fake.calls.clear()
     k(*args, grid=1)
