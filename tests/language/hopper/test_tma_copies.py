@@ -149,7 +149,10 @@ def test_the_pipe_runs_its_bulk_copies(launched) -> None:
     assert np.array_equal(out, X.reshape(40, 3, 32).sum(1))
 
 
-def test_a_missing_wait_is_reported_with_its_line(monkeypatch) -> None:
+def test_a_missing_wait_is_reported_with_its_line(monkeypatch, fresh_cache) -> None:
+    # fresh_cache: the printer is patched, so what this compile produces must not reach a cache that
+    # another test, or the next run of this one, reads (a later run once got the racy build from
+    # the user's cache without printing anything).
     real = tma_emit.print_wait
     dropped = []
 

@@ -311,9 +311,12 @@ def test_the_verifier_keeps_a_copys_swizzle_the_arrays_layout() -> None:
                                                                      dataclasses.replace(fn, body=stale))))
 
 
-def test_a_wgmma_reading_a_stage_before_its_barrier_is_reported(monkeypatch) -> None:
+def test_a_wgmma_reading_a_stage_before_its_barrier_is_reported(monkeypatch, fresh_cache) -> None:
     """The race detector sees a swizzled box's bytes in flight where they land: a warpgroup MMA
     that reads the stage without the mbarrier wait (dropped from the printed C) is reported."""
+    # fresh_cache: the printer is patched, so what this compile produces must not reach a cache that
+    # another test, or the next run of this one, reads (a later run once got the racy build from
+    # the user's cache without printing anything).
     import numpy as np
 
     import tessera
