@@ -25,7 +25,6 @@ from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.transpile.driver import compile_source, load_source
-from tessera.transpile.emit import tma as tma_emit
 from tests.conftest import ROOT, sample_of
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -149,27 +148,12 @@ def test_the_pipe_runs_its_bulk_copies(launched) -> None:
     assert np.array_equal(out, X.reshape(40, 3, 32).sum(1))
 
 
-def test_a_missing_wait_is_reported_with_its_line(monkeypatch, fresh_cache) -> None:
-    # fresh_cache: the printer is patched, so what this compile produces must not reach a cache that
-    # another test, or the next run of this one, reads (a later run once got the racy build from
-    # the user's cache without printing anything).
-    real = tma_emit.print_wait
-    dropped = []
-
-    def without_the_loop_wait(bp, s):  # type: ignore[no-untyped-def]
-        if tma_emit.uses_mbarriers(bp, s) and s.stage is not None and not dropped and "stage" in bp.pr.expr(s.stage):
-            dropped.append(s)
-            if s.barrier:
-                bp.emit("__syncthreads();", s.loc)
-            return None
-        return real(bp, s)
-
-    monkeypatch.setattr(tma_emit, "print_wait", without_the_loop_wait)
+def test_a_missing_wait_is_reported_with_its_line(dropped_loop_wait) -> None:
     X, out = _pipe_args()
     mod = tessera.compile(PIPE + "\n", backend="cpu", arch="sm_90a", check_bounds=True)
     with pytest.raises(LaunchError, match=r"tile \d+ reads it at line 10 while the asynchronous copy .* line 8"):
         mod.k(X, out, grid=3)
-    assert dropped
+    assert dropped_loop_wait
 
 
 # ---- the generator ---------------------------------------------------------------------------------------
