@@ -1,7 +1,9 @@
 """Region mode's software prefetch (transpile/cpu/prefetch.py): a lockstep pass over every tile of
 a stride loop asks for the span of each 1-D tensor that the loop reads or writes at its counter,
 `PASSES_AHEAD` passes ahead; nothing else prefetches, and results do not change (the random
-stride-loop generator, test_cpu_region_random.py, reads and writes at the counter too)."""
+stride-loop generator, test_cpu_region_random.py, reads and writes at the counter too). And the
+other half of region mode's streaming speed: a kernel's AVX2 clone (TSR_VECTOR_CLONES) computes
+the same bits as the baseline code that fiber mode runs."""
 
 from __future__ import annotations
 
@@ -62,3 +64,45 @@ def test_a_sum_whose_prefetch_runs_past_the_end(monkeypatch: pytest.MonkeyPatch)
         out[mode] = part
     assert out["1"].tobytes() == out["0"].tobytes()
     assert abs(float(out["1"].sum(dtype=np.float64)) - float(x.sum(dtype=np.float64))) < 1e-2
+
+
+
+MATH = """
+@kernel tile[(128,)] vectorize(4)
+def gelu(X: f32[n], B: f32[n], Y: mut f32[n]):
+    h = X + B
+    Y[:] = 0.5 * h * (1.0 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+
+@kernel tile[(128,)] vectorize(4)
+def arith(X: f32[n], B: f32[n], Y: mut f32[n]):
+    h = X + B
+    Y[:] = sqrt(abs(h)) / (h * h + 1.0) + min(h, 2.0) * max(X, B)
+
+@kernel tile[(128,)] vectorize(4)
+def ints(X: f32[n], B: f32[n], W: mut i32[n]):
+    W[:] = i32(X * 1000.0) // 7 + (i32(B * 100.0) >> 2)
+"""
+
+
+@pytest.mark.parametrize("name", ["gelu", "arith", "ints"])
+def test_the_avx2_clone_computes_the_baselines_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Region mode runs a map kernel's AVX2 clone where the CPU has AVX2 (TSR_VECTOR_CLONES), fiber
+    mode the baseline's code: the same bytes over float bit patterns spread over the whole range,
+    specials (NaN, infinities, signed zeros, subnormals) included -- tanh's bit tricks in 32-byte
+    vectors (test_cpu_vectorize.py), divisions, square roots, min and max, conversions, integer
+    shifts and divisions."""
+    from tests.transpile.cpu.test_cpu_region_loops import both_modes
+
+    bits = np.linspace(0, 2**32 - 1, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0x7FC00000, 0xFFC00000, 0x7F800000, 0xFF800000, 0, 0x80000000, 1, 0x807FFFFF,
+                         0x41200000, 0xC1200000, 0x3F800000], np.uint32)
+    x = np.concatenate([bits, specials]).view(np.float32)
+    b = np.random.default_rng(3).standard_normal(x.size).astype(np.float32)
+    b[::3] = 0.0
+
+    def make() -> dict[str, np.ndarray]:
+        return {"out": np.zeros(x.size, np.int32 if name == "ints" else np.float32)}
+
+    got = both_modes(MATH, name, lambda k, d: k(x, b, d["out"]), make, monkeypatch)
+    if name != "ints":
+        assert np.isnan(got["out"]).any() and np.isfinite(got["out"]).sum() > x.size // 2

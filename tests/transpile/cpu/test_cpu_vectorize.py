@@ -166,6 +166,8 @@ def test_region_kernels_have_an_avx2_clone(tmp_path: Path) -> None:
     assert 5 in vectorized_tsr_lines(GELU, tmp_path / "gelu16", 16)
     assert 8 in vectorized_tsr_lines(REDUCE, tmp_path / "reduce", 32)
     assert {9, 21, 22, 32} <= vectorized_tsr_lines(LAYERNORM, tmp_path / "layernorm", 32)
+    from tests.transpile.cpu.test_cpu_prefetch import MATH  # whose clones compute the same bits
+    assert 4 in vectorized_tsr_lines(MATH, tmp_path / "math", 32)
 
 
 def test_only_region_kernels_with_a_loop_are_compiled_twice() -> None:
