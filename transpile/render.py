@@ -16,7 +16,7 @@ from tessera.base.dtypes import SCALARS, c_literal
 from tessera.base.kernel_info import KernelInfo, ParamInfo
 from tessera.base.options import CompileOptions
 from tessera.base.version import VERSION
-from tessera.transpile.cpu.regions import print_regions
+from tessera.transpile.cpu.regions import print_regions, vector_clones
 from tessera.transpile.emit import wgmma_asm
 from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.emit.header_parts import SECTIONS, sections
@@ -155,7 +155,8 @@ def render_module(module: L.Module, opts: CompileOptions) -> tuple[str, tuple[Ke
             summary += f", {len(active_copies(fn))} bulk tensor copies (TMA)"
         # Without launch_bounds(n), `__launch_bounds__(tiles, 1)`: with the tile count alone, ptxas aims at
         # several resident groups and caps registers (and spills) below what one group may have.
-        functions.append({"kernel": True, "name": cname, "threads": fn.tile_count, "min_groups": fn.launch_bounds or 1,
+        name, body = vector_clones(fn, cname, body) if regions else (cname, body)  # compiled for AVX2 too
+        functions.append({"kernel": True, "name": name, "threads": fn.tile_count, "min_groups": fn.launch_bounds or 1,
                           "params": (", ".join(_c_param(p, opts.restrict) for p in pinfo) or "void")
                           + "".join(f" TSR_TMAP_PARAM({map_param(k)})" for k in range(len(tensor_maps(fn)))),
                           "line": fn.loc.line, "summary": summary, "body": body})

@@ -39,4 +39,20 @@ inline int launch_regions(const tsr_launch_config* cfg, F&& kernel_body, const c
       const_cast<void*>(static_cast<const void*>(__builtin_addressof(kernel_body))), 1);
 }
 
+// Region mode's software prefetch (tessera/transpile/cpu/prefetch.py): a hint that the `count`
+// elements of `p` from `first` on (modulo 2^64: a signed index converted) are read soon (`write` 0)
+// or written (1), one prefetch per 64-byte line. The address is computed as an integer, with no
+// pointer arithmetic past the end of the array, and a prefetch never faults: `first` may lie past
+// the array's end.
+template <class T>
+inline void prefetch_span(const T* p, unsigned long long first, unsigned count, int write) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p) + first * sizeof(T);
+  for (unsigned long long o = 0; o < count * sizeof(T); o += 64) {
+    if (write)
+      __builtin_prefetch(reinterpret_cast<const void*>(a + o), 1);
+    else
+      __builtin_prefetch(reinterpret_cast<const void*>(a + o), 0);
+  }
+}
+
 }  // namespace tsr

@@ -52,6 +52,23 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
+// Before a region-mode kernel's name (transpile/cpu/regions.py): on x86-64, the kernel compiled twice,
+// for AVX2 (8 floats or 4 doubles a vector, which its tile loops and a map kernel's steps vectorize to)
+// and for the baseline (SSE2), and the first where the CPU has AVX2, picked once when the library
+// loads (an ifunc): the same library and the same results on every machine, since both clones
+// perform the same IEEE operations in the same order (no FMA: the target adds none and the kernel
+// unit builds with -ffp-contract=off; no fast-math, so no reduction is reordered).
+// GCC gives the symbols of the dispatch (the kernel's name, an ifunc, and its resolver) default
+// visibility whatever -fvisibility or a visibility attribute says (GCC 12), which would export
+// them: the first statement of a cloned kernel, TSR_HIDE_CLONES(name), hides both. (Clang names the
+// resolver otherwise: it gets no clones.)
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6
+#define TSR_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define TSR_HIDE_CLONES(name) __asm__(".hidden " #name "\n\t.hidden " #name ".resolver")
+#else
+#define TSR_VECTOR_CLONES
+#define TSR_HIDE_CLONES(name) static_cast<void>(0)
+#endif
 #define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
 #define __constant__

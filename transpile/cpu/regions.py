@@ -26,12 +26,14 @@ from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import split
 from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
+from tessera.transpile.cpu.prefetch import prefetch_lines, streamed
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
 from tessera.transpile.cpu.tile_bounds import consecutive_start, prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.stmts import BodyPrinter
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.visit import statements
 from tessera.transpile.names import c_ident, var_name
 
 # The macro each of the kernel's reads of its group's indices and sizes is redefined to, and the local
@@ -256,6 +258,10 @@ class RegionPrinter(BodyPrinter):
         self.depth += 1
         self.emit(f"if (({u64}){hi} - ({u64}){base} >= {self.tiles}u) {{  // every tile")
         self.depth += 1
+        tensors = streamed(s.body, s.var.name, self.pr.ctx.buffers)
+        cnames = {name: self.pr.array_names.get(name, c_ident(name)) for name, _ in tensors}
+        for line in prefetch_lines(tensors, cnames, base, st, self.tiles):
+            self.emit(line)
         self._lockstep_pass(s, base, "")
         self.depth -= 1
         self.emit("} else {  // the last tiles are done")
@@ -348,10 +354,22 @@ class RegionPrinter(BodyPrinter):
         self.emit("}")
 
 
+def vector_clones(fn: L.Function, cname: str, body: str) -> tuple[str, str]:
+    """The name and body that transpile/render.py prints for region-mode kernel `fn`: where it has a
+    loop (a stride loop's passes, a map kernel's steps, a uniform loop around tile loops: what the
+    host compiler vectorizes), its name is preceded by the prelude's macro that compiles it twice
+    where the host allows, for AVX2 and for the baseline, picked once when the library loads
+    (TSR_VECTOR_CLONES, runtime/host/tessera_host.h), and its body starts with the macro that keeps
+    the symbols of that choice out of the library's exports. A kernel without a loop is compiled once."""
+    if not any(isinstance(s, (L.For, L.While, L.ElementLoop)) for s in statements(fn.body)):
+        return cname, body
+    return f"TSR_VECTOR_CLONES {cname}", f"    TSR_HIDE_CLONES({cname});\n{body}"
+
+
 def print_regions(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> str:
     rp = RegionPrinter(fn, pr, opts, source_name)
     rp.print_kernel()
     return "\n".join(rp.lines)
 
 
-__all__ = ["print_regions"]
+__all__ = ["print_regions", "vector_clones"]

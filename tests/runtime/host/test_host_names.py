@@ -14,6 +14,7 @@ import pytest
 
 import tessera
 from tessera.base.errors import SourceFile
+from tessera.base.options import CompileOptions
 from tessera.runtime.host import build as host_build
 from tessera.runtime.host.build import build_shared_library
 from tessera.transpile.driver import compile_source
@@ -129,3 +130,39 @@ def test_only_the_launch_entry_points_and_the_engine_calls_are_exported(tmp_path
     # and the engine's calls around launches (runtime/host/library.py, runtime/host/launch.py)
     assert exported == sorted([*(f"tsr_launch_{c_ident(k)}" for k in KERNELS), "tsr_trim_arenas_v1",
                                "tsr_sigint_watch_v1", "tsr_sigint_unwatch_v1", "tsr_sigint_counter_v1"])
+
+
+LOOPS = "".join(f"""
+@kernel tile[(32,)]
+def {k}(x: f32[n], out: mut f32[n]):
+    for i in range(global_linear_id(), n, grid_tile_count()):
+        out[i] = x[i] * 2.0
+""" for k in ("calloc", "step"))
+
+
+def test_the_dispatch_of_a_kernel_compiled_twice_is_not_exported(tmp_path) -> None:
+    """A region-mode kernel with a loop is compiled for AVX2 and the baseline (TSR_VECTOR_CLONES in
+    the prelude): GCC gives its dispatch's symbols (the kernel's name, an ifunc, and `name.resolver`)
+    default visibility, and `calloc`'s, tsr_u_calloc, matches the exports' pattern (tsr_*): the
+    kernel's body hides them (TSR_HIDE_CLONES)."""
+    nm = shutil.which("nm")
+    assert nm
+    mod = tessera.compile(LOOPS, backend="cpu")
+    c = compile_source(SourceFile("k.tsr", LOOPS), options=CompileOptions(cpu_regions=True)).cuda
+    assert "TSR_VECTOR_CLONES tsr_u_calloc(" in c
+    from tessera.runtime.host.library import cached_library
+
+    variant = mod.variant(None, {})
+    variant.library()
+    path = cached_library(variant.library_key)
+    assert path is not None
+    lib = tmp_path / "lib.so"
+    lib.write_bytes(path.read_bytes())
+    out = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert {f"tsr_launch_{c_ident('calloc')}", "tsr_launch_step"} <= exported
+    assert not {"tsr_u_calloc", "tsr_u_calloc.resolver", "step", "step.resolver"} & exported
+    x = np.arange(100, dtype=np.float32)
+    out_arr = np.zeros_like(x)
+    mod.calloc(x, out_arr, grid=2)
+    assert (out_arr == x * 2).all()

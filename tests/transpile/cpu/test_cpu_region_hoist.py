@@ -62,7 +62,10 @@ def test_the_object_code_finds_the_thread_local_arrays_once(tmp_path: Path) -> N
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     relocs = subprocess.run(["objdump", "-dr", str(tmp_path / "unit.o")], capture_output=True, text=True).stdout
-    assert relocs.count("__tls_get_addr") <= 1  # was 19: a call at each access in the tree's loops
+    # each function once (the kernel's clones, TSR_VECTOR_CLONES in the prelude, are two functions)
+    per_function = re.split(r"\n[0-9a-f]+ <[^>]+>:\n", relocs)
+    assert max(body.count("__tls_get_addr") for body in per_function) <= 1  # was 19: a call at each access
+    assert "__tls_get_addr" in relocs
 
 
 def test_a_stride_loop_from_the_tiles_index_tests_tile_0s_start_only() -> None:

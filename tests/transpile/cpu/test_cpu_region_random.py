@@ -3,7 +3,8 @@
 loop, or one of a runtime or constant step, whose start, stop and step are drawn from forms that
 are consecutive across the tiles or not, the same for every tile or not, positive or negative, at
 the kernel's top level, inside a loop with barriers, inside a uniform loop or under a branch; its
-body updates a float and an integer accumulator per tile. Region mode, fiber mode
+body updates a float and an integer accumulator per tile, and may read and write a tensor at the
+counter itself (the streaming form whose lockstep passes prefetch: transpile/cpu/prefetch.py). Region mode, fiber mode
 (TESSERA_CPU_REGIONS=0) and a Python model of the contract (each tile runs its own `range`, float32
 arithmetic in program order) must give the same bytes. A bounded run is part of the suite;
 `python -m tests.transpile.cpu.test_cpu_region_random N [SEED]` runs N modules of 8 programs."""
@@ -28,6 +29,7 @@ STARTS = ["global_linear_id()", "tile_linear_id()", "global_linear_id() + a", "t
 STOPS = ["n", "b", "b - tile_linear_id()", "grid_tile_count() * 2", "n + a"]
 STEPS = ["grid_tile_count()", "group_tile_count()", "s", "TILES", "TILES + 1", "2 * TILES", "-TILES", "s * 2"]
 # (tsr statement, the model's update of (acc, cnt) for counter k)
+STORE = "if k >= 0 and k < n:\n        z[k] = x[k] * 2.0"  # every tile that reaches k writes the same value
 Op = tuple[str, Callable[[f32, int, int, np.ndarray], tuple[f32, int]]]
 OPS: list[Op] = [
     ("acc += x[abs(k) % n]", lambda acc, cnt, k, x: (f32(acc + x[abs(k) % len(x)]), cnt)),
@@ -35,6 +37,9 @@ OPS: list[Op] = [
     ("cnt += 1", lambda acc, cnt, k, x: (acc, cnt + 1)),
     ("cnt += k & 7", lambda acc, cnt, k, x: (acc, cnt + (k & 7))),
     ("if k % 3 == 0:\n        acc -= 1.0", lambda acc, cnt, k, x: (f32(acc - f32(1)) if k % 3 == 0 else acc, cnt)),
+    # at the counter itself: the streaming form whose passes prefetch (transpile/cpu/prefetch.py)
+    ("if k >= 0 and k < n:\n        acc += x[k]", lambda acc, cnt, k, x: (f32(acc + x[k]) if 0 <= k < len(x) else acc, cnt)),
+    (STORE, lambda acc, cnt, k, x: (acc, cnt)),  # the model writes z itself
 ]
 SHAPES = [(1,), (3,), (8,), (32,), (64,), (4, 3), (8, 2)]
 CONTEXTS = ["top", "barrier", "uniform", "branch", "tree", "tree2", "tree3"]
@@ -76,15 +81,16 @@ class Program:
         head = {"top": [], "tree": [], "tree2": [], "tree3": [], "branch": ["    if t % 2 == 0:"]}.get(
             self.context, ["    for r in range(2):"])
         return (f"@kernel tile[{self.shape}]\n"
-                f"def {self.name}(x: f32[n], y: mut f32[m], c: mut i32[m], a: i32, b: i32, s: i32):\n"
+                f"def {self.name}(x: f32[n], y: mut f32[m], c: mut i32[m], z: mut f32[n], a: i32, b: i32, s: i32):\n"
                 f"    sh = tshared.alloc(f32[{tiles}])\n"
                 "    t = tile_linear_id()\n    g = global_linear_id()\n    acc = 0.0\n    cnt = 0\n"
                 + "\n".join(head + [pad + line for line in loop]) + "\n    y[g] = acc\n    c[g] = cnt\n")
 
-    def model(self, x: np.ndarray, groups: int, a: int, b: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    def model(self, x: np.ndarray, groups: int, a: int, b: int, s: int) -> tuple[np.ndarray, ...]:
         """Every tile's own `range`, in float32 (the contract: a tile's statements in program order)."""
         tiles, m = self.tiles, groups * self.tiles
-        y, c = np.zeros(m, f32), np.zeros(m, np.int32)
+        y, c, z = np.zeros(m, f32), np.zeros(m, np.int32), np.zeros(len(x), f32)
+        stores = any(op[0] == STORE for op in self.ops)
         for gid in range(groups):
             accs, cnts = [f32(0)] * tiles, [0] * tiles
             rounds = 2 if self.context in ("barrier", "uniform") else 1
@@ -99,6 +105,8 @@ class Program:
                            "a": a, "b": b, "s": s, "n": len(x), "TILES": tiles}
                     k_range = range(eval(self.start, env), eval(self.stop, env), eval(self.step, env))
                     for k in k_range:
+                        if stores and 0 <= k < len(x):
+                            z[k] = f32(x[k] * f32(2))
                         for _, update in self.ops:
                             accs[t], cnts[t] = update(accs[t], cnts[t], k, x)
                 if self.context == "barrier":
@@ -112,7 +120,7 @@ class Program:
                     accs = [f32(acc + sh[0]) for acc in accs]
             y[gid * tiles:(gid + 1) * tiles] = accs
             c[gid * tiles:(gid + 1) * tiles] = cnts
-        return y, c
+        return y, c, z
 
 
 def random_program(rng: random.Random, name: str) -> Program:
@@ -135,19 +143,19 @@ def run_module(seed: int, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
             cases.append((p, groups, np.random.default_rng(seed).standard_normal(n).astype(f32),
                           rng.randint(-40, 40), rng.randint(-40, 900), s))
     monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
-    got: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    got: dict[str, list[tuple[np.ndarray, ...]]] = {}
     for mode in ("1", "0"):  # the mode is read as each kernel compiles: every launch of a mode together
         monkeypatch.setenv("TESSERA_CPU_REGIONS", mode)
         mod, got[mode] = tessera.compile(src, backend="cpu"), []
         for p, groups, x, a, b, s in cases:
             assert mod[p.name].info().regions is (mode == "1"), p.source()
-            y, c = np.zeros(groups * p.tiles, f32), np.zeros(groups * p.tiles, np.int32)
-            mod[p.name](x, y, c, a, b, s, grid=groups)
-            got[mode].append((y, c))
+            y, c, z = np.zeros(groups * p.tiles, f32), np.zeros(groups * p.tiles, np.int32), np.zeros_like(x)
+            mod[p.name](x, y, c, z, a, b, s, grid=groups)
+            got[mode].append((y, c, z))
     for i, (p, groups, x, a, b, s) in enumerate(cases):
         want = p.model(x, groups, a, b, s)
         what = f"{p.source()}\ngroups={groups} n={len(x)} a={a} b={b} s={s}"
-        for j in range(2):
+        for j in range(3):
             region, fiber = got["1"][i][j], got["0"][i][j]
             assert region.tobytes() == fiber.tobytes(), f"region != fiber\n{what}"
             assert region.tobytes() == want[j].tobytes(), f"region != model\n{what}\n{region}\n{want[j]}"
@@ -172,7 +180,9 @@ def test_the_generator_reaches_the_lockstep_form() -> None:
         modes |= {"lockstep" for _ in range(c.count("each pass runs a prefix of the tiles"))}
         modes |= {"interleaved" for _ in range(c.count("tsr_more"))}
         modes |= {"group" for _ in range(c.count("// once per group"))}
-    assert modes == {"lockstep", "interleaved", "group"}
+        modes |= {"prefetch read" for _ in range(c.count("tsr::prefetch_span(x, "))}
+        modes |= {"prefetch write" for _ in range(c.count("tsr::prefetch_span(z, "))}
+    assert modes == {"lockstep", "interleaved", "group", "prefetch read", "prefetch write"}
 
 
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_random N [SEED]

@@ -7,6 +7,7 @@ names the C line of each vectorized loop; the `.tsr` lines of the statements ins
 
 from __future__ import annotations
 
+import platform
 import re
 import subprocess
 from pathlib import Path
@@ -94,10 +95,12 @@ def scale(x: f32[n], y: mut f32[n], a: f32):
 """
 
 
-def vectorized_tsr_lines(src: str, tmp_path: Path) -> set[int]:
+def vectorized_tsr_lines(src: str, tmp_path: Path, vector_bytes: int | None = None) -> set[int]:
     """The .tsr lines of the statements inside the loops GCC reports as vectorized in the CPU
-    backend's kernel unit for `src` (region mode)."""
+    backend's kernel unit for `src` (region mode); with `vector_bytes`, only loops vectorized with
+    vectors of that size."""
     result = compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True))
+    tmp_path.mkdir(parents=True, exist_ok=True)
     unit = tmp_path / "unit.cpp"
     unit.write_text(unit_source(result.cuda, result.kernels))
     report = tmp_path / "vec.txt"
@@ -107,7 +110,9 @@ def vectorized_tsr_lines(src: str, tmp_path: Path) -> set[int]:
     assert done.returncode == 0, done.stderr
     lines = unit.read_text().split("\n")
     out: set[int] = set()
-    for m in re.finditer(r"unit\.cpp:(\d+):\d+: optimized: loop vectorized", report.read_text()):
+    for m in re.finditer(r"unit\.cpp:(\d+):\d+: optimized: loop vectorized using (\d+) byte", report.read_text()):
+        if vector_bytes is not None and int(m.group(2)) != vector_bytes:
+            continue
         first = int(m.group(1)) - 1
         depth = 0
         for text in lines[first:]:  # the loop's lines, to its closing brace
@@ -146,6 +151,34 @@ def test_a_map_kernel_calling_tanh(tmp_path: Path) -> None:
     """tanhf is the prelude's own straight-line code (host/host_libm.h), not a call into the C
     library, which kept the whole-step loop of a GELU from vectorizing."""
     assert 5 in vectorized_tsr_lines(GELU, tmp_path)
+
+
+x86_64 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AVX2 clones are x86-64's")
+
+
+@x86_64
+def test_region_kernels_have_an_avx2_clone(tmp_path: Path) -> None:
+    """A region-mode kernel is compiled twice (TSR_VECTOR_CLONES, runtime/host/tessera_host.h): its
+    AVX2 clone vectorizes with 32-byte vectors -- GELU's tanh, computed in double, 4 lanes instead
+    of 2, and the reduction's pass over the group's tiles 8 floats an instruction -- and the
+    baseline clone, with 16-byte ones, is still there for a CPU without AVX2."""
+    assert 5 in vectorized_tsr_lines(GELU, tmp_path / "gelu", 32)
+    assert 5 in vectorized_tsr_lines(GELU, tmp_path / "gelu16", 16)
+    assert 8 in vectorized_tsr_lines(REDUCE, tmp_path / "reduce", 32)
+    assert {9, 21, 22, 32} <= vectorized_tsr_lines(LAYERNORM, tmp_path / "layernorm", 32)
+    from tests.transpile.cpu.test_cpu_prefetch import MATH  # whose clones compute the same bits
+    assert 4 in vectorized_tsr_lines(MATH, tmp_path / "math", 32)
+
+
+def test_only_region_kernels_with_a_loop_are_compiled_twice() -> None:
+    """A kernel without a loop has nothing the AVX2 clone would vectorize better: compiled once
+    (the clone doubles a kernel's compile time); a fiber-mode kernel is compiled once too."""
+    tiny = "@kernel tile[(32,)]\ndef tiny(x: f32[n], y: mut f32[n]):\n    g = global_linear_id()\n" \
+           "    if g < n:\n        y[g] = x[g] + 1.0\n"
+    c = compile_source(SourceFile(path="k.tsr", text=tiny + REDUCE), options=CompileOptions(cpu_regions=True)).cuda
+    assert "\ntiny(" in c and "TSR_VECTOR_CLONES block_reduce(" in c and c.count("TSR_HIDE_CLONES(") == 1
+    assert "TSR_VECTOR_CLONES" not in compile_source(SourceFile(path="k.tsr", text=REDUCE),
+                                                     options=CompileOptions(cpu_regions=False)).cuda
 
 
 def test_fiber_mode_is_not_what_is_vectorized(tmp_path: Path) -> None:
