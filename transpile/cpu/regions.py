@@ -26,6 +26,7 @@ from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import split
 from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
+from tessera.transpile.cpu.group_reduce import print_reduction, reduction
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
 from tessera.transpile.cpu.tile_bounds import consecutive_start, prefix_bound
 from tessera.transpile.emit.exprs import CPrinter
@@ -92,6 +93,10 @@ class RegionPrinter(BodyPrinter):
             self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
                       f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
 
+    def per_tile_array(self, name: str) -> str:
+        """A pointer to the first of per-tile local `name`'s copies."""
+        return f"&{per_tile_element(self._cname(name), '0')}"
+
     def _open_tiles(self, count: str = "") -> None:
         """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
         defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx). `count`: a C
@@ -130,6 +135,9 @@ class RegionPrinter(BodyPrinter):
                 self.barrier_while(p)
             elif isinstance(p, L.ElementLoop):
                 print_element_loop(self, p, (functools.partial(self._tiles_for, p), self._close_tiles))
+            elif (c := reduction(p)) is not None:
+                assert isinstance(p, L.Decl)
+                print_reduction(self, p, c)
             else:
                 self.stmt(p)  # a shared array, declared for the whole group
 
