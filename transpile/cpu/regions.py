@@ -231,16 +231,18 @@ class RegionPrinter(BodyPrinter):
             self.depth -= 1
             self.emit("}")
 
-    def lockstep_for(self, s: L.For, k: int, known: bool) -> None:
+    def lockstep_for(self, s: L.For, k: int, spacing: int) -> None:
         """The tiles of a "lockstep" stride loop in step: where tile t's counter starts at tile 0's
         + t and the step (the same for every tile, as the stop) is positive, the tiles whose loop is
         not done in a pass are those below the stop's distance from the pass's base, so a whole
         pass is a loop over every tile with the counter `base + t`: contiguous, with no test per tile,
         which the C compiler vectorizes where the body allows. Each tile runs the same iterations in
         the same order as in the general form (`interleaved_passes`), in the same order of tiles.
-        `known`: the start is the tile's linear index plus a value the same for every tile
-        (tile_bounds.consecutive_start), so the counters are consecutive unless the last tile's
-        start overflows, which a test of tile 0's start excludes instead of a test of every tile's."""
+        `spacing` W > 0: the start is the tile's linear index times W plus a value the same for
+        every tile (tile_bounds.consecutive_start), so tile t's counter is tile 0's + t * W (a tile's
+        chunk of W elements: the tiles whose loop is not done are still a prefix) unless the last
+        tile's start overflows, which a test of tile 0's start excludes instead of a test of every
+        tile's; 0: unknown, tested at run time for W = 1."""
         ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
         hi, st, go, base = f"tsr_hi{k}", f"tsr_st{k}", f"tsr_go{k}", f"tsr_b{k}"
         u64 = "unsigned long long"
@@ -251,9 +253,11 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
         self.depth -= 1
         self.emit("}")
-        if known:
-            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {self.tiles - 1};"
-                      "  // tile t starts at tile 0's start + t")
+        w = max(spacing, 1)
+        times = f" * {w}u" if w > 1 else ""
+        if spacing:
+            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {(self.tiles - 1) * w};"
+                      f"  // tile t starts at tile 0's start + t{times}")
         else:
             self.emit(f"bool {go} = {st} > 0;")
             self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
@@ -262,26 +266,28 @@ class RegionPrinter(BodyPrinter):
         self.depth += 1
         self.emit(f"for ({ctype} {base} = {ks}[0]; {base} < {hi}; {base} += {st}) {{")
         self.depth += 1
-        self.emit(f"if (({u64}){hi} - ({u64}){base} >= {self.tiles}u) {{  // every tile")
+        every = f">= {self.tiles}u" if w == 1 else f"> {(self.tiles - 1) * w}u"
+        self.emit(f"if (({u64}){hi} - ({u64}){base} {every}) {{  // every tile")
         self.depth += 1
-        self._lockstep_pass(s, base, "")
+        self._lockstep_pass(s, base, "", times)
         self.depth -= 1
         self.emit("} else {  // the last tiles are done")
         self.depth += 1
-        self._lockstep_pass(s, base, f"if (({u64})tsr_t >= ({u64}){hi} - ({u64}){base}) continue;")
+        self._lockstep_pass(s, base, f"if (({u64})tsr_t{times} >= ({u64}){hi} - ({u64}){base}) continue;", times)
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
 
-    def _lockstep_pass(self, s: L.For, base: str, guard: str) -> None:
+    def _lockstep_pass(self, s: L.For, base: str, guard: str, times: str) -> None:
         self._open_tiles()
         if guard:
             self.emit(guard)
         self._bind(refs([s]), "tsr_t")
+        tile = f"(tsr_t{times})" if times else "tsr_t"
         self.emit(f"const {s.var.dtype.c_compute} {var_name(s.var.name)} = {base} + "
-                  f"({s.var.dtype.c_compute})tsr_t;")
+                  f"({s.var.dtype.c_compute}){tile};")
         self.emit("{")
         self.block(s.body)
         self.emit("}")
