@@ -13,6 +13,9 @@
 * **layernorm 1024x1024** -- a row kernel, a group of 128 tiles per row, the mean and the variance
   each by a group-stride loop and a shared-memory tree (Warp: a thread per row; NumPy: mean/var);
   goal for these two: <= 1.0x the faster of Warp and NumPy;
+* **ops.layer_norm 1024x1024** -- `tessera.ops.layer_norm(x, weight, bias)` (rows.tsr: per-tile
+  vector access and group reductions, the autotuner's configuration; region mode since
+  transpile/cpu/group_reduce.py) against NumPy's `(x - mean) / sqrt(var + eps) * weight + bias`;
 * **launch 1 / 8 groups** -- a 32-tile kernel that adds one to 32 elements per group, through the
   Python API (goal: <= Warp), in us, CPU time and wall time;
 * **scaling** -- Tessera's reduction at 2^22, layer norm and matmul16 at 512 on 1 and 2 threads.
@@ -158,6 +161,7 @@ def data(rng: np.random.Generator) -> dict[str, Any]:
         d[f"matmul {n}"] = (rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32))
     d["gelu"] = (rng.standard_normal((1024, 1024), np.float32), rng.standard_normal((1024, 1024), np.float32))
     d["ln"] = rng.standard_normal((1024, 1024), np.float32) * 3 + 1
+    d["ln weight"] = (rng.standard_normal(1024, np.float32), rng.standard_normal(1024, np.float32))
     return d
 
 
@@ -196,6 +200,11 @@ def tessera_rows(d: dict[str, Any], repeats: int, threads: int,
     y = np.zeros_like(x)
     rows["layernorm 1024^2"] = timed(lambda: m.layernorm(x, y, 1e-5, grid=x.shape[0]), repeats, clock)
     check(y, ln_ref(x), "tessera layernorm")
+    from tessera import ops
+
+    w, b = d["ln weight"]
+    rows["ops.layer_norm 1024^2"] = timed(lambda: ops.layer_norm(x, w, b), repeats, clock)
+    check(ops.layer_norm(x, w, b), ln_ref(x) * w + b, "tessera ops.layer_norm")
     for groups in (1, 8):
         xs, ys = np.ones(32 * groups, np.float32), np.zeros(32 * groups, np.float32)
 
@@ -320,8 +329,10 @@ def warp_rows(d: dict[str, Any], repeats: int) -> dict[str, tuple[float, float]]
 
 def numpy_rows(d: dict[str, Any], repeats: int) -> dict[str, tuple[float, float]]:
     x, b = d["gelu"]
+    w, bias = d["ln weight"]
     return {"bias+gelu 2^20": timed(lambda: gelu_ref(x, b), repeats),
-            "layernorm 1024^2": timed(lambda: ln_ref(d["ln"]), repeats)}
+            "layernorm 1024^2": timed(lambda: ln_ref(d["ln"]), repeats),
+            "ops.layer_norm 1024^2": timed(lambda: ln_ref(d["ln"]) * w + bias, repeats)}
 
 
 def cell(v: Any) -> str:

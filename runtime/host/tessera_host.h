@@ -98,6 +98,7 @@ static constexpr int warpSize = 32;
 #include "host_abi.h"
 #include "host_sync.h"
 #include "host_builtins.h"
+#include "host_group_reduce.h"
 #include "host_async.h"
 #include "host_tma.h"
 #include "host_launch.h"

@@ -32,6 +32,11 @@ def test_the_kernels_match_numpy(regions: str, monkeypatch: pytest.MonkeyPatch) 
     y2 = np.zeros_like(x2)
     m.layernorm(x2, y2, 1e-5, grid=4)
     assert np.allclose(y2, bench.ln_ref(x2), rtol=1e-4, atol=1e-4)
+    from tessera import ops
+
+    w, b = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    assert np.allclose(ops.layer_norm(x2, w, b), bench.ln_ref(x2) * w + b, rtol=1e-4, atol=1e-4)
+    assert "ops.layer_norm 1024^2" in bench.numpy_rows(bench.data(np.random.default_rng(0)), 1)
 
 
 def test_without_warp_its_rows_say_why(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -461,8 +461,11 @@ def test_plan_cpu_regions_only_for_the_cpu_backend() -> None:
     assert "    cpu region mode; per tile: acc (float[4][4]); recomputed: tx, ty, r0, c0\n" in dump
     assert "range(0:i32, K:i32, BK=16:i32) [CPU: once per group]:" in dump
     # A kernel that region mode cannot run keeps fiber mode: no plan, no marks.
-    coop = _with(kernel("s = group_sum(x[tile_id(0)])\ny[0] = s"), "plan-cpu-regions", cpu_regions=True)
+    coop = _with(kernel("s = warp_sum(x[tile_id(0)])\ny[0] = s"), "plan-cpu-regions", cpu_regions=True)
     assert coop.functions[0].regions is None
+    # A group reduction is a barrier with a value (transpile/cpu/group_reduce.py): region mode.
+    coop = _with(kernel("s = group_sum(x[tile_id(0)])\ny[0] = s"), "plan-cpu-regions", cpu_regions=True)
+    assert coop.functions[0].regions is not None
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)

@@ -38,6 +38,8 @@ class _Writes:
             out.add(self.space(s.buf))
         elif isinstance(s, L.Copy):
             out.add(self.space(s.dst.buf))
+        elif isinstance(s, L.VecMove) and s.store:
+            out.add(self.space(s.view.buf))
         return out & set(_MEMORY)
 
     def all(self, body: tuple[L.Stmt, ...]) -> set[str]:

@@ -24,6 +24,7 @@ its regions, which locals are computed again in each region, which need a copy p
 - **Per-tile locals**: every other region-level local or register array used by more than one
   region (or by a boundary loop's header), kept in an array with an element per tile.
 
+A group reduction is a barrier with a value: the pass rewrites it first (group_reduce.py).
 A map kernel's element loop is a piece of its own (RegionPrinter prints the tile loop inside its
 grid-stride loop). A kernel that returns early has no barrier (fiber_reason): its body is one
 region, and nothing is split or interleaved.
@@ -36,6 +37,7 @@ import dataclasses
 from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS, Vary
 from tessera.transpile.cpu.group_locals import group_locals
+from tessera.transpile.cpu.group_reduce import fed, reduction, results, split_reductions
 from tessera.transpile.cpu.quiet import quiet_spaces, reads_quiet
 from tessera.transpile.cpu.structure import (
     Regions,
@@ -54,15 +56,17 @@ from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.visit import bodies, children, statements, stmt_walk, walk
 
 _ALLOWED = (L.Decl, L.Assign, L.Store, L.Alloc, L.Fill, L.If, L.While, L.For, L.Break, L.Continue, L.Barrier,
-            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop)
+            L.Fence, L.Copy, L.Eval, L.Return, L.ElementLoop, L.VecMove)
 
 
 def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
     """Why `body` cannot run in region mode, or None. `top`: its statements are region level
     (the kernel's body, or the body of a loop with a barrier at region level)."""
     for s in body:
-        if isinstance(s, L.VecMove):
-            return "a per-tile vector access (r[:] = X[i, j:j + 8])"
+        if reduction(s) is not None:
+            if not top:
+                return "a group reduction inside a branch or a loop below the top level"
+            continue
         if isinstance(s, L.MbarInit):
             return "a pipeline of asynchronous copies (mbarriers on sm_90a)"
         if not isinstance(s, _ALLOWED):
@@ -94,6 +98,7 @@ def _check(body: tuple[L.Stmt, ...], top: bool) -> str | None:
 
 def fiber_reason(fn: L.Function, opts: CompileOptions) -> str | None:
     """Why kernel `fn` keeps fiber mode on the CPU backend, or None when it runs in region mode."""
+    fn = split_reductions(fn)  # its group reductions as barriers (group_reduce.py), as the pass plans it
     if fn.kind != "kernel":
         return "not a kernel"
     if opts.check_bounds or opts.debug:
@@ -181,14 +186,16 @@ def _coalesced(body: tuple[L.Stmt, ...], plan: _Analysis, uniform: set[str], loc
     uniform = uniform | {s.var.name for s in statements(body) if isinstance(s, L.For)
                          and _step(s.start, plan, uniform, local) == 0 and _step(s.step, plan, uniform, local) == 0}
     for s in statements(body):
-        accesses = [x for x in stmt_walk(s) if isinstance(x, L.Load)]
+        accesses = [(x, 1) for x in stmt_walk(s) if isinstance(x, L.Load)]
         if isinstance(s, L.Store):
-            accesses.append(L.Load(s.buf, s.index, s.value.dtype))
-        for a in accesses:
+            accesses.append((L.Load(s.buf, s.index, s.value.dtype), 1))
+        if isinstance(s, L.VecMove):  # a tile's chunk: the next tile's may start a chunk further on
+            accesses.append((L.Load(s.view.buf, s.view.starts, s.view.starts[-1].dtype), s.view.extents[-1] or 0))
+        for a, width in accesses:
             if a.buf in plan.regs or not a.index:
                 continue
             steps = [_step(i, plan, uniform, local) for i in a.index]
-            if any(steps[:-1]) or steps[-1] > 1:
+            if any(steps[:-1]) or steps[-1] > width:
                 return False
     return True
 
@@ -227,14 +234,15 @@ def analyse(fn: L.Function) -> _Analysis:
         count[n] = count.get(n, 0) + 1
     local = set(count) | assigned(fn.body)
     plan.reassigned = {x.var.name for x in statements(fn.body) if isinstance(x, L.Assign)}
+    inputs = fed(fn)  # the tiles' arguments of group reductions: kept per tile
     for s in fn.body:
-        if (isinstance(s, L.Decl) and s.init is not None and count[s.var.name] == 1
+        if (isinstance(s, L.Decl) and s.init is not None and count[s.var.name] == 1 and s.var.name not in inputs
                 and s.var.name not in plan.reassigned and _pure(s.init, plan.remat, local)):
             plan.remat[s.var.name] = s
     if not plan.returns:
         uniform = _uniform_locals(fn, local)
         _choose(plan, fn.body, uniform, local, count)
-        plan.group = group_locals(plan, uniform, set(plan.remat))
+        plan.group = group_locals(plan, uniform, set(plan.remat) | inputs)
     _per_tile(plan)
     return plan
 
@@ -250,7 +258,7 @@ def _uniform_locals(fn: L.Function, local: set[str]) -> set[str]:
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for s in body:
-            if isinstance(s, (L.Decl, L.Assign)):
+            if isinstance(s, (L.Decl, L.Assign)) and reduction(s) is None:
                 value = s.init if isinstance(s, L.Decl) else s.value
                 if value is not None:
                     defs.setdefault(s.var.name, []).append((value, reads_quiet(value, fn, quiet[id(s)])))
@@ -261,7 +269,7 @@ def _uniform_locals(fn: L.Function, local: set[str]) -> set[str]:
 
     visit(fn.body)
     nested = assigned(tuple(x for s in statements(fn.body) for b in bodies(s) for x in b if not barrier_loop(s)))
-    uniform = {n for n in defs if n not in nested} | (counters - nested)
+    uniform = {n for n in defs if n not in nested} | (counters - nested) | results(fn)
     while True:
         keep = {n for n in uniform if all(_uniform(v, uniform, local, reads) for v, reads in defs.get(n, ()))}
         if keep == uniform:
@@ -319,7 +327,7 @@ def _per_tile(plan: _Analysis) -> None:
 
     def visit(body: tuple[L.Stmt, ...]) -> None:
         for p in plan.pieces(body):
-            if isinstance(p, (list, L.ElementLoop)) or plan.interleaved(p):
+            if isinstance(p, (list, L.ElementLoop)) or plan.interleaved(p) or reduction(p) is not None:
                 for n in refs(p if isinstance(p, list) else [p]) & level:
                     uses[n] = uses.get(n, 0) + 1
             elif isinstance(p, (L.For, L.While)):
@@ -359,6 +367,7 @@ def plan_cpu_regions(module: L.Module, options: CompileOptions) -> L.Module:
         if fn.kind != "kernel" or fiber_reason(fn, options) is not None:
             functions.append(fn)
             continue
+        fn = split_reductions(fn)
         plan = analyse(fn)
         marks: dict[int, str] = {}
         if not plan.returns:  # one region: no loop splits it or runs interleaved

@@ -26,6 +26,7 @@ from tessera.base.errors import Loc
 from tessera.base.options import CompileOptions
 from tessera.transpile.cpu.group_locals import split
 from tessera.transpile.cpu.group_memory import group_memory, per_tile_element, shared_member
+from tessera.transpile.cpu.group_reduce import print_reduction, reduction
 from tessera.transpile.cpu.prefetch import prefetch_lines, streamed
 from tessera.transpile.cpu.structure import Regions, assigned, declared, planned_regions, refs, var_names
 from tessera.transpile.cpu.tile_bounds import consecutive_start, prefix_bound
@@ -94,6 +95,10 @@ class RegionPrinter(BodyPrinter):
             self.emit(f"[[maybe_unused]] const {d.var.dtype.c_compute} {var_name(d.var.name)} = "
                       f"{self.pr.expr(d.init)};", d.loc)  # type: ignore[arg-type]
 
+    def per_tile_array(self, name: str) -> str:
+        """A pointer to the first of per-tile local `name`'s copies."""
+        return f"&{per_tile_element(self._cname(name), '0')}"
+
     def _open_tiles(self, count: str = "") -> None:
         """A loop over the group's tiles, x innermost (consecutive tiles, as a warp's lanes), that
         defines `tsr_t` (the tile's linear index) and `tsr_tid` (its threadIdx). `count`: a C
@@ -132,6 +137,9 @@ class RegionPrinter(BodyPrinter):
                 self.barrier_while(p)
             elif isinstance(p, L.ElementLoop):
                 print_element_loop(self, p, (functools.partial(self._tiles_for, p), self._close_tiles))
+            elif (c := reduction(p)) is not None:
+                assert isinstance(p, L.Decl)
+                print_reduction(self, p, c)
             else:
                 self.stmt(p)  # a shared array, declared for the whole group
 
@@ -225,16 +233,18 @@ class RegionPrinter(BodyPrinter):
             self.depth -= 1
             self.emit("}")
 
-    def lockstep_for(self, s: L.For, k: int, known: bool) -> None:
+    def lockstep_for(self, s: L.For, k: int, spacing: int) -> None:
         """The tiles of a "lockstep" stride loop in step: where tile t's counter starts at tile 0's
         + t and the step (the same for every tile, as the stop) is positive, the tiles whose loop is
         not done in a pass are those below the stop's distance from the pass's base, so a whole
         pass is a loop over every tile with the counter `base + t`: contiguous, with no test per tile,
         which the C compiler vectorizes where the body allows. Each tile runs the same iterations in
         the same order as in the general form (`interleaved_passes`), in the same order of tiles.
-        `known`: the start is the tile's linear index plus a value the same for every tile
-        (tile_bounds.consecutive_start), so the counters are consecutive unless the last tile's
-        start overflows, which a test of tile 0's start excludes instead of a test of every tile's."""
+        `spacing` W > 0: the start is the tile's linear index times W plus a value the same for
+        every tile (tile_bounds.consecutive_start), so tile t's counter is tile 0's + t * W (a tile's
+        chunk of W elements: the tiles whose loop is not done are still a prefix) unless the last
+        tile's start overflows, which a test of tile 0's start excludes instead of a test of every
+        tile's; 0: unknown, tested at run time for W = 1."""
         ctype, ks = s.var.dtype.c_compute, f"tsr_k{k}"
         hi, st, go, base = f"tsr_hi{k}", f"tsr_st{k}", f"tsr_go{k}", f"tsr_b{k}"
         u64 = "unsigned long long"
@@ -245,9 +255,11 @@ class RegionPrinter(BodyPrinter):
         self.emit(f"{hi} = {self.pr.expr(s.stop)}; {st} = {self.pr.expr(s.step)};")
         self.depth -= 1
         self.emit("}")
-        if known:
-            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {self.tiles - 1};"
-                      "  // tile t starts at tile 0's start + t")
+        w = max(spacing, 1)
+        times = f" * {w}u" if w > 1 else ""
+        if spacing:
+            self.emit(f"bool {go} = {st} > 0 && {ks}[0] <= tsr_int_limits<{ctype}>::hi - {(self.tiles - 1) * w};"
+                      f"  // tile t starts at tile 0's start + t{times}")
         else:
             self.emit(f"bool {go} = {st} > 0;")
             self.emit(f"for (unsigned tsr_i = 1; tsr_i < {self.tiles}u; ++tsr_i)")
@@ -256,30 +268,32 @@ class RegionPrinter(BodyPrinter):
         self.depth += 1
         self.emit(f"for ({ctype} {base} = {ks}[0]; {base} < {hi}; {base} += {st}) {{")
         self.depth += 1
-        self.emit(f"if (({u64}){hi} - ({u64}){base} >= {self.tiles}u) {{  // every tile")
+        every = f">= {self.tiles}u" if w == 1 else f"> {(self.tiles - 1) * w}u"
+        self.emit(f"if (({u64}){hi} - ({u64}){base} {every}) {{  // every tile")
         self.depth += 1
         tensors = streamed(s.body, s.var.name, self.pr.ctx.buffers)
         cnames = {name: self.pr.array_names.get(name, c_ident(name)) for name, _ in tensors}
-        for line in prefetch_lines(tensors, cnames, base, st, self.tiles):
+        for line in prefetch_lines(tensors, cnames, base, st, self.tiles * w):
             self.emit(line)
-        self._lockstep_pass(s, base, "")
+        self._lockstep_pass(s, base, "", times)
         self.depth -= 1
         self.emit("} else {  // the last tiles are done")
         self.depth += 1
-        self._lockstep_pass(s, base, f"if (({u64})tsr_t >= ({u64}){hi} - ({u64}){base}) continue;")
+        self._lockstep_pass(s, base, f"if (({u64})tsr_t{times} >= ({u64}){hi} - ({u64}){base}) continue;", times)
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
 
-    def _lockstep_pass(self, s: L.For, base: str, guard: str) -> None:
+    def _lockstep_pass(self, s: L.For, base: str, guard: str, times: str) -> None:
         self._open_tiles()
         if guard:
             self.emit(guard)
         self._bind(refs([s]), "tsr_t")
+        tile = f"(tsr_t{times})" if times else "tsr_t"
         self.emit(f"const {s.var.dtype.c_compute} {var_name(s.var.name)} = {base} + "
-                  f"({s.var.dtype.c_compute})tsr_t;")
+                  f"({s.var.dtype.c_compute}){tile};")
         self.emit("{")
         self.block(s.body)
         self.emit("}")

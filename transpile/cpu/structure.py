@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypeGuard
 
+from tessera.transpile.cpu.group_reduce import reduction
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.visit import bodies, statements, stmt_exprs, stmt_walk, walk
 
@@ -72,7 +73,7 @@ def refs(stmts: tuple[L.Stmt, ...] | list[L.Stmt]) -> set[str]:
                     out.add(x.name)
                 elif isinstance(x, L.Load):
                     out.add(x.buf)
-        for name in ("buf", "dst", "src"):
+        for name in ("buf", "dst", "src", "regs", "view"):
             v = getattr(s, name, None)
             out.add(v if isinstance(v, str) else getattr(v, "buf", ""))
         if isinstance(s, (L.Decl, L.Assign)):
@@ -126,7 +127,8 @@ class Regions:
 
     def pieces(self, body: tuple[L.Stmt, ...]) -> Iterator[L.Stmt | list[L.Stmt]]:
         """A region-level body as regions (lists of statements) and the statements between them
-        (barriers, boundary loops, stride loops, shared-array declarations)."""
+        (barriers, boundary loops, stride loops, shared-array declarations, the group reductions of
+        group_reduce.py)."""
         if self.returns:  # one region, after the shared arrays (declared for the whole group)
             shared = [s for s in body if isinstance(s, L.Alloc) and s.buf not in self.regs]
             yield from shared
@@ -137,7 +139,7 @@ class Regions:
         region: list[L.Stmt] = []
         for s in body:
             if (isinstance(s, (L.Barrier, L.ElementLoop)) or self.splits(s) or self.interleaved(s)
-                    or isinstance(s, L.Alloc) and s.buf not in self.regs):
+                    or isinstance(s, L.Alloc) and s.buf not in self.regs or reduction(s) is not None):
                 if region:
                     yield region
                     region = []

@@ -72,14 +72,21 @@ def prefix_bound(stmts: list[L.Stmt], plan: Regions, local: set[str]) -> tuple[L
     return (s, u) if _group_uniform(u, plan, local) else None
 
 
-def consecutive_start(e: L.Expr, plan: Regions, local: set[str]) -> bool:
-    """Whether `e` (a stride loop's start) is the tile's linear index, plus or minus nothing but a
-    value built as `U` above: tile t's value is tile 0's + t (unless it overflows)."""
-    if _linear_id(e, plan):
-        return True
+def consecutive_start(e: L.Expr, plan: Regions, local: set[str]) -> int:
+    """W where `e` (a stride loop's start) is the tile's linear index times a positive constant W
+    (a tile's chunk of W elements: `t * VEC`; W = 1 without the product), plus nothing but a value
+    built as `U` above: tile t's value is tile 0's + t * W (unless it overflows); else 0."""
     if isinstance(e, L.Binary) and e.op == "+" and e.a.dtype == e.b.dtype == e.dtype:
-        return any(_linear_id(a, plan) and _group_uniform(b, plan, local) for a, b in ((e.a, e.b), (e.b, e.a)))
-    return False
+        for a, b in ((e.a, e.b), (e.b, e.a)):
+            if _group_uniform(b, plan, local) and (w := consecutive_start(a, plan, local)):
+                return w
+        return 0
+    if isinstance(e, L.Binary) and e.op == "*" and e.a.dtype == e.b.dtype == e.dtype:
+        for a, b in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(b, L.Const) and 0 < int(b.value) <= 1 << 16 and _linear_id(a, plan):
+                return int(b.value)
+        return 0
+    return 1 if _linear_id(e, plan) else 0
 
 
 __all__ = ["consecutive_start", "prefix_bound"]
