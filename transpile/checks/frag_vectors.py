@@ -69,7 +69,7 @@ def _calls(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> Iterator[tuple[N.C
 def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel divides its fragments into rows first (frag_layout.row_division): it declares
     a row or column vector or an operand fragment, or reduces, itself or in the bodies of the
-    functions `inline` it calls (the same decision as frag_layout.kernel_whole_rows on the lowered
+    functions `inline` it calls (the same decision as frag_buffers.kernel_whole_rows on the lowered
     kernel, where they are inlined)."""
     for n, name, _ in _calls(fn, inline):
         if name in REDUCTIONS:
