@@ -94,8 +94,8 @@ def spearman(x: list[float], y: list[float]) -> float:
 def judge(space: Space, arch: str, shapes: dict[str, int]) -> list:
     from tessera.autotune import groups_function
     from tessera.autotune.search import candidates, judge_all
-    from tessera.transpile.checks.autotune_spec import tune_spaces
     from tessera.transpile.driver import front_end, load_source
+    from tessera.transpile.passes.autotune_spec import tune_spaces
 
     front = front_end(load_source(os.path.join(ROOT, space.sample)))
     tspace = tune_spaces(front.module, front.source)[space.kernel]

@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,79 +47,9 @@ import numpy as np
 GROUPS, TILES = 8, 128
 SIZES = {"reduce 2^18": 1 << 18, "reduce 2^22": 1 << 22}
 
-TSR = """
-@kernel tile[(128,)]
-def block_reduce(x: f32[n], partial: mut f32[grid_groups]):
-    smem = tshared.alloc(f32[128])
-    i = tile_linear_id()
-    acc = 0.0
-    for k in range(global_linear_id(), n, grid_tile_count()):
-        acc += x[k]
-    smem[i] = acc
-    tbarrier()
-    s = 64
-    while s > 0:
-        if i < s: smem[i] += smem[i + s]
-        tbarrier()
-        s //= 2
-    if i == 0:
-        partial[group_linear_id()] = smem[0]
-
-@kernel tile[(16, 16)]
-def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
-    As = tshared.alloc(f32[16, 16])
-    Bs = tshared.alloc(f32[16, 16])
-    tx = tile_id(0)
-    ty = tile_id(1)
-    row = group_id(1) * 16 + ty
-    col = group_id(0) * 16 + tx
-    acc = 0.0
-    for k0 in range(0, K, 16):
-        As[ty, tx] = A[row, k0 + tx]
-        Bs[ty, tx] = B[k0 + ty, col]
-        tbarrier()
-        for kk in range(16):
-            acc += As[ty, kk] * Bs[kk, tx]
-        tbarrier()
-    C[row, col] = acc
-
-@kernel tile[(128,)] vectorize(4)
-def bias_gelu(X: f32[M, N], B: f32[M, N], Y: mut f32[M, N]):
-    h = X + B
-    Y[:] = 0.5 * h * (1.0 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
-
-@kernel tile[(128,)]
-def layernorm(x: f32[R, C], y: mut f32[R, C], eps: f32):
-    sh = tshared.alloc(f32[128])
-    row = group_linear_id()
-    t = tile_linear_id()
-    s = 0.0
-    for c in range(t, C, 128):
-        s += x[row, c]
-    sh[t] = s
-    tbarrier()
-    h = 64
-    while h > 0:
-        if t < h: sh[t] += sh[t + h]
-        tbarrier()
-        h //= 2
-    mean = sh[0] / f32(C)
-    tbarrier()
-    v = 0.0
-    for c1 in range(t, C, 128):
-        d = x[row, c1] - mean
-        v += d * d
-    sh[t] = v
-    tbarrier()
-    h = 64
-    while h > 0:
-        if t < h: sh[t] += sh[t + h]
-        tbarrier()
-        h //= 2
-    inv = rsqrt(sh[0] / f32(C) + eps)
-    for c2 in range(t, C, 128):
-        y[row, c2] = (x[row, c2] - mean) * inv
-
+# The kernels (bench/kernels/, shared with bench/cpu_vs_numba_sim.py and tests/transpile/cpu/), and a tiny one.
+TSR = "\n".join((Path(__file__).resolve().parent / "kernels" / f"{name}.tsr").read_text()
+                 for name in ("block_reduce", "matmul16", "bias_gelu", "layernorm")) + """
 @kernel tile[(32,)]
 def tiny(x: f32[n], y: mut f32[n]):
     g = global_linear_id()

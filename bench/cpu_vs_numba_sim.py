@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,46 +67,9 @@ SIZES = (128, 256)
 # simulator swaps every global bound to numba.cuda for its per-launch fake module.
 cuda: Any = None
 
-TSR_REDUCE = """
-@kernel tile[(128,)]
-def block_reduce(x: f32[n], partial: mut f32[grid_groups]):
-    smem = tshared.alloc(f32[128])
-    i = tile_linear_id()
-    acc = 0.0
-    for k in range(global_linear_id(), n, grid_tile_count()):
-        acc += x[k]
-    smem[i] = acc
-    tbarrier()
-    s = 64
-    while s > 0:
-        if i < s: smem[i] += smem[i + s]
-        tbarrier()
-        s //= 2
-    if i == 0:
-        partial[group_linear_id()] = smem[0]
-"""
-
-TSR_MATMUL = """
-const TS = 16
-
-@kernel tile[(16, 16)]
-def matmul16(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
-    As = tshared.alloc(f32[16, 16])
-    Bs = tshared.alloc(f32[16, 16])
-    tx = tile_id(0)
-    ty = tile_id(1)
-    row = group_id(1) * TS + ty
-    col = group_id(0) * TS + tx
-    acc = 0.0
-    for k0 in range(0, K, TS):
-        As[ty, tx] = A[row, k0 + tx]
-        Bs[ty, tx] = B[k0 + ty, col]
-        tbarrier()
-        for kk in range(TS):
-            acc += As[ty, kk] * Bs[kk, tx]
-        tbarrier()
-    C[row, col] = acc
-"""
+KERNELS = Path(__file__).resolve().parent / "kernels"  # shared with bench/cpu_streaming.py and tests/transpile/cpu/
+TSR_REDUCE = (KERNELS / "block_reduce.tsr").read_text()
+TSR_MATMUL = (KERNELS / "matmul16.tsr").read_text()
 
 TSR_WARMUP = """
 @kernel tile[(32,)]

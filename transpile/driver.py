@@ -83,7 +83,7 @@ class FrontEnd:
 
     def tune_spaces(self) -> dict[str, dict]:
         """For each kernel with a valid `@autotune`, its search space (JSON form, for the caches)."""
-        from tessera.transpile.checks.autotune_spec import tune_spaces
+        from tessera.transpile.passes.autotune_spec import tune_spaces
 
         return {k: s.to_json() for k, s in tune_spaces(self.module, self.source).items()}
 

@@ -52,8 +52,8 @@ def grid_value(text: str, env: dict[str, Any]) -> int:
 def report(path: str, kernel: str, arch: str, shapes: dict[str, int], grid: list[str], defines: dict) -> str:
     """The text `tesserac tune` prints."""
     from tessera.autotune.search import candidates, config_text, judge_all
-    from tessera.transpile.checks.autotune_spec import tune_spaces
     from tessera.transpile.driver import front_end, load_source
+    from tessera.transpile.passes.autotune_spec import tune_spaces
 
     front = front_end(load_source(path))
     if front.diagnostics:

@@ -1,5 +1,5 @@
 """A kernel's autotuning search space (`@autotune`), as the runtime keeps it: read by
-`transpile/checks/autotune_spec.py`, stored with a variant's metadata in the cache. Kept free of heavy
+`transpile/passes/autotune_spec.py`, stored with a variant's metadata in the cache. Kept free of heavy
 imports: a warm start reads it without the compiler."""
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def _fragment_lines(module: object, k: KernelInfo) -> list[str]:
     """The tensor-core fragments of kernel `k` (its warp division, its operands' padding) and where
     its shared arrays live, for --info."""
     from tessera.transpile.lir import nodes as L
-    from tessera.transpile.lir.frag_layout import fragment_info
+    from tessera.transpile.lir.frag_buffers import fragment_info
     from tessera.transpile.lir.shared_layout import shared_info
 
     if not isinstance(module, L.Module):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_values
+from samples.case import bf16_values
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.api import Module
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
@@ -716,7 +716,7 @@ def test_f16_plus_minus_times_compute_in_pairs_without_fusing(arch: str) -> None
 
 
 def test_bf16_pairs_are_bit_exact_on_the_cpu_backend() -> None:
-    from samples.runner import bf16_bits, bf16_values
+    from samples.case import bf16_bits, bf16_values
 
     text = ("@kernel tile[(32,)] vectorize(8)\n"
             "def k(X: bf16[n], B: bf16[n], Y: mut bf16[n], s: bf16):\n"

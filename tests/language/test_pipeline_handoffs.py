@@ -20,7 +20,7 @@ from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
-from tests.transpile.checks.test_diagnostics import (
+from tests.transpile.checks.catalog import (
     Case,
     check_catalog_case,
 )

@@ -9,7 +9,7 @@ import pytest
 
 import tessera
 import tessera.variant
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.cli.compile import run

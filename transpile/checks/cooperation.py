@@ -23,7 +23,8 @@ function require a uniform (or warp-uniform) argument there, which is checked at
 A comparison of the linear tile index with a multiple of 32 (`tile_linear_id() < 64`, or a local
 that only ever holds `tile_linear_id()`), and its division by a multiple of 32 (or a right shift by
 5 or more), are the same for the 32 lanes of a warp (warps are runs of 32 consecutive linear
-indices): they vary per warp, not per lane, and may guard warp operations.
+indices): they vary per warp, not per lane, and may guard warp operations. What the analysis tracks
+(the taints, the control a statement runs under, the warp runs) is in checks/taints.py.
 
 The analysis is a fixed point over the whole body, one linear walk per round; taints only grow, so
 it ends after a few rounds whatever the nesting depth.
@@ -31,71 +32,22 @@ it ends after a few rounds whatever the nesting depth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from tessera.base.errors import DiagnosticSink, Loc, Note
-from tessera.base.irnode import ir_node
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
 from tessera.transpile.checks.callgraph import coop_class, tree_children
-from tessera.transpile.const_eval import evaluate
-from tessera.transpile.consts import NotConstant, Value, module_env
-
-UNIFORM, WARP, LANE = Vary.UNIFORM, Vary.WARP, Vary.LANE
-
-
-@ir_node
-class Taint:
-    """How a value varies: `level` on its own, and for each parameter of the enclosing device
-    function it depends on, the highest level through which that parameter shows."""
-
-    level: int = UNIFORM
-    params: tuple[tuple[int, int], ...] = ()
-
-    def join(self, other: Taint) -> Taint:
-        if other is NONE or other == self:
-            return self
-        if self is NONE:
-            return other
-        caps = dict(self.params)
-        for p, c in other.params:
-            caps[p] = max(caps.get(p, UNIFORM), c)
-        return Taint(max(self.level, other.level), tuple(sorted(caps.items())))
-
-    def cap(self, level: int) -> Taint:
-        return Taint(min(self.level, level), tuple((p, min(c, level)) for p, c in self.params))
-
-    def exceeds(self, level: int) -> bool:
-        return self.level > level or any(c > level for _, c in self.params)
-
-
-NONE = Taint()
-
-
-@dataclass
-class FunctionFacts:
-    """What callers need to know about a device function."""
-
-    coop: Coop = Coop.NONE
-    result: Taint = NONE
-    # parameter index -> (the highest level its argument may have, the operation, where it is)
-    requires: dict[int, tuple[int, str, Loc]] = field(default_factory=dict)
-
-
-@dataclass
-class _Ctl:
-    taint: Taint
-    where: Loc | None  # the condition or loop that made control vary
-    returned: Taint = NONE  # how the tiles that may have returned before this point vary
-    returned_at: Loc | None = None  # the first such return
-
-    def deeper(self, t: Taint, loc: Loc) -> _Ctl:
-        joined = self.taint.join(t)
-        return _Ctl(joined, loc if joined != self.taint else self.where, self.returned, self.returned_at)
-
-    def after_return(self, t: Taint, loc: Loc | None) -> _Ctl:
-        joined = self.returned.join(t)
-        return _Ctl(self.taint, self.where, joined, self.returned_at or (loc if joined != self.returned else None))
+from tessera.transpile.checks.taints import (
+    LANE,
+    NONE,
+    UNIFORM,
+    WARP,
+    Ctl,
+    FunctionFacts,
+    Taint,
+    WarpRuns,
+    returned_note,
+)
+from tessera.transpile.consts import Value, module_env
 
 
 class _Walker:
@@ -103,7 +55,7 @@ class _Walker:
                  env: dict[str, Value] | None = None) -> None:
         self.fn = fn
         self.env = {**(env or {}), **dict(fn.const_values)}
-        self.linear = _linear_locals(fn)
+        self.warps = WarpRuns(fn, self.env)
         self.facts = facts
         self.sink = sink
         self.params = {p.name: i for i, p in enumerate(fn.params)} if fn.kind == "device" else {}
@@ -123,7 +75,7 @@ class _Walker:
             self.var[name] = new
             self.changed = True
 
-    def expr(self, e: object, ctl: _Ctl) -> Taint:
+    def expr(self, e: object, ctl: Ctl) -> Taint:
         """The taint of `e`; on the way, every cooperative call in it is checked against the
         control it runs under (`ctl`; deeper in the arms of `x if c else y` and the right side of
         `and`/`or`, which run only for some tiles)."""
@@ -140,7 +92,7 @@ class _Walker:
             return a.join(self.expr(e.right, ctl.deeper(a, e.left.loc)))
         if isinstance(e, N.Call) and isinstance(e.func, N.Name):
             return self.call(e, ctl)
-        if isinstance(e, (N.Compare, N.BinOp)) and self.per_warp(e):
+        if isinstance(e, (N.Compare, N.BinOp)) and self.warps.per_warp(e):
             t = NONE
             for operand in tree_children(e):
                 t = t.join(self.expr(operand, ctl))
@@ -158,34 +110,7 @@ class _Walker:
             t = t.join(self.expr(operand, ctl))
         return t
 
-    def per_warp(self, e: N.Compare | N.BinOp) -> bool:
-        """`tile_linear_id() < 64`, `t >= 32`, `t // 32`, `t >> 5`: the same in the 32 lanes of a warp."""
-        if isinstance(e, N.BinOp):
-            k = self.constant(e.right)
-            return self.is_linear(e.left) and k is not None and (
-                (e.op == "//" and k > 0 and k % 32 == 0) or (e.op == ">>" and k >= 5))
-        if len(e.ops) != 1 or e.ops[0] not in ("<", "<=", ">", ">="):
-            return False
-        (a, b), op = e.operands, e.ops[0]
-        if not self.is_linear(a):
-            a, b, op = b, a, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-        k = self.constant(b)
-        if not self.is_linear(a) or k is None:
-            return False
-        return (k if op in ("<", ">=") else k + 1) % 32 == 0
-
-    def is_linear(self, e: N.Expr) -> bool:
-        """The tile's linear index within its group (warps are its runs of 32)."""
-        return (isinstance(e, N.Name) and e.id in self.linear) or _is_tile_linear_id(e)
-
-    def constant(self, e: N.Expr) -> int | None:
-        try:
-            v = evaluate(e, self.env)
-        except NotConstant:
-            return None
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    def call(self, e: N.Call, ctl: _Ctl) -> Taint:
+    def call(self, e: N.Call, ctl: Ctl) -> Taint:
         assert isinstance(e.func, N.Name)
         name = e.func.id
         args = [self.expr(a, ctl) for a in e.args]
@@ -215,12 +140,12 @@ class _Walker:
         return joined.join(Taint(b.result))
 
     # ---- statements; each returns the taints of its escapes (return, break/continue)
-    def block(self, stmts: tuple[N.Stmt, ...], ctl: _Ctl) -> tuple[Taint, Taint]:
+    def block(self, stmts: tuple[N.Stmt, ...], ctl: Ctl) -> tuple[Taint, Taint]:
         ret = exits = NONE
         where = ctl.where
         after = ctl
         for s in stmts:
-            c = _Ctl(ctl.taint.join(exits), where, after.returned, after.returned_at)
+            c = Ctl(ctl.taint.join(exits), where, after.returned, after.returned_at)
             r, x = self.stmt(s, c)
             if x != NONE and where is None:
                 where = s.loc
@@ -228,7 +153,7 @@ class _Walker:
             after = after.after_return(r, _return_loc(s))
         return ret, exits
 
-    def stmt(self, s: N.Stmt, ctl: _Ctl) -> tuple[Taint, Taint]:
+    def stmt(self, s: N.Stmt, ctl: Ctl) -> tuple[Taint, Taint]:
         if isinstance(s, N.If):
             inner = ctl.deeper(self.expr(s.cond, ctl), s.cond.loc)
             r1, x1 = self.block(s.then, inner)
@@ -289,7 +214,7 @@ class _Walker:
             self.expr(s.expr, ctl)
         return NONE, NONE
 
-    def assign_target(self, target: N.Expr, value: Taint, ctl: _Ctl) -> None:
+    def assign_target(self, target: N.Expr, value: Taint, ctl: Ctl) -> None:
         if isinstance(target, N.Name):
             self.set(target.id, value)
             return
@@ -299,7 +224,7 @@ class _Walker:
             self.set(base.id, value.join(where))
 
     # ---- whole-fragment statements (spec section 14)
-    def fragment_statement(self, s: N.Assign | N.AugAssign, ctl: _Ctl) -> None:
+    def fragment_statement(self, s: N.Assign | N.AugAssign, ctl: Ctl) -> None:
         """`acc[:] = ...` computes every element in whichever lane holds it: the whole group runs it
         (like a cooperative operation), and nothing in it may differ between tiles (the element's
         own coordinates are `row_index()` and `col_index()`)."""
@@ -313,7 +238,7 @@ class _Walker:
             elif ctl.returned.level > UNIFORM:
                 self.found.append((s.loc, "a whole-fragment statement must be reached by every tile of the group "
                                    "(each element is computed by whichever lane holds it), but some tiles may have "
-                                   "returned before it", _returned_note(ctl)))
+                                   "returned before it", returned_note(ctl)))
             return
         part = self.varying_part(s.value, ctl)
         del self.found[mark:]  # the walk into the parts repeats what the first walk found
@@ -326,7 +251,7 @@ class _Walker:
                            "use row_index() and col_index() for the element's coordinates, or a row or column "
                            "vector", None))
 
-    def varying_part(self, e: N.Expr, ctl: _Ctl) -> N.Expr:
+    def varying_part(self, e: N.Expr, ctl: Ctl) -> N.Expr:
         """The innermost part of `e` (varying itself) whose value differs between tiles."""
         for child in tree_children(e):
             if isinstance(child, N.Expr) and self.expr(child, ctl).level > UNIFORM:
@@ -334,7 +259,7 @@ class _Walker:
         return e
 
     # ---- cooperative calls
-    def need(self, name: str, coop: Coop, e: N.Call, ctl: _Ctl) -> None:
+    def need(self, name: str, coop: Coop, e: N.Call, ctl: Ctl) -> None:
         """`name` needs the whole group (or whole warps) here: check the control it is under."""
         if coop == Coop.NONE:
             return
@@ -354,7 +279,7 @@ class _Walker:
                                (f"{name}() must be reached by all 32 lanes of the warp, but some lanes may have "
                                 "returned before it; only tbarrier() may follow a return that depends on the lane "
                                 "(a condition that is the same in a whole warp may guard a return)"),
-                               _returned_note(ctl)))
+                               returned_note(ctl)))
             return
         if ctl.taint.level <= allowed:
             return
@@ -390,17 +315,12 @@ class _Walker:
             self.changed = False
             self.result = NONE
             self.found = []
-            self.block(self.fn.body, _Ctl(NONE, None))
+            self.block(self.fn.body, Ctl(NONE, None))
             if not self.changed:
                 break
         for loc, message, note in self.found:
             self.sink.error(loc, message, *([note] if note is not None else []))
         return FunctionFacts(result=self.result, requires=self.requires)
-
-
-
-def _returned_note(ctl: _Ctl) -> Note:
-    return Note("tiles may return here, under a condition that depends on the tile index", ctl.returned_at)
 
 
 def _return_loc(s: object) -> Loc | None:
@@ -417,29 +337,6 @@ def _return_loc(s: object) -> Loc | None:
 def _is_fragment_statement(target: N.Expr) -> bool:
     """`acc[:] = ...` on a fragment (typed: `Index(acc, ())`)."""
     return isinstance(target, N.Index) and isinstance(target.base.ty, N.ArrayType) and target.base.ty.space == "frag"
-
-
-def _is_tile_linear_id(e: object) -> bool:
-    return isinstance(e, N.Call) and isinstance(e.func, N.Name) and e.func.id == "tile_linear_id" \
-        and e.func.ref == "builtin" and not e.args
-
-
-def _linear_locals(fn: N.FuncDef) -> frozenset[str]:
-    """Locals that only ever hold `tile_linear_id()` (`t = tile_linear_id()`, never changed)."""
-    linear: set[str] = set()
-    other: set[str] = set()
-    stack: list[object] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, N.Assign) and isinstance(n.target, N.TupleLit):
-            other.update(t.id for t in n.target.items if isinstance(t, N.Name))
-        if isinstance(n, (N.Assign, N.AugAssign)) and isinstance(n.target, N.Name):
-            plain = isinstance(n, N.Assign) and _is_tile_linear_id(n.value)
-            (linear if plain else other).add(n.target.id)
-        elif isinstance(n, N.For):
-            other.add(n.var)
-        stack.extend(tree_children(n))
-    return frozenset(linear - other)
 
 
 def check_cooperation(module: N.Module, sink: DiagnosticSink) -> N.Module:

@@ -13,6 +13,10 @@ fragment), `rows` (a row-vector statement, or the inside of `[:, None]`: one val
 computes every element where it is held, so a row vector read in a 2-D statement is the slot of the
 element's row, and a 1-D view of memory is read at the element's row or column (the guarded load
 above: parts outside the tensor read as zero). `FragVectors` is a helper of frags.Fragments.
+
+Also the rest of section 14 that frags.Fragments asks about: operand fragments (f16, bf16, i8, u8
+elements, or f32 as tmma's first operand: `operand_rows`), the element types a fragment may have,
+what tmma takes from registers, and a fragment assigned to a fragment of another type.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from tessera.transpile.lir.frag_layout import (
 )
 
 if TYPE_CHECKING:
+    from tessera.base.errors import DiagnosticSink
     from tessera.transpile.checks.frags import Fragments
 
 
@@ -69,7 +74,7 @@ def _calls(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> Iterator[tuple[N.C
 def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel divides its fragments into rows first (frag_layout.row_division): it declares
     a row or column vector or an operand fragment, or reduces, itself or in the bodies of the
-    functions `inline` it calls (the same decision as frag_layout.kernel_whole_rows on the lowered
+    functions `inline` it calls (the same decision as frag_buffers.kernel_whole_rows on the lowered
     kernel, where they are inlined)."""
     for n, name, _ in _calls(fn, inline):
         if name in REDUCTIONS:
@@ -85,7 +90,7 @@ def strict_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel must give every warp whole rows of every fragment whatever the row counts:
     it declares an operand fragment (f16, bf16, i8, u8) or a column vector, reduces columns, or
     takes tmma's first operand from a fragment parameter of an inlined function (the kernel's own
-    tmma: frags.operand_rows). Other kernels with row vectors or row reductions may spread rows
+    tmma: operand_rows). Other kernels with row vectors or row reductions may spread rows
     over several warps where the row count needs it (frag_layout.row_division)."""
     for n, name, owner in _calls(fn, inline):
         axis = n.args[1] if len(n.args) > 1 else next((k.value for k in n.kwargs if k.name == "axis"), None)
@@ -112,6 +117,71 @@ def _is_none(e: N.Expr) -> bool:
 
 def _is_all(e: N.Expr) -> bool:
     return isinstance(e, N.Slice) and e.lo is None and e.hi is None
+
+
+# ---- operand fragments (spec section 14)
+
+ACCUMULATORS = ("f32", "i32")
+REGISTER_A = (*OPERAND_TYPES, "f32")  # what tmma takes as A from registers (f32: as TF32)
+MIXED_8BIT = {"i8", "u8"}  # 8-bit operands may differ in signedness (.s8.u8, .u8.s8)
+
+
+def operand_rows(fn: N.FuncDef) -> bool:
+    """Whether a kernel has an operand fragment: one of an operand-only type (f16, bf16, i8, u8) or
+    a fragment that some tmma takes as its first operand (each warp then owns whole rows)."""
+    frags: set[str] = set()
+    firsts: set[str] = set()
+    stack: list[object] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, N.Assign) and isinstance(n.target, N.Name) and isinstance(n.value, N.Call) \
+                and isinstance(n.value.func, N.Name) and n.value.func.id == "tfrag":
+            frags.add(n.target.id)
+            spec = n.value.args[0] if n.value.args else None
+            if isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in OPERAND_TYPES:
+                return True
+        if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id == "tmma" and len(n.args) > 1 \
+                and isinstance(n.args[1], N.Name):
+            firsts.add(n.args[1].id)
+        stack.extend(tree_children(n))
+    return bool(frags & firsts)
+
+
+def fragment_type_error(elem: ScalarType) -> str | None:
+    """Why `elem` cannot be a fragment's element type, or None."""
+    if elem.name in ACCUMULATORS or elem.name in OPERAND_TYPES:
+        return None
+    return (f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 (for i8 or u8 inputs), or is "
+            f"an f16, bf16, i8 or u8 operand, not {elem}")
+
+
+def register_operand_error(elem: ScalarType, name: str, frag: str) -> str | None:
+    """Why the fragment `frag` of `elem` cannot be tmma's first operand, or None."""
+    if elem.name in REGISTER_A:
+        return None
+    return (f"the first operand of {name}() from registers is an operand fragment (f16, bf16, i8, u8, or f32 "
+            f"for TF32); '{frag}' is a fragment of {elem} (convert it first: X = tfrag(i8[M, K]); X[:] = {frag})")
+
+
+def operand_types_match(a: ScalarType, b: ScalarType) -> bool:
+    return a == b or {a.name, b.name} == MIXED_8BIT
+
+
+def is_fragment_conversion(target: N.Expr, value: N.Expr, frag_names: set[str]) -> bool:
+    """Whether `F[:] = G` assigns a fragment to a fragment (of another element type, converting as C
+    converts, without a cast: spec section 14); `frag_names` are the fragments in scope."""
+    return isinstance(target, N.Index) and target.base.ty is not None and isinstance(target.base, N.Name) \
+        and target.base.id in frag_names and isinstance(value, N.Name) and value.id in frag_names
+
+
+def check_not_aliased(sink: DiagnosticSink, e: N.Call, name: str) -> bool:
+    """tmma's first operand from registers is not its accumulator (it is read while acc is written)."""
+    acc, a = e.args[0], e.args[1]
+    if isinstance(acc, N.Name) and isinstance(a, N.Name) and acc.id == a.id:
+        sink.error(a.loc, f"the first operand of {name}() is its accumulator '{a.id}'; copy it to another fragment "
+                   f"first (A = tfrag(f32[M, K]); A[:] = {a.id})")
+        return False
+    return True
 
 
 class FragVectors:
@@ -309,4 +379,6 @@ class FragVectors:
             self.spread_at = spec.loc
 
 
-__all__ = ["FragVectors", "inline_functions", "is_column_spec", "takes_fragments", "uses_rows"]
+__all__ = ["FragVectors", "check_not_aliased", "fragment_type_error", "inline_functions", "is_column_spec",
+           "is_fragment_conversion", "operand_rows", "operand_types_match", "register_operand_error", "takes_fragments",
+           "uses_rows"]

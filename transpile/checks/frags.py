@@ -14,7 +14,7 @@ fragments for arrays.ArrayDecls, checks elementwise statements for assignments.A
 hooks into the checking of names and indexing (FunctionChecker.x_Name, x_Index). tmma's operands
 that are views of shared arrays are typed by memory.MmaViews. Operand fragments (f16, bf16, i8,
 u8, or an f32 fragment that is tmma's first operand: TF32) make every warp own whole rows
-(`operand_rows`); assigning a fragment to a fragment converts without a cast (C's conversions).
+(frag_vectors.operand_rows); assigning a fragment to a fragment converts without a cast (C's conversions).
 """
 
 from __future__ import annotations
@@ -23,11 +23,21 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import SCALARS, ScalarType
+from tessera.base.dtypes import SCALARS
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.callgraph import tree_children
 from tessera.transpile.checks.expr import base_name, type_name
-from tessera.transpile.checks.frag_vectors import FragVectors, inline_functions, strict_rows, uses_rows
+from tessera.transpile.checks.frag_vectors import (
+    FragVectors,
+    check_not_aliased,
+    fragment_type_error,
+    inline_functions,
+    is_fragment_conversion,
+    operand_rows,
+    operand_types_match,
+    register_operand_error,
+    strict_rows,
+    uses_rows,
+)
 from tessera.transpile.checks.memory import MmaViews
 from tessera.transpile.checks.rules import Rule, check_arity, typed_call
 from tessera.transpile.checks.scope import Part, Sym
@@ -40,77 +50,11 @@ from tessera.transpile.lir.frag_layout import (
 )
 
 if TYPE_CHECKING:
-    from tessera.base.errors import DiagnosticSink
     from tessera.transpile.checks.typecheck import FunctionChecker
 
 
 def is_tfrag(v: N.Expr) -> bool:
     return isinstance(v, N.Call) and isinstance(v.func, N.Name) and v.func.id == "tfrag"
-
-
-# ---- operand fragments (spec section 14)
-
-ACCUMULATORS = ("f32", "i32")
-REGISTER_A = (*OPERAND_TYPES, "f32")  # what tmma takes as A from registers (f32: as TF32)
-MIXED_8BIT = {"i8", "u8"}  # 8-bit operands may differ in signedness (.s8.u8, .u8.s8)
-
-
-def operand_rows(fn: N.FuncDef) -> bool:
-    """Whether a kernel has an operand fragment: one of an operand-only type (f16, bf16, i8, u8) or
-    a fragment that some tmma takes as its first operand (each warp then owns whole rows)."""
-    frags: set[str] = set()
-    firsts: set[str] = set()
-    stack: list[object] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, N.Assign) and isinstance(n.target, N.Name) and isinstance(n.value, N.Call) \
-                and isinstance(n.value.func, N.Name) and n.value.func.id == "tfrag":
-            frags.add(n.target.id)
-            spec = n.value.args[0] if n.value.args else None
-            if isinstance(spec, N.Index) and isinstance(spec.base, N.Name) and spec.base.id in OPERAND_TYPES:
-                return True
-        if isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id == "tmma" and len(n.args) > 1 \
-                and isinstance(n.args[1], N.Name):
-            firsts.add(n.args[1].id)
-        stack.extend(tree_children(n))
-    return bool(frags & firsts)
-
-
-def fragment_type_error(elem: ScalarType) -> str | None:
-    """Why `elem` cannot be a fragment's element type, or None."""
-    if elem.name in ACCUMULATORS or elem.name in OPERAND_TYPES:
-        return None
-    return (f"a fragment accumulates in f32 (for f16, bf16 or f32 inputs) or i32 (for i8 or u8 inputs), or is "
-            f"an f16, bf16, i8 or u8 operand, not {elem}")
-
-
-def register_operand_error(elem: ScalarType, name: str, frag: str) -> str | None:
-    """Why the fragment `frag` of `elem` cannot be tmma's first operand, or None."""
-    if elem.name in REGISTER_A:
-        return None
-    return (f"the first operand of {name}() from registers is an operand fragment (f16, bf16, i8, u8, or f32 "
-            f"for TF32); '{frag}' is a fragment of {elem} (convert it first: X = tfrag(i8[M, K]); X[:] = {frag})")
-
-
-def operand_types_match(a: ScalarType, b: ScalarType) -> bool:
-    return a == b or {a.name, b.name} == MIXED_8BIT
-
-
-def is_fragment_conversion(target: N.Expr, value: N.Expr, frag_names: set[str]) -> bool:
-    """Whether `F[:] = G` assigns a fragment to a fragment (of another element type, converting as C
-    converts, without a cast: spec section 14); `frag_names` are the fragments in scope."""
-    return isinstance(target, N.Index) and target.base.ty is not None and isinstance(target.base, N.Name) \
-        and target.base.id in frag_names and isinstance(value, N.Name) and value.id in frag_names
-
-
-def check_not_aliased(sink: DiagnosticSink, e: N.Call, name: str) -> bool:
-    """tmma's first operand from registers is not its accumulator (it is read while acc is written)."""
-    acc, a = e.args[0], e.args[1]
-    if isinstance(acc, N.Name) and isinstance(a, N.Name) and acc.id == a.id:
-        sink.error(a.loc, f"the first operand of {name}() is its accumulator '{a.id}'; copy it to another fragment "
-                   f"first (A = tfrag(f32[M, K]); A[:] = {a.id})")
-        return False
-    return True
 
 
 class Fragments(Part):

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import FragLayout, is_column_vector_shape, layout_of_buffer
+from tessera.transpile.lir.frag_buffers import is_column_vector_shape, layout_of_buffer
+from tessera.transpile.lir.frag_layout import FragLayout
 from tessera.transpile.names import c_ident
 
 if TYPE_CHECKING:

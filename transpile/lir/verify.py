@@ -19,7 +19,7 @@ from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.affine import affine
-from tessera.transpile.lir.frag_layout import is_column_vector_shape
+from tessera.transpile.lir.frag_buffers import is_column_vector_shape
 from tessera.transpile.lir.maps import broadcast_dims
 from tessera.transpile.lir.verify_plans import PLANNING_PASSES, PlanError, verify_plans
 from tessera.transpile.lir.visit import bodies, children, is_expr, stmt_exprs

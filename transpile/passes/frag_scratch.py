@@ -33,7 +33,8 @@ import dataclasses
 from tessera.base.dtypes import F32, I32, ScalarType
 from tessera.base.errors import Loc
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import REDUCTIONS, layout_of_buffer
+from tessera.transpile.lir.frag_buffers import layout_of_buffer
+from tessera.transpile.lir.frag_layout import REDUCTIONS
 from tessera.transpile.lir.visit import all_exprs, map_expr, walk
 
 

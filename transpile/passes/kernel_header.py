@@ -17,9 +17,9 @@ from tessera.base.dtypes import I32, SCALARS
 from tessera.base.errors import DiagnosticSink, Loc
 from tessera.base.limits import MAX_VECTORIZE
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.autotune_spec import check_autotune
 from tessera.transpile.checks.scope import Scope, Sym
 from tessera.transpile.consts import Value, module_env, type_of_value
+from tessera.transpile.passes.autotune_spec import check_autotune
 
 CLAUSES = ("tile", "shared", "vectorize", "launch_bounds")
 

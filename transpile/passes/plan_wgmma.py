@@ -24,7 +24,8 @@ import dataclasses
 from typing import Any
 
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import MMA_KINDS, WGMMA_MAX_N, is_column_vector_shape, wgmma_division
+from tessera.transpile.lir.frag_buffers import is_column_vector_shape
+from tessera.transpile.lir.frag_layout import MMA_KINDS, WGMMA_MAX_N, wgmma_division
 from tessera.transpile.lir.swizzle import matrix_of
 from tessera.transpile.lir.visit import bodies, statements
 

@@ -27,41 +27,18 @@ from __future__ import annotations
 
 import ctypes
 import random
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
+from tests.language.hopper.tma_harness import CXX, HOST, box_of, build_harness
 
-HOST = ROOT / "runtime" / "host"
-CXX = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler")
 
-HARNESS = r"""
-#define TESSERA_HOST 1
-#include <cstdlib>
-namespace tsr { namespace detail {
-struct Worker { unsigned rcount; };
-struct Tile { int index; };
-struct AsyncCopy { unsigned char data[16]; unsigned char* dst; unsigned group; int line;
-                   unsigned short bytes, elem_bytes; };
-inline Worker* fiber_worker() { static Worker w{0}; return &w; }
-inline Tile* fiber_tile() { static Tile t{0}; return &t; }
-inline void yield_current(Worker*) {}
-[[noreturn]] inline void deadlock(Worker*, Tile*) { abort(); }
-inline void race_async_issue(const AsyncCopy&) {}
-inline void race_async_land(const AsyncCopy&) {}
-}}
-[[noreturn]] inline void tsr_host_fail(const char*, int, const char*) { abort(); }
-#define TSR_DYNAMIC_SMEM(name) unsigned char* name = nullptr
-#include "host_tma.h"
-extern "C" {
-int h_size() { return sizeof(tsr_mbarrier); }
-void h_init(tsr_mbarrier* b, unsigned n) { tsr_mbar_init(b, n); }
+# The harness's functions (tma_harness.PRELUDE before them).
+FUNCTIONS = r"""void h_init(tsr_mbarrier* b, unsigned n) { tsr_mbar_init(b, n); }
 void h_issue(tsr_mbarrier* b, unsigned char* dst, const unsigned char* base, const long long* d, const int* c,
              const int* x, int elem) {
   tsr::detail::tma_issue(b, tsr::detail::TmaBox{base, dst, {d[0], d[1], d[2], d[3], d[4]},
@@ -90,13 +67,7 @@ PLANTED = [
 
 
 def _build(folder: Path, header: str) -> ctypes.CDLL:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "host_tma.h").write_text(header)
-    (folder / "harness.cpp").write_text(HARNESS)
-    lib = folder / "harness.so"
-    subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(folder), "-o", str(lib),
-                    str(folder / "harness.cpp")], check=True, capture_output=True)
-    so = ctypes.CDLL(str(lib))
+    so = build_harness(folder, header, FUNCTIONS)
     so.h_tx.restype = ctypes.c_longlong
     return so
 
@@ -130,17 +101,6 @@ class Mbarrier:
 
     def test_wait_parity(self, parity: int) -> bool:
         return (self.phase & 1) != (parity & 1)
-
-
-def box_of(tensor: np.ndarray, coords: list[int], box: list[int]) -> np.ndarray:
-    """The box (shape outermost first) at `coords` (innermost first), zero outside the tensor."""
-    shape = tensor.shape
-    out = np.zeros(tuple(reversed(box)), tensor.dtype)
-    for idx in np.ndindex(*out.shape):
-        at = tuple(coords[len(box) - 1 - k] + idx[k] for k in range(len(box)))
-        if all(0 <= a < d for a, d in zip(at, shape)):
-            out[idx] = tensor[at]
-    return out
 
 
 # ---- random sequences on both ----------------------------------------------------------------------

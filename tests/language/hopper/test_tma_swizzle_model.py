@@ -21,8 +21,6 @@ from __future__ import annotations
 import ctypes
 import random
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +29,8 @@ import pytest
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.transpile.driver import compile_source
-from tests.conftest import ROOT
+from tests.language.hopper.tma_harness import CXX, HOST, box_of, build_harness
 from tests.language.tensor_cores import ptx_wgmma as P
-
-HOST = ROOT / "runtime" / "host"
-CXX = shutil.which("g++") or shutil.which("c++")
 
 # The PTX ISA's tables ("Swizzling Modes"): line by line, the image's cell each destination cell holds.
 TABLES = {
@@ -67,27 +62,8 @@ def landing(offset: int, mode: int) -> int:
 
 # ---- the emulation ---------------------------------------------------------------------------------
 
-HARNESS = r"""
-#define TESSERA_HOST 1
-#include <cstdlib>
-namespace tsr { namespace detail {
-struct Worker { unsigned rcount; };
-struct Tile { int index; };
-struct AsyncCopy { unsigned char data[16]; unsigned char* dst; unsigned group; int line;
-                   unsigned short bytes, elem_bytes; };
-inline Worker* fiber_worker() { static Worker w{0}; return &w; }
-inline Tile* fiber_tile() { static Tile t{0}; return &t; }
-inline void yield_current(Worker*) {}
-[[noreturn]] inline void deadlock(Worker*, Tile*) { abort(); }
-inline void race_async_issue(const AsyncCopy&) {}
-inline void race_async_land(const AsyncCopy&) {}
-}}
-[[noreturn]] inline void tsr_host_fail(const char*, int, const char*) { abort(); }
-#define TSR_DYNAMIC_SMEM(name) unsigned char* name = nullptr
-#include "host_tma.h"
-extern "C" {
-int h_size() { return sizeof(tsr_mbarrier); }
-// One box, issued and landed (a wait); 1 if the barrier's phase completed.
+# The harness's functions (tma_harness.PRELUDE before them).
+FUNCTIONS = r"""// One box, issued and landed (a wait); 1 if the barrier's phase completed.
 int h_copy(unsigned char* dst, const unsigned char* base, const long long* d, const int* c, const int* x, int elem,
            int swizzle) {
   tsr_mbarrier bar;
@@ -109,24 +85,7 @@ PLANTED = [
 
 
 def _build(folder: Path, header: str) -> ctypes.CDLL:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "host_tma.h").write_text(header)
-    (folder / "harness.cpp").write_text(HARNESS)
-    lib = folder / "harness.so"
-    assert CXX is not None
-    subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(folder), "-o", str(lib),
-                    str(folder / "harness.cpp")], check=True, capture_output=True)
-    return ctypes.CDLL(str(lib))
-
-
-def _image(tensor: np.ndarray, coords: list[int], box: list[int]) -> np.ndarray:
-    """The box's dense image (shape outermost first; `coords`, `box` innermost first), zero outside."""
-    out = np.zeros(tuple(reversed(box)), tensor.dtype)
-    for idx in np.ndindex(*out.shape):
-        at = tuple(coords[len(box) - 1 - k] + idx[k] for k in range(len(box)))
-        if all(0 <= a < d for a, d in zip(at, tensor.shape)):
-            out[idx] = tensor[at]
-    return out
+    return build_harness(folder, header, FUNCTIONS)
 
 
 def _box_case(so: ctypes.CDLL, rng: random.Random) -> str | None:
@@ -146,7 +105,7 @@ def _box_case(so: ctypes.CDLL, rng: random.Random) -> str | None:
     if not so.h_copy(dst.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
                      tensor.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)), d, c, x, elem, mode):
         return "the barrier's phase did not complete"
-    image = _image(tensor, coords, box).reshape(-1).view(np.uint8)
+    image = box_of(tensor, coords, box).reshape(-1).view(np.uint8)
     want = np.full_like(dst, 0xAB)
     for k in range(image.size):
         want[landing(k, mode)] = image[k]

@@ -8,14 +8,13 @@ model agrees in bits (any NaN equals any NaN)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 
 import numpy as np
 
+from tests.language.tensor_cores.frag_program_gen import Env, Expr, FragProgramGen
+
 BM, BN = 64, 32
-Env = dict[str, np.ndarray]
-Expr = tuple[str, Callable[[Env], np.ndarray]]
 
 HEAD = f"""
 @kernel tile[(128,)]
@@ -64,9 +63,8 @@ def _f16(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float16).astype(np.float32)
 
 
-class Gen:
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
+class Gen(FragProgramGen):
+    HEAD, TAIL, LOOP, CONDITION = HEAD, TAIL, 0.25, 0.45
 
     def matrix(self, depth: int) -> Expr:
         """A 2-D value (rows x BN)."""
@@ -109,24 +107,6 @@ class Gen:
             value = np.broadcast_to(f(e), e["A"].shape).astype(np.float32)
             e[target] = _f16(value) if target == "H" else value
         return f"{indent}{target}[:] = {t}\n", assign
-
-    def program(self, count: int) -> tuple[str, list[Callable[[Env], None]]]:
-        src, steps = HEAD, []
-        for _ in range(count):
-            shape = self.rng.random()
-            if shape < 0.25:  # a uniform loop
-                body = [self.statement("        ") for _ in range(2)]
-                src += "    for it in range(2):\n" + "".join(t for t, _ in body)
-                steps.extend([fn for _, fn in body] * 2)
-            elif shape < 0.45:  # a uniform condition (k > 0 in every launch)
-                text, fn = self.statement("        ")
-                src += "    if k > 0:\n" + text
-                steps.append(fn)
-            else:
-                text, fn = self.statement("    ")
-                src += text
-                steps.append(fn)
-        return src + TAIL, steps
 
 
 def model(steps: list[Callable[[Env], None]], x: np.ndarray, z: np.ndarray, c: np.ndarray,

@@ -9,14 +9,13 @@ tolerance of a long run must allow an f16 ulp where that happens)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 
 import numpy as np
 
+from tests.language.tensor_cores.frag_program_gen import Env, Expr, FragProgramGen
+
 BM, BN = 64, 32
-Env = dict[str, np.ndarray]
-Expr = tuple[str, Callable[[Env], np.ndarray]]
 
 HEAD = f"""
 @kernel tile[(128,)]
@@ -34,9 +33,8 @@ TAIL = f"""    tstore(Y[m0:m0 + {BM}, 0:{BN}], S)
 """
 
 
-class Gen:
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
+class Gen(FragProgramGen):
+    HEAD, TAIL, LOOP, CONDITION = HEAD, TAIL, 0.2, 0.35
 
     def pick(self, *options: Callable[[int], Expr], depth: int) -> Expr:
         return self.rng.choice(options)(depth)
@@ -134,24 +132,6 @@ class Gen:
 
         # values are kept small: a clamp in the program too, so that products stay exact enough
         return f"{indent}{target}[:] = max(min({text}, 1000.0), -1000.0)\n", run
-
-    def program(self, count: int) -> tuple[str, list[Callable[[Env], None]]]:
-        src, steps = HEAD, []
-        for _ in range(count):
-            shape = self.rng.random()
-            if shape < 0.2:  # a uniform loop
-                body = [self.statement("        ") for _ in range(2)]
-                src += "    for it in range(2):\n" + "".join(t for t, _ in body)
-                steps.extend([fn for _, fn in body] * 2)
-            elif shape < 0.35:  # a uniform condition (k > 0 in every launch below)
-                text, fn = self.statement("        ")
-                src += "    if k > 0:\n" + text
-                steps.append(fn)
-            else:
-                text, fn = self.statement("    ")
-                src += text
-                steps.append(fn)
-        return src + TAIL, steps
 
 
 def model(steps: list[Callable[[Env], None]], x: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:

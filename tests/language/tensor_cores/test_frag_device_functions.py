@@ -21,7 +21,7 @@ from tessera.transpile.driver import compile_source
 from tests.conftest import sample_of
 from tests.language.tensor_cores.frag_expr_gen import model
 from tests.language.tensor_cores.frag_inline_gen import InlineGen
-from tests.transpile.checks.test_diagnostics import Case, check_catalog_case
+from tests.transpile.checks.catalog import Case, check_catalog_case
 
 SOFTMAX = """
 @device

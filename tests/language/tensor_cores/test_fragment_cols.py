@@ -24,6 +24,7 @@ from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
 from tests.language.tensor_cores.col_gen import ColGen
+from tests.language.tensor_cores.frag_vector_helpers import launch_dumped, with_consts
 from tests.language.tensor_cores.ptx_fragments import accumulator
 
 COLS = """
@@ -63,8 +64,7 @@ def test_column_reductions_and_broadcasts_match_numpy(t: int, bm: int, bn: int, 
     rng = np.random.default_rng(t + bm + bn)
     x, b = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     y, c, d = np.zeros((m, n), np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
-    src = COLS.replace("T: const i32 = 128", f"T: const i32 = {t}").replace("BM: const i32 = 64", f"BM: const i32 = {bm}") \
-        .replace("BN: const i32 = 32", f"BN: const i32 = {bn}")
+    src = with_consts(COLS, T=t, BM=bm, BN=bn)
     mod = tessera.compile(src, backend="cpu", check_bounds=check_bounds, path="cols.tsr")
     mod.cols(x, b, y, c, d, bm, grid=(2,))
     xp, bp = _blocks(x, bm, bn), _blocks(b[None, :], 1, bn)[0]
@@ -125,20 +125,9 @@ COL_PLANTS = {  # (what the clean C says, what the planted C says instead)
 def _lane_dump(monkeypatch: pytest.MonkeyPatch, plant: tuple[str, str] | None, x: np.ndarray) -> np.ndarray:
     """Each lane's registers of the column vector c (8), as the CPU backend computes them: its store
     replaced by a dump of every lane's slots."""
-    real = cpu.build_library
-
-    def dumped(cuda: str, kernels):  # type: ignore[no-untyped-def]
-        cuda, n = re.subn(r"if \([^\n]*\) tsr_p\[[^\n]*\] = c\[tsr_cq\];", "DC[tsr_tid * 8 + tsr_cq] = c[tsr_cq];", cuda)
-        assert n == 1
-        if plant is not None:
-            assert plant[0] in cuda
-            cuda = cuda.replace(plant[0], plant[1])
-        return real(cuda, kernels)
-
-    monkeypatch.setattr(cpu, "build_library", dumped)
     dc, c = np.zeros(1024, np.float32), np.zeros(32, np.float32)
-    tag = f"# dump {plant}\n"  # other C: no library is reused from the cache
-    tessera.compile(tag + LANES, backend="cpu", path="lanes.tsr").lanes(x, dc, c, grid=1)
+    launch_dumped(monkeypatch, LANES, r"if \([^\n]*\) tsr_p\[[^\n]*\] = c\[tsr_cq\];",
+                  "DC[tsr_tid * 8 + tsr_cq] = c[tsr_cq];", plant, x, dc, c)
     return dc.reshape(4, 32, 8)
 
 
@@ -172,7 +161,7 @@ def test_the_race_detector_sees_the_scratch_and_its_barriers(monkeypatch: pytest
     """Without the barrier between the warps' parts and their combination (planted: the user cannot
     leave it out), the race detector reports the scratch's write and read at the statement's line;
     in a loop the second barrier keeps the next iteration's writes after the reads."""
-    src = COLS.replace("T: const i32 = 128", "T: const i32 = 64").replace("BM: const i32 = 64", "BM: const i32 = 32")
+    src = with_consts(COLS, T=64, BM=32)
     cuda = compile_source(SourceFile("cols.tsr", src), CompileOptions()).cuda
     line = src.splitlines().index("        c[:] = c + tsum(S, axis=0)") + 1
     assert len(re.findall(rf"__syncthreads\(\);  // line {line}\n", cuda)) == 2  # in the loop: before and after
@@ -197,7 +186,7 @@ def test_the_race_detector_sees_the_scratch_and_its_barriers(monkeypatch: pytest
 
 
 def test_the_scratch_is_shared_memory_that_the_plans_and_info_see(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    src = COLS.replace("T: const i32 = 128", "T: const i32 = 256").replace("BM: const i32 = 64", "BM: const i32 = 128")
+    src = with_consts(COLS, T=256, BM=128)
     cuda = compile_source(SourceFile("c.tsr", src)).cuda
     # [8 warps, 32 columns] of f32 for each of the 3 reductions; plan-shared sees the lifetimes: the
     # loop's scratch and the last statement's share memory (a barrier between them), the middle one not
@@ -211,7 +200,7 @@ def test_the_scratch_is_shared_memory_that_the_plans_and_info_see(tmp_path, caps
 
 
 def test_one_warp_needs_no_scratch_and_no_barrier() -> None:
-    src = COLS.replace("T: const i32 = 128", "T: const i32 = 32").replace("BM: const i32 = 64", "BM: const i32 = 16")
+    src = with_consts(COLS, T=32, BM=16)
     cuda = compile_source(SourceFile("cols.tsr", src), CompileOptions()).cuda
     assert "__syncthreads();  // line" not in cuda and "tsr_colpart" not in cuda
     assert "__shfl_xor_sync(0xffffffffu, tsr_v, 16)" in cuda
@@ -222,8 +211,7 @@ def test_one_warp_needs_no_scratch_and_no_barrier() -> None:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_column_reductions_compile_with_nvrtc_without_spills(arch: str) -> None:
     for t, bm, bn in ((128, 64, 32), (256, 128, 64), (32, 16, 16)):
-        src = COLS.replace("T: const i32 = 128", f"T: const i32 = {t}").replace("BM: const i32 = 64", f"BM: const i32 = {bm}") \
-            .replace("BN: const i32 = 32", f"BN: const i32 = {bn}")
+        src = with_consts(COLS, T=t, BM=bm, BN=bn)
         result = compile_source(SourceFile("cols.tsr", src), CompileOptions(arch=arch))
         nv = compile_cuda(result.cuda, name="cols.cu", arch=arch)
         assert nv.warnings == ()

@@ -20,6 +20,7 @@ from tessera.runtime.cuda import sass
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source
+from tests.language.tensor_cores.frag_vector_helpers import launch_dumped, with_consts
 from tests.language.tensor_cores.ptx_fragments import accumulator
 
 ROWS = """
@@ -45,8 +46,7 @@ def rows(X: f32[M, N], b: f32[N], Y: mut f32[M, N], R: mut f32[M], k: i32,
 
 
 def _source(t: int, bm: int, bn: int) -> str:
-    return ROWS.replace("T: const i32 = 128", f"T: const i32 = {t}").replace("BM: const i32 = 32", f"BM: const i32 = {bm}") \
-        .replace("BN: const i32 = 32", f"BN: const i32 = {bn}")
+    return with_consts(ROWS, T=t, BM=bm, BN=bn)
 
 
 @pytest.mark.parametrize(("t", "bm", "bn", "check_bounds", "division"), [
@@ -89,19 +89,9 @@ PLANTS = {
 
 
 def _lane_dump(monkeypatch: pytest.MonkeyPatch, plant: tuple[str, str] | None, x: np.ndarray) -> np.ndarray:
-    real = cpu.build_library
-
-    def dumped(cuda: str, kernels):  # type: ignore[no-untyped-def]
-        cuda, n = re.subn(r"if \([^\n]*\) tsr_p\[[^\n]*\] = v\[tsr_q\];", "DR[tsr_tid * 2 + tsr_q] = v[tsr_q];", cuda)
-        assert n == 1
-        if plant is not None:
-            assert plant[0] in cuda
-            cuda = cuda.replace(plant[0], plant[1])
-        return real(cuda, kernels)
-
-    monkeypatch.setattr(cpu, "build_library", dumped)
     dr, r = np.zeros(256, np.float32), np.zeros(32, np.float32)
-    tessera.compile(f"# dump {plant}\n" + LANES, backend="cpu", path="lanes.tsr").lanes(x, dr, r, grid=1)
+    launch_dumped(monkeypatch, LANES, r"if \([^\n]*\) tsr_p\[[^\n]*\] = v\[tsr_q\];",
+                  "DR[tsr_tid * 2 + tsr_q] = v[tsr_q];", plant, x, dr, r)
     return dr.reshape(4, 32, 2)
 
 

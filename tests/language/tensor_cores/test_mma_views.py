@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.transpile.driver import compile_source
 from tests.language.tensor_cores.test_tf32 import tf32
-from tests.transpile.checks.test_diagnostics import (
+from tests.transpile.checks.catalog import (
     Case,
     check_catalog_case,
 )

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.base.options import CompileOptions
 from tessera.cli.compile import run

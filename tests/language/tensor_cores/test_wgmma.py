@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
@@ -21,7 +21,8 @@ from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass
 from tessera.runtime.host import library as cpu
 from tessera.transpile.driver import compile_source, load_source
 from tessera.transpile.emit.template import template_text
-from tessera.transpile.lir.frag_layout import FragLayout, fragment_info, wgmma_division
+from tessera.transpile.lir.frag_buffers import fragment_info
+from tessera.transpile.lir.frag_layout import FragLayout, wgmma_division
 from tessera.transpile.lir.swizzle import matrix_of
 from tests.conftest import ROOT
 from tests.language.tensor_cores import ptx_wgmma as P

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tessera
-from samples.runner import bf16_bits, bf16_values
+from samples.case import bf16_bits, bf16_values
 from tessera.base.errors import SourceFile
 from tessera.base.kernel_info import KernelInfo
 from tessera.base.options import CompileOptions

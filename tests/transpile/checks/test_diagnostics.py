@@ -12,39 +12,20 @@ from __future__ import annotations
 
 import random
 import re
-import textwrap
-from dataclasses import dataclass
 
 import pytest
 
 from tessera.base.errors import CompileError
 from tessera.cli.compile import run
-
-HEAD = "@kernel tile[(128,)]\ndef k(x: f32[n], out: mut f32[n], m: i32):\n"
-
-
-MAP_HEAD = "@kernel tile[(128,)] vectorize({w})\ndef k(x: f32[n], out: mut f32[n], m: i32):\n"
-
-
-def kern(body: str, head: str = HEAD) -> str:
-    """A kernel whose body (dedented, then indented by 4) starts on line 3 (with the default head)."""
-    return head + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    source: str | bytes
-    line: int
-    col: int
-    message: str | tuple[str, ...]       # fragments of the first diagnostic's message
-    args: tuple[str, ...] = ()
-    note: str | None = None              # a fragment of a note under it
-
-
-def _fragments(m: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (m,) if isinstance(m, str) else m
-
+from tests.transpile.checks.catalog import (
+    HEAD,
+    MAP_HEAD,
+    Case,
+    check_catalog_case,
+    check_source_and_caret,
+    kern,
+    write_source,
+)
 
 TC_HEAD = "@kernel tile[(128,)]\ndef k(A: f16[M, K], B: f16[K, N], C: mut f32[M, N], m: i32):\n"
 TC_ARRAYS = "As = tshared.alloc(f16[64, 32])\nBs = tshared.alloc(f16[32, 64])\nacc = tfrag(f32[64, 64], 0.0)\n"
@@ -701,69 +682,14 @@ CATALOG: list[Case] = [
 ]
 
 
-def _write(tmp_path, source: str | bytes):
-    path = tmp_path / "case.tsr"
-    path.write_bytes(source if isinstance(source, bytes) else source.encode("utf-8"))
-    return path
-
-
-def _source_line(source: str | bytes, n: int) -> str:
-    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    lines = text.split("\n")
-    line = lines[n - 1] if n - 1 < len(lines) else ""
-    return "".join(ch if ch.isprintable() or ch == " " else "?" for ch in line.replace("\t", " "))
-
-
 def test_catalog_is_large_and_unique() -> None:
     assert len(CATALOG) >= 40
     assert len({c.id for c in CATALOG}) == len(CATALOG)
 
 
-def check_catalog_case(case: Case, tmp_path, capsys) -> None:
-    """Compile `case` with tesserac: exit status 1, no output, and its located error (the message's
-    fragments, the note if any) with the source line and a caret under the column."""
-    path = _write(tmp_path, case.source)
-    out = tmp_path / "case.cu"
-    code = run([str(path), "-o", str(out), *case.args])
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal compiler error" not in err, err
-    assert code == 1, err
-    assert not out.exists()
-    lines = err.splitlines()
-    first = lines[0]
-    prefix = f"{path}:{case.line}:{case.col}: error: "
-    assert first.startswith(prefix), f"expected {prefix!r}, got:\n{err}"
-    for fragment in _fragments(case.message):
-        assert fragment in first, f"{fragment!r} not in {first!r}"
-    if case.note is not None:
-        assert case.note in err, err
-    # The source line under it (a window of it when it is long), with a gutter, then a caret under
-    # the column.
-    _check_source_and_caret(lines[1], lines[2], case.line, case.col, _source_line(case.source, case.line), err)
-
-
 @pytest.mark.parametrize("case", CATALOG, ids=lambda c: c.id)
 def test_catalog(case: Case, tmp_path, capsys) -> None:
     check_catalog_case(case, tmp_path, capsys)
-
-
-def _check_source_and_caret(text: str, caret: str, line: int, col: int, full: str, err: str) -> None:
-    gutter = f"{line:>4} | "
-    assert text.startswith(gutter), err
-    shown = text[len(gutter):]
-    assert caret.endswith("^") and caret.index("|") == len(gutter) - 2, err
-    at = caret.index("^") - len(gutter)  # the caret's position in `shown`
-    want = min(col, len(full) + 1) - 1   # ... and in the full line
-    if len(full) <= 120:
-        assert shown == full and at == want, err
-        return
-    # A long line shows 120 characters around the column, '...' marking each cut side.
-    head = 3 if shown.startswith("...") else 0
-    tail = 3 if shown.endswith("...") else 0
-    window = shown[head:len(shown) - tail]
-    start = want - (at - head)
-    assert len(window) == 120 and full[start:start + 120] == window, err  # the caret is under column `col`
-    assert (start > 0) == bool(head) and (start + 120 < len(full)) == bool(tail), err
 
 
 # ---- programs that are not errors ----------------------------------------------------------------
@@ -798,7 +724,7 @@ VALID = {
 
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_not_an_error(name: str, tmp_path, capsys) -> None:
-    path = _write(tmp_path, VALID[name])
+    path = write_source(tmp_path, VALID[name])
     out = tmp_path / "case.cu"
     code = run([str(path), "-o", str(out), "--arch", "sm_90", "--check"])
     err = capsys.readouterr().err
@@ -828,7 +754,7 @@ def d(a: i32) -> i32:
 
 
 def test_independent_errors_are_all_reported(tmp_path, capsys) -> None:
-    path = _write(tmp_path, MULTI)
+    path = write_source(tmp_path, MULTI)
     assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
     err = capsys.readouterr().err
     heads = [ln for ln in err.splitlines() if re.match(rf"^{re.escape(str(path))}:\d+:\d+: error: ", ln)]
@@ -857,7 +783,7 @@ def _kernel_text(cu: str) -> str:
 
 
 def test_hostile_identifiers_are_renamed(tmp_path, capsys) -> None:
-    path = _write(tmp_path, HOSTILE_NAMES)
+    path = write_source(tmp_path, HOSTILE_NAMES)
     out = tmp_path / "h.cu"
     assert run([str(path), "-o", str(out), "--check"]) == 0
     assert "no warnings" in capsys.readouterr().err
@@ -869,12 +795,12 @@ def test_hostile_identifiers_are_renamed(tmp_path, capsys) -> None:
 
 
 def test_renamed_identifiers_do_not_collide(tmp_path, capsys) -> None:
-    path = _write(tmp_path, kern("__init = 1.0\ninit__ = 2.0\nout[0] = __init + init__"))
+    path = write_source(tmp_path, kern("__init = 1.0\ninit__ = 2.0\nout[0] = __init + init__"))
     assert run([str(path), "-o", str(tmp_path / "c.cu"), "--check"]) == 0
 
 
 def test_kernel_named_like_a_cuda_function(tmp_path, capsys) -> None:
-    path = _write(tmp_path, kern("out[0] = 1.0", "@kernel tile[(32,)]\ndef norm(out: mut f32[n]):\n"))
+    path = write_source(tmp_path, kern("out[0] = 1.0", "@kernel tile[(32,)]\ndef norm(out: mut f32[n]):\n"))
     assert run([str(path), "-o", str(tmp_path / "c.cu"), "--check"]) == 0
 
 
@@ -883,7 +809,7 @@ HOSTILE_FORMAT = r'"q\" b\\ n\n t\t \u00e9\u65e5 */ /* ??= \"); system(\"x\"); p
 
 def test_hostile_tprint_format_is_escaped(tmp_path, capsys) -> None:
     fmt = HOSTILE_FORMAT.replace(r"\u00e9", "\u00e9").replace(r"\u65e5", "\u65e5")
-    path = _write(tmp_path, kern(f"tprint({fmt}, m)\ntassert(m > 0, {fmt})"))
+    path = write_source(tmp_path, kern(f"tprint({fmt}, m)\ntassert(m > 0, {fmt})"))
     out = tmp_path / "s.cu"
     assert run([str(path), "-o", str(out), "--check", "--debug"]) == 0
     assert "no warnings" in capsys.readouterr().err
@@ -903,7 +829,7 @@ def test_hostile_tprint_format_is_escaped(tmp_path, capsys) -> None:
                                    "18446744073709551616"],
                          ids=lambda v: v if len(v) < 30 else f"{v[:8]}...({len(v)} chars)")
 def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) -> None:
-    path = _write(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
+    path = write_source(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
     out = tmp_path / "d.cu"
     with pytest.raises(SystemExit) as e:
         run([str(path), "-o", str(out), "-D", f"BM={value}"])
@@ -917,7 +843,7 @@ def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) ->
 @pytest.mark.parametrize("item", ["B M=1", "=1", "1BM=2", "BM", "B-M=1", "BM\n=1", "B" * 256 + "=1"],
                          ids=lambda v: repr(v) if len(v) < 30 else "256-characters")
 def test_hostile_define_names_are_usage_errors(item: str, tmp_path, capsys) -> None:
-    path = _write(tmp_path, "const BM = 64\n")
+    path = write_source(tmp_path, "const BM = 64\n")
     with pytest.raises(SystemExit) as e:
         run([str(path), "-o", str(tmp_path / "d.cu"), "-D", item])
     assert e.value.code == 2
@@ -925,7 +851,7 @@ def test_hostile_define_names_are_usage_errors(item: str, tmp_path, capsys) -> N
 
 
 def test_define_values_reach_the_c_text_as_validated_literals(tmp_path, capsys) -> None:
-    path = _write(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
+    path = write_source(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
     out = tmp_path / "d.cu"
     assert run([str(path), "-o", str(out), "-D", "BM=0x10"]) == 0
     assert "constexpr int BM = 16;" in out.read_text()
@@ -934,7 +860,7 @@ def test_define_values_reach_the_c_text_as_validated_literals(tmp_path, capsys) 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_bytes_give_a_located_error(seed: int, tmp_path, capsys) -> None:
     data = random.Random(seed).randbytes(300)
-    path = _write(tmp_path, data)
+    path = write_source(tmp_path, data)
     code = run([str(path), "-o", str(tmp_path / "r.cu")])
     err = capsys.readouterr().err
     assert code == 1, err
@@ -995,11 +921,11 @@ def test_a_long_line_is_shown_around_the_column(where: str, tmp_path, capsys) ->
     source = kern(f"out[0] = {expr}")
     line = source.splitlines()[2]
     col = line.index("$") + 1
-    path = _write(tmp_path, source)
+    path = write_source(tmp_path, source)
     assert run([str(path), "-o", str(tmp_path / "w.cu")]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith(f"{path}:3:{col}: error: unexpected character '$'")
-    _check_source_and_caret(lines[1], lines[2], 3, col, line, "\n".join(lines))
+    check_source_and_caret(lines[1], lines[2], 3, col, line, "\n".join(lines))
     shown = lines[1][len("   3 | "):]
     assert shown[lines[2].index("^") - len("   3 | ")] == "$"
     assert shown.startswith("...") == (where != "start") and shown.endswith("...") == (where != "end")
@@ -1009,7 +935,7 @@ def test_a_long_line_is_shown_around_the_column(where: str, tmp_path, capsys) ->
 
 def test_control_characters_in_a_long_line_keep_the_caret_in_place(tmp_path, capsys) -> None:
     # control characters in a string before the error, and in a comment after it
-    path = _write(tmp_path, 'const A = 1\nconst B = "' + "\x1b[2J\t" * 3 + '" $  # ' + "\x1b[2J\t" * 100 + "\n")
+    path = write_source(tmp_path, 'const A = 1\nconst B = "' + "\x1b[2J\t" * 3 + '" $  # ' + "\x1b[2J\t" * 100 + "\n")
     assert run([str(path), "-o", str(tmp_path / "w.cu")]) == 1
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\t" not in err
@@ -1021,7 +947,7 @@ def test_control_characters_in_a_long_line_keep_the_caret_in_place(tmp_path, cap
 # ---- many errors: at most 100 are kept, the rest counted ----------------------------------------
 
 def test_at_most_100_errors_are_shown_and_the_rest_counted(tmp_path, capsys) -> None:
-    path = _write(tmp_path, kern("\n".join(f"out[0] = undefined_{i}" for i in range(150))))
+    path = write_source(tmp_path, kern("\n".join(f"out[0] = undefined_{i}" for i in range(150))))
     assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
     err = capsys.readouterr().err
     heads = [ln for ln in err.splitlines() if re.match(rf"^{re.escape(str(path))}:\d+:\d+: error: ", ln)]
@@ -1032,7 +958,7 @@ def test_at_most_100_errors_are_shown_and_the_rest_counted(tmp_path, capsys) -> 
 def test_errors_beyond_100_in_module_constants_are_counted(tmp_path, capsys) -> None:
     # Module constants are resolved once per source (the front end), and their errors were copied
     # into each variant's diagnostics without their count of those not shown.
-    path = _write(tmp_path, "\n".join(f"const C{i} = undefined_{i}" for i in range(130)) + "\n" + kern("out[0] = 1"))
+    path = write_source(tmp_path, "\n".join(f"const C{i} = undefined_{i}" for i in range(130)) + "\n" + kern("out[0] = 1"))
     assert run([str(path), "-o", str(tmp_path / "m.cu")]) == 1
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == f"{path}: note: too many errors: 30 more not shown (at most 100 are reported)"
@@ -1073,7 +999,7 @@ def test_cooperation_check_is_linear_in_loop_depth(tmp_path, capsys) -> None:
         "    " * (d + 1) + f"for j{d} in range(2):\n" for d in range(depth))
     text += "    " * (depth + 1) + "v = v + lane_id()\n" + "    " * (depth + 1) + "if v > 3:\n" + \
         "    " * (depth + 2) + "tbarrier()\n"
-    path = _write(tmp_path, text)
+    path = write_source(tmp_path, text)
     t = time.process_time()
     assert run([str(path), "-o", str(tmp_path / "deep.cu")]) == 1
     assert time.process_time() - t < 10
@@ -1086,7 +1012,7 @@ def test_cooperation_check_is_linear_in_loop_depth(tmp_path, capsys) -> None:
 def test_a_rejected_definition_gives_no_follow_on_errors(body: str, tmp_path, capsys) -> None:
     """A builtin's name used as a local, or an allocation that was rejected: one error, not one
     more at every later use of the name."""
-    path = _write(tmp_path, kern(body))
+    path = write_source(tmp_path, kern(body))
     assert run([str(path), "-o", str(tmp_path / "o.cu")]) == 1
     err = capsys.readouterr().err
     assert err.count(": error:") == 1, err

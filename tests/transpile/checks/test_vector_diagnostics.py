@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from tessera.cli.compile import run
-from tests.transpile.checks.test_diagnostics import (
+from tests.transpile.checks.catalog import (
     Case,
-    _write,
     check_catalog_case,
     kern,
+    write_source,
 )
 
 HEAD = "@kernel tile[(32,)]\ndef k(X: f32[M, N], Y: mut f32[M, N], H: f16[M, N], G: mut f16[M, N], m: i32):\n"
@@ -86,6 +86,6 @@ VALID = {
 
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_vector_access_forms_compile_without_warnings(name: str, tmp_path, capsys) -> None:
-    path = _write(tmp_path, VALID[name])
+    path = write_source(tmp_path, VALID[name])
     assert run([str(path), "-o", str(tmp_path / "v.cu"), "--arch", "sm_80", "--check"]) == 0, capsys.readouterr().err
     assert "no warnings" in capsys.readouterr().err

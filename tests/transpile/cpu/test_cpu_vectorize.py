@@ -18,6 +18,7 @@ from tessera.base.options import CompileOptions
 from tessera.runtime.host.build import find_cxx, kernel_command, stub_headers
 from tessera.runtime.host.library import unit_source
 from tessera.transpile.driver import SourceFile, compile_source
+from tests.conftest import ROOT
 
 
 def _is_gcc() -> bool:
@@ -30,58 +31,11 @@ def _is_gcc() -> bool:
 
 pytestmark = pytest.mark.skipif(not _is_gcc(), reason="reads GCC's vectorization report")
 
-REDUCE = """
-@kernel tile[(128,)]
-def block_reduce(x: f32[n], partial: mut f32[grid_groups]):
-    smem = tshared.alloc(f32[128])
-    i = tile_linear_id()
-    acc = 0.0
-    for k in range(global_linear_id(), n, grid_tile_count()):
-        acc += x[k]
-    smem[i] = acc
-    tbarrier()
-    s = 64
-    while s > 0:
-        if i < s: smem[i] += smem[i + s]
-        tbarrier()
-        s //= 2
-    if i == 0:
-        partial[group_linear_id()] = smem[0]
-"""
+# The kernels of bench/cpu_streaming.py (bench/kernels/): their first line a comment, their lines as numbered here.
+KERNELS = ROOT / "bench" / "kernels"
+REDUCE = (KERNELS / "block_reduce.tsr").read_text()
 
-LAYERNORM = """
-@kernel tile[(128,)]
-def layernorm(x: f32[R, C], y: mut f32[R, C], eps: f32):
-    sh = tshared.alloc(f32[128])
-    row = group_linear_id()
-    t = tile_linear_id()
-    s = 0.0
-    for c in range(t, C, 128):
-        s += x[row, c]
-    sh[t] = s
-    tbarrier()
-    h = 64
-    while h > 0:
-        if t < h: sh[t] += sh[t + h]
-        tbarrier()
-        h //= 2
-    mean = sh[0] / f32(C)
-    tbarrier()
-    v = 0.0
-    for c1 in range(t, C, 128):
-        d = x[row, c1] - mean
-        v += d * d
-    sh[t] = v
-    tbarrier()
-    h = 64
-    while h > 0:
-        if t < h: sh[t] += sh[t + h]
-        tbarrier()
-        h //= 2
-    inv = rsqrt(sh[0] / f32(C) + eps)
-    for c2 in range(t, C, 128):
-        y[row, c2] = (x[row, c2] - mean) * inv
-"""
+LAYERNORM = (KERNELS / "layernorm.tsr").read_text()
 
 MAP = """
 @kernel tile[(256,)] vectorize(4)
@@ -139,12 +93,7 @@ def test_map_kernel_and_elementwise_stride_loop(tmp_path: Path) -> None:
     assert 9 in found  # y[j] = x[j] * a + 1.0
 
 
-GELU = """
-@kernel tile[(128,)] vectorize(4)
-def bias_gelu(X: f32[M, N], B: f32[M, N], Y: mut f32[M, N]):
-    h = X + B
-    Y[:] = 0.5 * h * (1.0 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
-"""
+GELU = (KERNELS / "bias_gelu.tsr").read_text()
 
 
 def test_a_map_kernel_calling_tanh(tmp_path: Path) -> None:
