@@ -1,0 +1,90 @@
+"""Reductions of elementwise expressions (spec section 14; part of the `lower` pass): a
+whole-fragment statement that reduces an expression rather than a fragment (`tsum(S * S, axis=1)`,
+checked by checks/frag_vectors.py `reduced_expression`) gets a compiler-made temporary fragment of the expression's
+shape, assigned just before the statement, and reduces that. Everything after lowering (the warp
+divisions, the scratch of reductions across warps, the printers, the CPU backend) sees the program
+a user would write with a temporary of their own, so the results are the same bit for bit.
+
+One temporary serves every statement of a kernel with the same element type and shape (it is dead
+after its statement); a reduction nested inside another's expression gets the next one.
+
+Before (`S: frag f32[64, 32]`, `l: frag f32[64]`):
+    fragment l[:] = l + tsum(S[] * S[], 1)
+After:
+    alloc %redarg0             (frag f32[64, 32])
+    ...
+    fragment %redarg0[:] = S[] * S[]
+    fragment l[:] = l + tsum(%redarg0[], 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tessera.base.dtypes import ScalarType
+from tessera.base.errors import Loc
+from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.frag_layout import REDUCTIONS
+from tessera.transpile.lir.visit import all_exprs, map_body, map_expr, walk
+
+
+def _is_expression_reduction(e: L.Expr) -> bool:
+    """A reduction whose argument is not a fragment's element (`Load(F, ())`)."""
+    return isinstance(e, L.Intrinsic) and e.op in REDUCTIONS and not (
+        isinstance(e.args[0], L.Load) and not e.args[0].index)
+
+
+def _frag_shape(fn: L.Function, e: L.Expr) -> tuple[L.Expr, ...]:
+    """The shape of the 2-D fragments that the expression `e` reads (the type checker found one)."""
+    for x in walk(e):
+        if not (isinstance(x, L.Load) and not x.index):
+            continue
+        b = fn.buffer(x.buf)
+        if b is not None and b.space == "frag" and len(b.shape) == 2 and not (
+                isinstance(b.shape[0], L.Const) and b.shape[0].value == 1):
+            return b.shape
+    raise AssertionError("checks/frag_vectors.py reduced_expression requires a 2-D fragment in a reduced expression")
+
+
+def hoist_reduced_expressions(fn: L.Function) -> L.Function:
+    """`fn` with every reduction of an expression reading a temporary fragment (the module's docstring)."""
+    if not any(_is_expression_reduction(e) for e in all_exprs(fn.body)):
+        return fn
+    temps: dict[tuple[object, ...], L.Buffer] = {}
+    names = {b.name for b in fn.buffers}
+
+    def temp(elem: ScalarType, shape: tuple[L.Expr, ...], depth: int, loc: Loc) -> str:
+        key = (elem, shape, depth)
+        if key not in temps:
+            k = len(temps)
+            while f"%redarg{k}" in names:
+                k += 1
+            names.add(f"%redarg{k}")
+            temps[key] = L.Buffer(f"%redarg{k}", "frag", elem, shape, loc, mut=True)
+        return temps[key].name
+
+    def split(s: L.Stmt) -> L.Stmt | tuple[L.Stmt, ...]:
+        if not (isinstance(s, L.FragAssign) and any(_is_expression_reduction(x) for x in all_exprs((s,)))):
+            return s
+        before: list[L.Stmt] = []
+        depth = [0]
+
+        def hoist(e: L.Expr) -> L.Expr:
+            if not _is_expression_reduction(e):
+                return e
+            assert isinstance(e, L.Intrinsic)
+            arg = e.args[0]
+            name = temp(arg.dtype, _frag_shape(fn, arg), depth[0], s.loc)
+            depth[0] += 1
+            before.append(L.FragAssign(s.loc, name, arg))
+            return dataclasses.replace(e, args=(L.Load(name, (), arg.dtype), *e.args[1:]))
+
+        value = map_expr(s.value, hoist)  # bottom-up: a nested reduction's temporary is assigned first
+        return (*before, dataclasses.replace(s, value=value))
+
+    body = map_body(fn.body, split)
+    allocs = tuple(L.Alloc(b.loc, b.name) for b in temps.values())
+    return dataclasses.replace(fn, body=(*allocs, *body), buffers=(*fn.buffers, *temps.values()))
+
+
+__all__ = ["hoist_reduced_expressions"]
