@@ -71,13 +71,21 @@ def _calls(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> Iterator[tuple[N.C
         stack.extend((x, owner) for x in tree_children(n))
 
 
+def _inline_register_operand(n: N.Call, name: str, owner: N.FuncDef, fn: N.FuncDef) -> bool:
+    """Whether `n` is a tmma in an inlined function `owner` whose first operand is one of its
+    fragment parameters (an operand fragment of the kernel `fn` once inlined: frags.operand_rows)."""
+    return name == "tmma" and owner is not fn and len(n.args) > 1 and isinstance(n.args[1], N.Name) \
+        and any(p.name == n.args[1].id and p.frag for p in owner.params)
+
+
 def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel divides its fragments into rows first (frag_layout.row_division): it declares
     a row or column vector or an operand fragment, or reduces, itself or in the bodies of the
-    functions `inline` it calls (the same decision as frag_layout.kernel_whole_rows on the lowered
-    kernel, where they are inlined)."""
-    for n, name, _ in _calls(fn, inline):
-        if name in REDUCTIONS:
+    functions `inline` it calls, or one of those takes tmma's first operand from a fragment parameter
+    (the same decision as frag_layout.kernel_whole_rows on the lowered kernel, where they are
+    inlined; the kernel's own tmma: frags.operand_rows)."""
+    for n, name, owner in _calls(fn, inline):
+        if name in REDUCTIONS or _inline_register_operand(n, name, owner, fn):
             return True
         spec = n.args[0] if name == "tfrag" and n.args else None
         if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
@@ -100,8 +108,7 @@ def strict_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
         if isinstance(spec, N.Index) and (is_column_spec(spec) or isinstance(spec.base, N.Name)
                                           and spec.base.id in OPERAND_TYPES):
             return True
-        if name == "tmma" and owner is not fn and len(n.args) > 1 and isinstance(n.args[1], N.Name) \
-                and any(p.name == n.args[1].id and p.frag for p in owner.params):
+        if _inline_register_operand(n, name, owner, fn):
             return True
     return False
 

@@ -1,4 +1,7 @@
-"""Reductions of elementwise expressions (spec section 14; part of the `lower` pass): a
+"""What the `lower` pass does to fragments (spec section 14) once a kernel is lowered: reductions
+of elementwise expressions get temporaries, and the warp division is decided.
+
+Reductions of elementwise expressions: a
 whole-fragment statement that reduces an expression rather than a fragment (`tsum(S * S, axis=1)`,
 checked by checks/frag_vectors.py `reduced_expression`) gets a compiler-made temporary fragment of the expression's
 shape, assigned just before the statement, and reduces that. Everything after lowering (the warp
@@ -7,6 +10,13 @@ a user would write with a temporary of their own, so the results are the same bi
 
 One temporary serves every statement of a kernel with the same element type and shape (it is dead
 after its statement); a reduction nested inside another's expression gets the next one.
+
+The division: whether the kernel divides its fragments into rows first
+(frag_layout.kernel_whole_rows) is decided here, on the program as written, which is what the type
+checker decided from (checks/frag_vectors.py `uses_rows`), and kept on the function
+(`Function.rows_first`): fold-constants may remove the only reduction of a kernel
+(`x if 1 > 2 else tsum(S, axis=1)[:, None]`), and the divisions must not change after the checker
+accepted them.
 
 Before (`S: frag f32[64, 32]`, `l: frag f32[64]`):
     fragment l[:] = l + tsum(S[] * S[], 1)
@@ -24,7 +34,7 @@ import dataclasses
 from tessera.base.dtypes import ScalarType
 from tessera.base.errors import Loc
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.frag_layout import REDUCTIONS
+from tessera.transpile.lir.frag_layout import REDUCTIONS, kernel_whole_rows
 from tessera.transpile.lir.visit import all_exprs, map_body, map_expr, walk
 
 
@@ -87,4 +97,12 @@ def hoist_reduced_expressions(fn: L.Function) -> L.Function:
     return dataclasses.replace(fn, body=(*allocs, *body), buffers=(*fn.buffers, *temps.values()))
 
 
-__all__ = ["hoist_reduced_expressions"]
+def lower_fragments(fn: L.Function) -> L.Function:
+    """`fn` with its reductions of expressions through temporaries and its division decided."""
+    fn = hoist_reduced_expressions(fn)
+    if fn.kind != "kernel" or not any(b.space == "frag" for b in fn.buffers):
+        return fn
+    return dataclasses.replace(fn, rows_first=kernel_whole_rows(fn))
+
+
+__all__ = ["hoist_reduced_expressions", "lower_fragments"]
