@@ -8,8 +8,9 @@ shape, assigned just before the statement, and reduces that. Everything after lo
 divisions, the scratch of reductions across warps, the printers, the CPU backend) sees the program
 a user would write with a temporary of their own, so the results are the same bit for bit.
 
-One temporary serves every statement of a kernel with the same element type and shape (it is dead
-after its statement); a reduction nested inside another's expression gets the next one.
+The temporaries are shared between statements (each is dead after its statement): the k-th
+reduction of an expression in a statement (inner ones first) uses the k-th temporary of its element
+type and shape.
 
 The division: whether the kernel divides its fragments into rows first
 (frag_layout.kernel_whole_rows) is decided here, on the program as written, which is what the type
@@ -63,8 +64,8 @@ def hoist_reduced_expressions(fn: L.Function) -> L.Function:
     temps: dict[tuple[object, ...], L.Buffer] = {}
     names = {b.name for b in fn.buffers}
 
-    def temp(elem: ScalarType, shape: tuple[L.Expr, ...], depth: int, loc: Loc) -> str:
-        key = (elem, shape, depth)
+    def temp(elem: ScalarType, shape: tuple[L.Expr, ...], k_th: int, loc: Loc) -> str:
+        key = (elem, shape, k_th)
         if key not in temps:
             k = len(temps)
             while f"%redarg{k}" in names:
@@ -77,15 +78,13 @@ def hoist_reduced_expressions(fn: L.Function) -> L.Function:
         if not (isinstance(s, L.FragAssign) and any(_is_expression_reduction(x) for x in all_exprs((s,)))):
             return s
         before: list[L.Stmt] = []
-        depth = [0]
 
         def hoist(e: L.Expr) -> L.Expr:
             if not _is_expression_reduction(e):
                 return e
             assert isinstance(e, L.Intrinsic)
             arg = e.args[0]
-            name = temp(arg.dtype, _frag_shape(fn, arg), depth[0], s.loc)
-            depth[0] += 1
+            name = temp(arg.dtype, _frag_shape(fn, arg), len(before), s.loc)
             before.append(L.FragAssign(s.loc, name, arg))
             return dataclasses.replace(e, args=(L.Load(name, (), arg.dtype), *e.args[1:]))
 
