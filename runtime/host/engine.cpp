@@ -50,9 +50,10 @@ long long clock_ns() {
 
 // --- Shared-memory race detector (check_bounds builds only) ---------------------
 // Within one barrier interval of a group (an epoch), an element touched by two different
-// tiles, at least one of them writing, is a data race; atomics do not go through here. The
-// shadow keeps, per element address, the epoch, the last writer and up to two different readers,
-// and the asynchronous copy into the element that has not landed: touching the element before
+// tiles, at least one of them writing, is a data race; an atomic update counts as a write that
+// does not race with another tile's atomic update of the element (race_atomic). The shadow keeps,
+// per element address, the epoch, the last writer, up to two different readers and up to two
+// different tiles that updated it atomically, and the asynchronous copy into the element that has not landed: touching the element before
 // it lands is a race whichever tile does it, and a barrier does not end it (it does not
 // complete a cp.async), so that mark outlives the epoch.
 struct RaceShadow {
@@ -60,6 +61,8 @@ struct RaceShadow {
   int writer, wline;
   int reader, rline;    // the first reader (-1: none)
   int reader2, rline2;  // a second, different reader (-1: none); more readers need not be kept
+  int atomic, aline;    // the first tile that updated it atomically (-1: none)
+  int atomic2, aline2;  // a second, different one (-1: none)
   int async_tile, async_line;  // the pending copy's tile and .tsr line; async_line 0: none
 };
 
@@ -129,15 +132,21 @@ RaceShadow& race_shadow(Worker* w, const void* p) {
     w->race = new (mem) RaceMap();
   }
   RaceShadow& s = (*static_cast<RaceMap*>(w->race))[reinterpret_cast<uintptr_t>(p)];
-  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, -1, 0, s.async_tile, s.async_line};
+  if (s.epoch != w->epoch) s = RaceShadow{w->epoch, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, s.async_tile, s.async_line};
   return s;
 }
 
-[[noreturn]] void race_fail(Worker* w, int line_a, int tile_a, int line_b, int tile_b, bool write_a, bool write_b) {
+// What a tile does to an element, in a race's message.
+const char* const READS = "reads";
+const char* const WRITES = "writes";
+const char* const UPDATES = "atomically updates";
+
+[[noreturn]] void race_fail(Worker* w, int line_a, int tile_a, int line_b, int tile_b, const char* does_a,
+                            const char* does_b) {
   char msg[256];
   snprintf(msg, sizeof msg,
            "shared-memory data race: tile %d %s it at line %d and tile %d %s it at line %d with no tbarrier() between",
-           tile_a, write_a ? "writes" : "reads", line_a, tile_b, write_b ? "writes" : "reads", line_b);
+           tile_a, does_a, line_a, tile_b, does_b, line_b);
   fail_in_fiber(w, w->launch->kernel_name, line_b, msg);
 }
 
@@ -151,13 +160,17 @@ RaceShadow& race_shadow(Worker* w, const void* p) {
   fail_in_fiber(w, w->launch->kernel_name, line, msg);
 }
 
-// Whether an access by tile `me` conflicts with the other accesses of the epoch.
-void race_check(Worker* w, const RaceShadow& s, int me, bool write, int line) {
-  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, true, write);
-  if (!write) return;
-  // Of two different readers, at least one is not `me`.
-  if (s.reader >= 0 && s.reader != me) race_fail(w, s.rline, s.reader, line, me, false, true);
-  if (s.reader2 >= 0 && s.reader2 != me) race_fail(w, s.rline2, s.reader2, line, me, false, true);
+// Whether an access by tile `me` (`does`: READS, WRITES or UPDATES) conflicts with the other
+// accesses of the epoch. Of two different readers (atomic updaters), at least one is not `me`.
+void race_check(Worker* w, const RaceShadow& s, int me, const char* does, int line) {
+  if (s.writer >= 0 && s.writer != me) race_fail(w, s.wline, s.writer, line, me, WRITES, does);
+  if (does != UPDATES) {
+    if (s.atomic >= 0 && s.atomic != me) race_fail(w, s.aline, s.atomic, line, me, UPDATES, does);
+    if (s.atomic2 >= 0 && s.atomic2 != me) race_fail(w, s.aline2, s.atomic2, line, me, UPDATES, does);
+  }
+  if (does == READS) return;
+  if (s.reader >= 0 && s.reader != me) race_fail(w, s.rline, s.reader, line, me, READS, does);
+  if (s.reader2 >= 0 && s.reader2 != me) race_fail(w, s.rline2, s.reader2, line, me, READS, does);
 }
 
 void race_access(const void* p, bool write, int line) {
@@ -166,8 +179,8 @@ void race_access(const void* p, bool write, int line) {
   ensure_stack(w, 16 * 1024);
   const int me = static_cast<int>(fiber_tile()->index);
   RaceShadow& s = race_shadow(w, p);
-  if (s.async_line) async_race_fail(w, me, write ? "writes" : "reads", line, s);
-  race_check(w, s, me, write, line);
+  if (s.async_line) async_race_fail(w, me, write ? WRITES : READS, line, s);
+  race_check(w, s, me, write ? WRITES : READS, line);
   if (write) {
     s.writer = me;
     s.wline = line;
@@ -177,6 +190,25 @@ void race_access(const void* p, bool write, int line) {
   } else if (s.reader2 == -1 || s.reader2 == me) {
     s.reader2 = me;  // several readers: only a later write can race
     s.rline2 = line;
+  }
+}
+
+// An atomic update (atomic_add and the others on shared memory): a write that races with another
+// tile's plain read or write of the element in the epoch, but not with its atomic updates.
+void race_atomic(const void* p, int line) {
+  Worker* w = fiber_worker();
+  EngineSection engine(w);  // the map allocates
+  ensure_stack(w, 16 * 1024);
+  const int me = static_cast<int>(fiber_tile()->index);
+  RaceShadow& s = race_shadow(w, p);
+  if (s.async_line) async_race_fail(w, me, UPDATES, line, s);
+  race_check(w, s, me, UPDATES, line);
+  if (s.atomic == -1 || s.atomic == me) {
+    s.atomic = me;
+    s.aline = line;
+  } else if (s.atomic2 == -1 || s.atomic2 == me) {
+    s.atomic2 = me;
+    s.aline2 = line;
   }
 }
 
@@ -190,7 +222,7 @@ void race_async_issue(const AsyncCopy& c) {
   for (unsigned k = 0; k < c.bytes; k += c.elem_bytes) {
     RaceShadow& s = race_shadow(w, c.dst + k);
     if (s.async_line) async_race_fail(w, me, "starts another asynchronous copy into", c.line, s);
-    race_check(w, s, me, true, c.line);
+    race_check(w, s, me, WRITES, c.line);
     s.async_tile = me;
     s.async_line = c.line;
   }

@@ -128,6 +128,7 @@ __attribute__((const)) Tile* fiber_tile() noexcept;
 
 [[noreturn]] void deadlock(Worker* w, Tile* t);
 void race_access(const void* p, bool write, int line);
+void race_atomic(const void* p, int line);  // an atomic update of a shared element
 // cp.async's slow paths (host_async.h): room for more records in every tile's queue; the race
 // detector's view of a copy when it is issued and when it lands (line > 0 only).
 void async_grow(Worker* w);

@@ -66,6 +66,7 @@ inline long long clock() { return tsr::detail::clock_ns(); }
 // passes every shared-memory element access through these; see engine.cpp.
 template <class T> inline T* tsr_race_read(T* p, int line) { tsr::detail::race_access(p, false, line); return p; }
 template <class T> inline T* tsr_race_write(T* p, int line) { tsr::detail::race_access(p, true, line); return p; }
+template <class T> inline T* tsr_race_atomic(T* p, int line) { tsr::detail::race_atomic(p, line); return p; }
 
 inline void __syncthreads() { tsr::detail::sync_threads(0); }
 inline int __syncthreads_count(int pred) { return static_cast<int>(tsr::detail::sync_threads(pred) & 0xffffffffu); }

@@ -4,4 +4,5 @@
 #if !defined(TESSERA_HOST)
 template <class T> __device__ __forceinline__ T* tsr_race_read(T* p, int) { return p; }
 template <class T> __device__ __forceinline__ T* tsr_race_write(T* p, int) { return p; }
+template <class T> __device__ __forceinline__ T* tsr_race_atomic(T* p, int) { return p; }
 #endif

@@ -12,7 +12,11 @@ fragment), `rows` (a row-vector statement, or the inside of `[:, None]`: one val
 `cols` (a column-vector statement, or the inside of `[None, :]`: one value per column). The broadcasts are only checks: the printer
 computes every element where it is held, so a row vector read in a 2-D statement is the slot of the
 element's row, and a 1-D view of memory is read at the element's row or column (the guarded load
-above: parts outside the tensor read as zero). `FragVectors` is a helper of frags.Fragments.
+above: parts outside the tensor read as zero). A reduction's argument may be an elementwise
+expression of 2-D fragments (`tsum(S * S, axis=1)`, Triton's `tl.sum(x * x, axis=1)`): it is checked
+as the value of a 2-D statement of the shape of the fragments it reads and converted to f32 (i32),
+as if assigned to a temporary fragment, which lowering makes (passes/frag_temps.py).
+`FragVectors` is a helper of frags.Fragments.
 
 Also the rest of section 14 that frags.Fragments asks about: operand fragments (f16, bf16, i8, u8
 elements, or f32 as tmma's first operand: `operand_rows`), the element types a fragment may have,
@@ -24,10 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from tessera.base.dtypes import SCALARS, ScalarType
+from tessera.base.dtypes import F32, I32, SCALARS, ScalarType
 from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
 from tessera.transpile.checks.callgraph import tree_children
+from tessera.transpile.checks.expr import type_name
 from tessera.transpile.checks.rules import check_arity, typed_call
 from tessera.transpile.checks.scope import Sym
 from tessera.transpile.lir.frag_layout import (
@@ -71,13 +76,21 @@ def _calls(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> Iterator[tuple[N.C
         stack.extend((x, owner) for x in tree_children(n))
 
 
+def _inline_register_operand(n: N.Call, name: str, owner: N.FuncDef, fn: N.FuncDef) -> bool:
+    """Whether `n` is a tmma in an inlined function `owner` whose first operand is one of its
+    fragment parameters (an operand fragment of the kernel `fn` once inlined: frags.operand_rows)."""
+    return name == "tmma" and owner is not fn and len(n.args) > 1 and isinstance(n.args[1], N.Name) \
+        and any(p.name == n.args[1].id and p.frag for p in owner.params)
+
+
 def uses_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
     """Whether a kernel divides its fragments into rows first (frag_layout.row_division): it declares
     a row or column vector or an operand fragment, or reduces, itself or in the bodies of the
-    functions `inline` it calls (the same decision as frag_buffers.kernel_whole_rows on the lowered
-    kernel, where they are inlined)."""
-    for n, name, _ in _calls(fn, inline):
-        if name in REDUCTIONS:
+    functions `inline` it calls, or one of those takes tmma's first operand from a fragment parameter
+    (the same decision as frag_buffers.kernel_whole_rows on the lowered kernel, where they are
+    inlined; the kernel's own tmma: operand_rows)."""
+    for n, name, owner in _calls(fn, inline):
+        if name in REDUCTIONS or _inline_register_operand(n, name, owner, fn):
             return True
         spec = n.args[0] if name == "tfrag" and n.args else None
         if isinstance(spec, N.Index) and (len(spec.indices) == 1 or isinstance(spec.base, N.Name)
@@ -100,8 +113,7 @@ def strict_rows(fn: N.FuncDef, inline: Mapping[str, N.FuncDef]) -> bool:
         if isinstance(spec, N.Index) and (is_column_spec(spec) or isinstance(spec.base, N.Name)
                                           and spec.base.id in OPERAND_TYPES):
             return True
-        if name == "tmma" and owner is not fn and len(n.args) > 1 and isinstance(n.args[1], N.Name) \
-                and any(p.name == n.args[1].id and p.frag for p in owner.params):
+        if _inline_register_operand(n, name, owner, fn):
             return True
     return False
 
@@ -265,6 +277,12 @@ class FragVectors:
             self.sink.error(e.loc, f"{name}(F, axis={axis}) is a {what} vector: use it in a {what}-vector statement "
                             f"({other} = {name}(F, axis={axis})) or broadcast it ({name}(F, axis={axis}){bcast})")
             return e
+        if not isinstance(e.args[0], N.Name):  # an elementwise expression: tsum(S * S, axis=1)
+            arg = reduced_expression(fr, e.args[0], name, axis)
+            if arg is None or arg.ty is None:
+                return e
+            assert isinstance(arg.ty, ScalarType)
+            return typed_call(e, name, (arg, N.IntLit(axis_node.loc, axis, SCALARS["i32"])), arg.ty)
         f = fr.fragment(e.args[0], name, "first argument")
         if f is None:
             return e
@@ -379,6 +397,58 @@ class FragVectors:
             self.spread_at = spec.loc
 
 
+# ---- tsum(S * S, axis=1): a reduction of an elementwise expression (lowering makes the temporary:
+# passes/frag_temps.py)
+
+def _matrix_shape(fr: Fragments, e: N.Expr) -> tuple[int | str, ...] | None:
+    """The shape of the first 2-D fragment (not a column vector) that `e` reads outside a nested
+    reduction, else inside one; None when it reads none."""
+    outer: list[tuple[int | str, ...]] = []
+    inner: list[tuple[int | str, ...]] = []
+    stack: list[tuple[object, bool]] = [(e, False)]
+    while stack:
+        n, nested = stack.pop()
+        if isinstance(n, N.Name):
+            sym = fr.scope.lookup(n.id)
+            ty = sym.ty if sym is not None and sym.ref == "frag" else None
+            if isinstance(ty, N.ArrayType) and len(ty.shape) == 2 and ty.shape[0] != 1:
+                (inner if nested else outer).append(tuple(ty.shape))
+        below = nested or isinstance(n, N.Call) and isinstance(n.func, N.Name) and n.func.id in REDUCTIONS
+        stack.extend((x, below) for x in reversed(list(tree_children(n))))
+    found = outer or inner
+    return found[0] if found else None
+
+
+def reduced_expression(fr: Fragments, arg: N.Expr, name: str, axis: int) -> N.Expr | None:
+    """The typed argument of `name(arg, axis=axis)` when `arg` is an elementwise expression of 2-D
+    fragments (its value converted to f32 or i32), or None after an error."""
+    what = "row" if axis == 1 else "column"
+    shape = _matrix_shape(fr, arg)
+    if shape is None:
+        fr.sink.error(arg.loc, f"{name}() reduces a 2-D fragment, or an elementwise expression of 2-D fragments "
+                      f"({name}(S * S, axis={axis})); this expression reads none")
+        return None
+    assert fr.frag_shape is not None
+    if shape[1 - axis] != fr.frag_shape[0]:
+        fr.sink.error(arg.loc, f"{name}() reduces a 2-D fragment of {fr.frag_shape[0]} {what}s here, not an "
+                      f"expression of {list(shape)} fragments")
+        return None
+    saved = fr.stmt_rank
+    fr.stmt_rank = 2  # row_index() and col_index() are both the element's coordinates in here
+    try:
+        value = fr.in_context(shape, "full", lambda: fr.exprs.scalar_expr(arg, f"the first argument of {name}()"))
+    finally:
+        fr.stmt_rank = saved
+    ty = value.ty
+    if ty is None:
+        return None
+    if not (isinstance(ty, ScalarType) and ty.is_numeric):
+        fr.sink.error(arg.loc, f"{name}() reduces numbers, not {type_name(ty)} values")
+        return None
+    elem = F32 if ty.is_float else I32
+    return fr.exprs.assignable(value, elem, arg.loc, f"the elements {name}() reduces")
+
+
 __all__ = ["FragVectors", "check_not_aliased", "fragment_type_error", "inline_functions", "is_column_spec",
-           "is_fragment_conversion", "operand_rows", "operand_types_match", "register_operand_error", "takes_fragments",
-           "uses_rows"]
+           "is_fragment_conversion", "operand_rows", "operand_types_match", "register_operand_error",
+           "takes_fragments", "uses_rows"]

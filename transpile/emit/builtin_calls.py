@@ -17,7 +17,7 @@ _BITS_TYPE = {16: "unsigned short", 32: "unsigned int", 64: _U64}
 
 
 class BuiltinPrinter:
-    """The builtin half of CPrinter (which provides `expr`, `p` and `element`)."""
+    """The builtin half of CPrinter (which provides `expr`, `p`, `element` and `address`)."""
 
     fn: L.Function
     tile: tuple[int, ...]
@@ -25,6 +25,7 @@ class BuiltinPrinter:
     p: Callable[[L.Expr], tuple[str, int]]
     wrap: Callable[[L.Expr, int], str]
     element: Callable[[str, tuple[L.Expr, ...]], str]
+    address: Callable[[str, tuple[L.Expr, ...], str], str]
     elements: dict[str, str]
 
     def p_Intrinsic(self, e: L.Intrinsic) -> tuple[str, int]:
@@ -210,7 +211,7 @@ class BuiltinPrinter:
     def p_Atomic(self, e: L.Atomic) -> tuple[str, int]:
         name, elem = e.op, e.dtype
         suffix = SCOPE_SUFFIX[e.scope]
-        addr = f"&{self.element(e.buf, e.index)}"
+        addr = self.address(e.buf, e.index, "atomic")  # check_bounds: through the race detector
         vals = [self.expr(v) for v in e.args]
         if elem.is_half:
             op = {"atomic_add": "add", "atomic_sub": "sub", "atomic_exch": "exch"}[name]

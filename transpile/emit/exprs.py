@@ -232,13 +232,20 @@ class CPrinter(BuiltinPrinter):
 
     def access(self, name: str, index: tuple[L.Expr, ...], how: str) -> str:
         """An element, routed through the race detector for shared arrays under check_bounds."""
+        if self.ctx.check_bounds and self.ctx.buffers[name].space in ("shared", "ref"):
+            return f"(*{self.address(name, index, how)})"
+        return self.element(name, index)
+
+    def address(self, name: str, index: tuple[L.Expr, ...], how: str) -> str:
+        """An element's address, routed through the race detector (`tsr_race_<how>`: read, write,
+        atomic) for shared arrays under check_bounds."""
         text = self.element(name, index)
         space = self.ctx.buffers[name].space
         if self.ctx.check_bounds and space == "shared":
-            return f"(*tsr_race_{how}(&{text}, {self.line}))"
+            return f"tsr_race_{how}(&{text}, {self.line})"
         if self.ctx.check_bounds and space == "ref":  # shared memory only when the caller passed some
-            return f"(*({shared_flag_name(name)} ? tsr_race_{how}(&{text}, {self.line}) : &{text}))"
-        return text
+            return f"({shared_flag_name(name)} ? tsr_race_{how}(&{text}, {self.line}) : &{text})"
+        return f"&{text}"
 
     def checked(self, i: L.Expr, extent: L.Expr, array: str, dim: int) -> tuple[str, int]:
         """An index, wrapped in a bounds check when compiling with check_bounds."""

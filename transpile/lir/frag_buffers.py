@@ -52,7 +52,8 @@ def layout_of_buffer(fn: L.Function, name: str) -> FragLayout:
     if fn.wgmma:
         layout = wgmma_division(dims[0], n, warps)
     else:
-        layout = row_division(dims[0], n, warps) if kernel_whole_rows(fn) else choose(dims[0], dims[1], warps)
+        rows_first = kernel_whole_rows(fn) if fn.rows_first is None else fn.rows_first
+        layout = row_division(dims[0], n, warps) if rows_first else choose(dims[0], dims[1], warps)
         if layout is None and len(dims) == 1:  # a row vector spread over several warps' columns
             layout = row_division(dims[0], n * warps, warps)
     assert layout is not None, "the type checker (checks/frags.py) reports fragments that no division fits"

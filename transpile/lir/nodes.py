@@ -160,6 +160,10 @@ class Function:
     # Kernels whose tmma statements are warpgroup MMAs (sm_90a; passes/plan_wgmma.py): every
     # fragment then has the wgmma layout (lir/frag_layout.py).
     wgmma: bool = False
+    # Kernels with fragments: whether they divide them into rows first (frag_buffers.kernel_whole_rows
+    # of the program as lowered, which the type checker decided from the same program), decided
+    # once by `lower` so that folding a reduction away cannot change a division; None: not decided.
+    rows_first: bool | None = None
 
     @property
     def tile_count(self) -> int:

@@ -10,7 +10,8 @@ Conversions become `Cast` nodes, names become `Var`/`Const`, builtins become the
 table names, indices become `Affine` where they are one, and `range` bounds that could change
 while the loop runs are copied to constants first (Python evaluates them once). Last, locals that
 Python scoping makes visible after the C block that assigns them are declared at the top of the
-function (lir/hoist.py).
+function (lir/hoist.py); before that, a reduction of an elementwise expression gets a temporary
+fragment and the fragments' warp division is decided (passes/frag_temps.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tessera.transpile.lir.affine import affine
 from tessera.transpile.lir.hoist import hoist_function
 from tessera.transpile.lir.visit import walk
 from tessera.transpile.names import c_ident
+from tessera.transpile.passes.frag_temps import lower_fragments
 from tessera.transpile.passes.lower_signature import element_loop, signature
 
 
@@ -417,6 +419,7 @@ def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> 
                      cfg.tile if cfg else (), cfg.shared_budget if cfg else None, cfg.launch_bounds if cfg else None,
                      type_values=fn.type_values, base_name=fn.base_name,
                      rets=tuple(SCALARS[t] for t in fn.rets))
+    out = lower_fragments(out)  # tsum(S * S, axis=1) through a temporary fragment; the warp division
     return hoist_function(out) if hoist else out
 
 
