@@ -184,6 +184,22 @@ def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
     return seen
 
 
+@pytest.fixture(autouse=True)
+def tessera_environment_restored():
+    """Each test leaves the TESSERA_* environment variables as it found them (a test that sets one
+    uses monkeypatch or a fixture such as `shared_cache`): a variable left behind changes what the
+    later tests of the worker do, the cache they use for one."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("TESSERA_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("TESSERA_")}
+    if after != before:
+        for k in after.keys() - before.keys():
+            del os.environ[k]
+        os.environ.update(before)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def lean_link_never_fell_back():
     """At the end of the session: no library needed the full link (`host_build._link`); the tests
