@@ -27,10 +27,29 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+# The longest tests (10-50 s of CPU each on a machine without a GPU: NVRTC compiles of large kernels,
+# mypy, random generators), longest first: they run first, so that pytest-xdist's workers do not end
+# the run with one of them still running while the others have nothing left to take.
+RUN_FIRST = (
+    "tests/test_quality.py::test_mypy_reports_no_errors",
+    "tests/language/tensor_cores/test_fdiv.py::test_a_dividing_fragment_statement_costs_no_call_and_few_registers",
+    "tests/language/test_pipelines_in_loops.py::"
+    "test_random_pipelines_with_barriers_and_shared_stages_match_the_model_and_plain_loops",
+    "tests/language/test_shared_reuse_random.py::test_reuse_gives_the_results_of_no_reuse_and_overlaps_no_live_arrays",
+    "tests/language/tensor_cores/test_frag_device_functions.py::test_device_function_forms_compile_with_nvrtc_without_spills",
+    "tests/language/hopper/test_tma_copies.py::test_the_samples_machine_code_for_sm_90a",
+    "tests/language/hopper/test_tma_copies.py::test_generated_pipelines_match_the_model_and_sm_90",
+    "tests/language/test_semantics.py::test_integer_expressions_match_c_semantics",
+    "tests/language/test_scalar_folding.py::test_random_scalar_expressions_fold_as_they_compute",
+    "tests/language/test_pipelines_in_loops.py::test_random_pipeline_programs_in_loops_and_conditions_match_the_model",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` run only where a CUDA driver and device are present, `multi_gpu` ones
     only where there are at least two devices, `torch` ones only where PyTorch is installed, `slow`
-    ones (the long forms of random generators whose bounded forms always run) only with --slow."""
+    ones (the long forms of random generators whose bounded forms always run) only with --slow; the
+    tests of RUN_FIRST first, in its order."""
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
@@ -49,6 +68,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_multi)
         elif "torch" in item.keywords and not has_torch:
             item.add_marker(skip_torch)
+    first = [item for item in items if item.nodeid.split("[")[0] in RUN_FIRST]
+    firsts = set(map(id, first))
+    first.sort(key=lambda item: RUN_FIRST.index(item.nodeid.split("[")[0]))
+    items[:] = first + [item for item in items if id(item) not in firsts]
 
 
 def session_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
@@ -182,6 +205,38 @@ def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
 
     monkeypatch.setattr(host_build, "_run", recording)
     return seen
+
+
+# A random generator's examples past its first COVERED_EXAMPLES run with coverage paused (`--cov`):
+# their lines are the ones the first examples reached, and the tracer made them 2-3 times slower.
+COVERED_EXAMPLES = 30
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """A Hypothesis test (`@given`) under `--cov` measures coverage for its first COVERED_EXAMPLES
+    examples only; every example still runs and checks what it checks."""
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    plugin = item.config.pluginmanager.getplugin("_cov")
+    controller = getattr(plugin, "cov_controller", None)
+    if handle is None or controller is None or not getattr(controller, "started", False):
+        yield
+        return
+    inner, seen = handle.inner_test, [0]
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen[0] += 1
+        if seen[0] == COVERED_EXAMPLES + 1:
+            controller.pause()
+        return inner(*args, **kwargs)
+
+    handle.inner_test = counted
+    try:
+        yield
+    finally:
+        handle.inner_test = inner
+        if seen[0] > COVERED_EXAMPLES:
+            controller.resume()
 
 
 @pytest.fixture(autouse=True)
