@@ -75,3 +75,15 @@ def test_a_short_hypothesis_test_is_covered_throughout() -> None:
     with contextlib.suppress(StopIteration):
         hook.send(None)
     assert calls == [True] * COVERED_EXAMPLES and controller.log == []
+
+
+def test_a_covered_sample_measures_one_item_in_every_and_takes_all() -> None:
+    controller = _Controller()
+    request = SimpleNamespace(config=_given_item(controller, []).config)
+    fixture = conftest.covered_sample.__wrapped__(request)  # type: ignore[attr-defined]
+    sample = next(fixture)
+    seen = [(item, controller.started) for item in sample(range(7), 3)]
+    assert seen == [(0, True), (1, False), (2, False), (3, True), (4, False), (5, False), (6, True)]
+    with contextlib.suppress(StopIteration):
+        next(fixture)
+    assert controller.started and controller.log == ["pause", "resume"] * 2
