@@ -245,7 +245,8 @@ def covered_sample(request: pytest.FixtureRequest):  # type: ignore[no-untyped-d
     """`covered_sample(items, every)`: the items, one in `every` of them (the first, then each
     every-th) taken with coverage measured (`--cov`) and the others with it paused: a test looping
     over many cases of the same kind measures the lines its spread of cases reaches, without the
-    tracer's 2-3x on each of them. Every item is still taken; coverage is measured again after."""
+    tracer's 2-3x on each of them. Every item is still taken; coverage is measured again once the
+    items are all taken (or at the end of the test)."""
     controller = getattr(request.config.pluginmanager.getplugin("_cov"), "cov_controller", None)
     if controller is None or not getattr(controller, "started", False):
         yield lambda items, every: iter(items)
@@ -258,10 +259,15 @@ def covered_sample(request: pytest.FixtureRequest):  # type: ignore[no-untyped-d
                 (controller.resume if paused[0] else controller.pause)()
                 paused[0] = not paused[0]
             yield item
+        resume()
+
+    def resume() -> None:
+        if paused[0]:
+            controller.resume()
+            paused[0] = False
 
     yield sample
-    if paused[0]:
-        controller.resume()
+    resume()
 
 
 @pytest.fixture(autouse=True)

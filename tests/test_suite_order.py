@@ -82,8 +82,13 @@ def test_a_covered_sample_measures_one_item_in_every_and_takes_all() -> None:
     request = SimpleNamespace(config=_given_item(controller, []).config)
     fixture = conftest.covered_sample.__wrapped__(request)  # type: ignore[attr-defined]
     sample = next(fixture)
-    seen = [(item, controller.started) for item in sample(range(7), 3)]
-    assert seen == [(0, True), (1, False), (2, False), (3, True), (4, False), (5, False), (6, True)]
+    seen = [(item, controller.started) for item in sample(range(6), 3)]
+    assert seen == [(0, True), (1, False), (2, False), (3, True), (4, False), (5, False)]
+    assert controller.started and controller.log == ["pause", "resume"] * 2  # measured after the loop
+    for item in sample(range(3), 3):  # left early: measured again at the end of the test
+        if item == 1:
+            break
+    assert not controller.started
     with contextlib.suppress(StopIteration):
         next(fixture)
-    assert controller.started and controller.log == ["pause", "resume"] * 2
+    assert controller.started and controller.log == ["pause", "resume"] * 3
