@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -213,22 +214,40 @@ def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
 COVERED_EXAMPLES = 30
 
 
+def pause_coverage() -> Callable[[], None] | None:
+    """Stop every running coverage measurement (under pytest-xdist a worker runs two, one above the
+    other: stopping only the upper one, as pytest-cov's `no_cover` does, hands the tracer to the
+    lower); returns what starts them again in their order, or None where none was running."""
+    try:
+        from coverage import Coverage
+    except ImportError:  # pragma: no cover - pytest-cov brings coverage
+        return None
+    stopped = []
+    while (cov := Coverage.current()) is not None:
+        cov.stop()
+        stopped.append(cov)
+
+    def resume() -> None:
+        for cov in reversed(stopped):
+            cov.start()
+
+    return resume if stopped else None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
     """A Hypothesis test (`@given`) under `--cov` measures coverage for its first COVERED_EXAMPLES
     examples only; every example still runs and checks what it checks."""
     handle = getattr(getattr(item, "obj", None), "hypothesis", None)
-    plugin = item.config.pluginmanager.getplugin("_cov")
-    controller = getattr(plugin, "cov_controller", None)
-    if handle is None or controller is None or not getattr(controller, "started", False):
+    if handle is None:
         yield
         return
-    inner, seen = handle.inner_test, [0]
+    inner, seen, resume = handle.inner_test, [0], [None]
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen[0] += 1
         if seen[0] == COVERED_EXAMPLES + 1:
-            controller.pause()
+            resume[0] = pause_coverage()
         return inner(*args, **kwargs)
 
     handle.inner_test = counted
@@ -236,35 +255,32 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
         yield
     finally:
         handle.inner_test = inner
-        if seen[0] > COVERED_EXAMPLES:
-            controller.resume()
+        if resume[0] is not None:
+            resume[0]()
 
 
 @pytest.fixture
-def covered_sample(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+def covered_sample():  # type: ignore[no-untyped-def]
     """`covered_sample(items, every)`: the items, one in `every` of them (the first, then each
     every-th) taken with coverage measured (`--cov`) and the others with it paused: a test looping
     over many cases of the same kind measures the lines its spread of cases reaches, without the
     tracer's 2-3x on each of them. Every item is still taken; coverage is measured again once the
     items are all taken (or at the end of the test)."""
-    controller = getattr(request.config.pluginmanager.getplugin("_cov"), "cov_controller", None)
-    if controller is None or not getattr(controller, "started", False):
-        yield lambda items, every: iter(items)
-        return
-    paused = [False]
+    paused: list[Callable[[], None] | None] = [None]
+
+    def resume() -> None:
+        if paused[0] is not None:
+            paused[0]()
+            paused[0] = None
 
     def sample(items, every: int):  # type: ignore[no-untyped-def]
         for i, item in enumerate(items):
-            if (i % every == 0) == paused[0]:
-                (controller.resume if paused[0] else controller.pause)()
-                paused[0] = not paused[0]
+            if i % every == 0:
+                resume()
+            elif paused[0] is None:
+                paused[0] = pause_coverage()
             yield item
         resume()
-
-    def resume() -> None:
-        if paused[0]:
-            controller.resume()
-            paused[0] = False
 
     yield sample
     resume()

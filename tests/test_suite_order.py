@@ -4,7 +4,10 @@ and a Hypothesis test measures coverage for its first examples only, every examp
 from __future__ import annotations
 
 import contextlib
+import sys
 from types import SimpleNamespace
+
+from coverage import Coverage
 
 from tests import conftest
 from tests.conftest import COVERED_EXAMPLES, ROOT, RUN_FIRST
@@ -28,67 +31,65 @@ def test_the_tests_run_first_lead_in_their_order_and_the_others_keep_theirs() ->
     assert items == [first, last, *others]
 
 
-class _Controller:
-    def __init__(self) -> None:
-        self.started, self.log = True, []
-
-    def pause(self) -> None:
-        self.started = False
-        self.log.append("pause")
-
-    def resume(self) -> None:
-        self.started = True
-        self.log.append("resume")
+@contextlib.contextmanager
+def _measuring():  # type: ignore[no-untyped-def]
+    """A coverage measurement of its own running (above the run's own, under --cov)."""
+    cov = Coverage(data_file=None)
+    cov.start()
+    try:
+        yield cov
+    finally:
+        cov.stop()
 
 
-def _given_item(controller: _Controller, calls: list[bool]) -> SimpleNamespace:
+def _traced() -> bool:
+    return sys.gettrace() is not None
+
+
+def _given_item(calls: list[bool]) -> SimpleNamespace:
     def inner(x: int) -> None:
-        calls.append(controller.started)
+        calls.append(_traced())
 
-    plugin = SimpleNamespace(cov_controller=controller)
-    config = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=lambda name: plugin))
-    return SimpleNamespace(obj=SimpleNamespace(hypothesis=SimpleNamespace(inner_test=inner)), config=config)
+    return SimpleNamespace(obj=SimpleNamespace(hypothesis=SimpleNamespace(inner_test=inner)))
+
+
+def _run_examples(count: int) -> tuple[list[bool], bool]:
+    calls: list[bool] = []
+    item = _given_item(calls)
+    inner = item.obj.hypothesis.inner_test
+    with _measuring():
+        hook = conftest.pytest_runtest_call(item)  # type: ignore[arg-type]
+        next(hook)
+        for x in range(count):
+            item.obj.hypothesis.inner_test(x)
+        with contextlib.suppress(StopIteration):
+            hook.send(None)
+        after = _traced()
+    assert item.obj.hypothesis.inner_test is inner
+    return calls, after
 
 
 def test_a_hypothesis_test_is_covered_for_its_first_examples_and_runs_all() -> None:
-    controller, calls = _Controller(), []
-    item = _given_item(controller, calls)
-    inner = item.obj.hypothesis.inner_test
-    hook = conftest.pytest_runtest_call(item)  # type: ignore[arg-type]
-    next(hook)
-    for x in range(COVERED_EXAMPLES + 20):
-        item.obj.hypothesis.inner_test(x)
-    with contextlib.suppress(StopIteration):
-        hook.send(None)
-    assert calls == [True] * COVERED_EXAMPLES + [False] * 20
-    assert controller.log == ["pause", "resume"] and controller.started
-    assert item.obj.hypothesis.inner_test is inner
+    calls, after = _run_examples(COVERED_EXAMPLES + 20)
+    assert calls == [True] * COVERED_EXAMPLES + [False] * 20 and after
 
 
 def test_a_short_hypothesis_test_is_covered_throughout() -> None:
-    controller, calls = _Controller(), []
-    item = _given_item(controller, calls)
-    hook = conftest.pytest_runtest_call(item)  # type: ignore[arg-type]
-    next(hook)
-    for x in range(COVERED_EXAMPLES):
-        item.obj.hypothesis.inner_test(x)
-    with contextlib.suppress(StopIteration):
-        hook.send(None)
-    assert calls == [True] * COVERED_EXAMPLES and controller.log == []
+    calls, after = _run_examples(COVERED_EXAMPLES)
+    assert calls == [True] * COVERED_EXAMPLES and after
 
 
 def test_a_covered_sample_measures_one_item_in_every_and_takes_all() -> None:
-    controller = _Controller()
-    request = SimpleNamespace(config=_given_item(controller, []).config)
-    fixture = conftest.covered_sample.__wrapped__(request)  # type: ignore[attr-defined]
-    sample = next(fixture)
-    seen = [(item, controller.started) for item in sample(range(6), 3)]
-    assert seen == [(0, True), (1, False), (2, False), (3, True), (4, False), (5, False)]
-    assert controller.started and controller.log == ["pause", "resume"] * 2  # measured after the loop
-    for item in sample(range(3), 3):  # left early: measured again at the end of the test
-        if item == 1:
-            break
-    assert not controller.started
-    with contextlib.suppress(StopIteration):
-        next(fixture)
-    assert controller.started and controller.log == ["pause", "resume"] * 3
+    with _measuring():
+        fixture = conftest.covered_sample.__wrapped__()  # type: ignore[attr-defined]
+        sample = next(fixture)
+        seen = [(item, _traced()) for item in sample(range(6), 3)]
+        assert seen == [(0, True), (1, False), (2, False), (3, True), (4, False), (5, False)]
+        assert _traced()  # measured again after the loop
+        for item in sample(range(3), 3):  # left early: measured again at the end of the test
+            if item == 1:
+                break
+        assert not _traced()
+        with contextlib.suppress(StopIteration):
+            next(fixture)
+        assert _traced()
