@@ -28,10 +28,11 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
-# The longest tests (10-50 s of CPU each on a machine without a GPU: nvcc and NVRTC compiles of large
+# The longest tests (10-75 s of CPU each on a machine without a GPU: nvcc and NVRTC compiles of large
 # kernels, mypy, random generators), longest first: they run first, so that pytest-xdist's workers do not end
 # the run with one of them still running while the others have nothing left to take.
 RUN_FIRST = (
+    "tests/runtime/cuda/test_cuda_backend.py::test_eight_processes_compile_the_same_kernels_with_a_cold_cache",
     "tests/transpile/test_samples.py::test_nvcc_compiles_every_sample_without_warnings",
     "tests/test_quality.py::test_mypy_reports_no_errors",
     "tests/language/tensor_cores/test_fdiv.py::test_a_dividing_fragment_statement_costs_no_call_and_few_registers",
