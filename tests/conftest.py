@@ -34,7 +34,9 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 RUN_FIRST = (
     "tests/runtime/cuda/test_cuda_backend.py::test_eight_processes_compile_the_same_kernels_with_a_cold_cache",
     "tests/transpile/test_samples.py::test_nvcc_compiles_every_sample_without_warnings",
+    "tests/transpile/test_threads.py::test_600_compiles_from_16_threads",
     "tests/test_quality.py::test_mypy_reports_no_errors",
+    "tests/transpile/cpu/test_cpu_region_hoist_random.py::test_random_uniform_locals_and_guards",
     "tests/language/tensor_cores/test_fdiv.py::test_a_dividing_fragment_statement_costs_no_call_and_few_registers",
     "tests/language/test_pipelines_in_loops.py::"
     "test_random_pipelines_with_barriers_and_shared_stages_match_the_model_and_plain_loops",
