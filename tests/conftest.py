@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -27,10 +28,33 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+# The longest tests (10-75 s of CPU each on a machine without a GPU: nvcc and NVRTC compiles of large
+# kernels, mypy, random generators), longest first: they run first, so that pytest-xdist's workers do not end
+# the run with one of them still running while the others have nothing left to take.
+RUN_FIRST = (
+    "tests/runtime/cuda/test_cuda_backend.py::test_eight_processes_compile_the_same_kernels_with_a_cold_cache",
+    "tests/transpile/test_samples.py::test_nvcc_compiles_every_sample_without_warnings",
+    "tests/transpile/test_threads.py::test_600_compiles_from_16_threads",
+    "tests/test_quality.py::test_mypy_reports_no_errors",
+    "tests/transpile/cpu/test_cpu_region_hoist_random.py::test_random_uniform_locals_and_guards",
+    "tests/language/tensor_cores/test_fdiv.py::test_a_dividing_fragment_statement_costs_no_call_and_few_registers",
+    "tests/language/test_pipelines_in_loops.py::"
+    "test_random_pipelines_with_barriers_and_shared_stages_match_the_model_and_plain_loops",
+    "tests/language/test_shared_reuse_random.py::test_reuse_gives_the_results_of_no_reuse_and_overlaps_no_live_arrays",
+    "tests/language/tensor_cores/test_frag_device_functions.py::test_device_function_forms_compile_with_nvrtc_without_spills",
+    "tests/language/hopper/test_tma_copies.py::test_the_samples_machine_code_for_sm_90a",
+    "tests/language/hopper/test_tma_copies.py::test_generated_pipelines_match_the_model_and_sm_90",
+    "tests/language/test_semantics.py::test_integer_expressions_match_c_semantics",
+    "tests/language/test_scalar_folding.py::test_random_scalar_expressions_fold_as_they_compute",
+    "tests/language/test_pipelines_in_loops.py::test_random_pipeline_programs_in_loops_and_conditions_match_the_model",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` run only where a CUDA driver and device are present, `multi_gpu` ones
     only where there are at least two devices, `torch` ones only where PyTorch is installed, `slow`
-    ones (the long forms of random generators whose bounded forms always run) only with --slow."""
+    ones (the long forms of random generators whose bounded forms always run) only with --slow; the
+    tests of RUN_FIRST first, in its order."""
     from tessera.runtime.devices import cuda_status
 
     ok, why = cuda_status()
@@ -49,6 +73,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_multi)
         elif "torch" in item.keywords and not has_torch:
             item.add_marker(skip_torch)
+    first = [item for item in items if item.nodeid.split("[")[0] in RUN_FIRST]
+    firsts = set(map(id, first))
+    first.sort(key=lambda item: RUN_FIRST.index(item.nodeid.split("[")[0]))
+    items[:] = first + [item for item in items if id(item) not in firsts]
 
 
 def session_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
@@ -182,6 +210,99 @@ def record_runs(monkeypatch: pytest.MonkeyPatch, flag: str) -> list[list[str]]:
 
     monkeypatch.setattr(host_build, "_run", recording)
     return seen
+
+
+# A random generator's examples past its first COVERED_EXAMPLES run with coverage paused (`--cov`):
+# their lines are the ones the first examples reached, and the tracer made them 2-3 times slower.
+COVERED_EXAMPLES = 30
+
+
+def pause_coverage() -> Callable[[], None] | None:
+    """Stop every running coverage measurement (under pytest-xdist a worker runs two, one above the
+    other: stopping only the upper one, as pytest-cov's `no_cover` does, hands the tracer to the
+    lower); returns what starts them again in their order, or None where none was running."""
+    try:
+        from coverage import Coverage
+    except ImportError:  # pragma: no cover - pytest-cov brings coverage
+        return None
+    stopped = []
+    while (cov := Coverage.current()) is not None:
+        cov.stop()
+        stopped.append(cov)
+
+    def resume() -> None:
+        for cov in reversed(stopped):
+            cov.start()
+
+    return resume if stopped else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """A Hypothesis test (`@given`) under `--cov` measures coverage for its first COVERED_EXAMPLES
+    examples only; every example still runs and checks what it checks."""
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    if handle is None:
+        yield
+        return
+    inner, seen, resume = handle.inner_test, [0], [None]
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen[0] += 1
+        if seen[0] == COVERED_EXAMPLES + 1:
+            resume[0] = pause_coverage()
+        return inner(*args, **kwargs)
+
+    handle.inner_test = counted
+    try:
+        yield
+    finally:
+        handle.inner_test = inner
+        if resume[0] is not None:
+            resume[0]()
+
+
+@pytest.fixture
+def covered_sample():  # type: ignore[no-untyped-def]
+    """`covered_sample(items, every)`: the items, one in `every` of them (the first, then each
+    every-th) taken with coverage measured (`--cov`) and the others with it paused: a test looping
+    over many cases of the same kind measures the lines its spread of cases reaches, without the
+    tracer's 2-3x on each of them. Every item is still taken; coverage is measured again once the
+    items are all taken (or at the end of the test)."""
+    paused: list[Callable[[], None] | None] = [None]
+
+    def resume() -> None:
+        if paused[0] is not None:
+            paused[0]()
+            paused[0] = None
+
+    def sample(items, every: int):  # type: ignore[no-untyped-def]
+        for i, item in enumerate(items):
+            if i % every == 0:
+                resume()
+            elif paused[0] is None:
+                paused[0] = pause_coverage()
+            yield item
+        resume()
+
+    yield sample
+    resume()
+
+
+@pytest.fixture(autouse=True)
+def tessera_environment_restored():
+    """Each test leaves the TESSERA_* environment variables as it found them (a test that sets one
+    uses monkeypatch or a fixture such as `shared_cache`): a variable left behind changes what the
+    later tests of the worker do, the cache they use for one."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("TESSERA_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("TESSERA_")}
+    if after != before:
+        for k in after.keys() - before.keys():
+            del os.environ[k]
+        os.environ.update(before)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
 
 
 @pytest.fixture(scope="session", autouse=True)

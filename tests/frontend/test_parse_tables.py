@@ -61,7 +61,7 @@ def _outcome(text: str) -> object:
         return [(d.message, d.loc) for d in e.diagnostics]
 
 
-def test_tables_parse_as_the_grammar_does(monkeypatch):
+def test_tables_parse_as_the_grammar_does(monkeypatch, covered_sample):
     # Every sample whole, and cut short at many points (syntax errors from many parser states).
     texts = []
     for path in SAMPLES:
@@ -69,10 +69,10 @@ def test_tables_parse_as_the_grammar_does(monkeypatch):
             text = f.read()
         texts.append(text)
         texts.extend(text[:cut] for cut in range(40, len(text), 211))
-    from_tables = [_outcome(t) for t in texts]
+    from_tables = [_outcome(t) for t in covered_sample(texts, 10)]
     built = parser.build_parser(parser.grammar_text())
     monkeypatch.setattr(parser, "_parser", lambda: built)
-    assert [_outcome(t) for t in texts] == from_tables
+    assert [_outcome(t) for t in covered_sample(texts, 10)] == from_tables
     assert sum(isinstance(o, list) for o in from_tables) > 20  # the cuts did reach the error paths
 
 

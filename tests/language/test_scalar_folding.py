@@ -21,7 +21,6 @@ import pytest
 import tessera
 from tessera.base.errors import CompileError, SourceFile
 from tessera.transpile.driver import compile_source
-from tests.conftest import session_cache
 from tests.language.scalar_model import INTS, NUMPY, TYPES, Expr, generate
 
 FORMS = ("folded", "named", "runtime")
@@ -96,8 +95,8 @@ def mismatches(exprs: list[Expr], inputs: dict[str, list]) -> list[str]:
     return found
 
 
-def test_random_scalar_expressions_fold_as_they_compute(tmp_path_factory) -> None:
-    os.environ["TESSERA_CACHE_DIR"] = str(session_cache(tmp_path_factory))
+@pytest.mark.usefixtures("shared_cache")
+def test_random_scalar_expressions_fold_as_they_compute() -> None:
     total = int(os.environ.get("TESSERA_FOLD_FUZZ", "100"))
     rng = random.Random(20250715)
     found: list[str] = []

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import tessera
 from tessera.base.errors import LaunchError, SourceFile
 from tessera.transpile.driver import compile_source
-from tests.conftest import session_cache
 
 N_INPUTS = 4
 
@@ -94,12 +93,10 @@ def _defined(tree, v) -> int | None:
         return None
 
 
+@pytest.mark.usefixtures("shared_cache")
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(exprs=st.lists(int_exprs(), min_size=40, max_size=40))
-def test_integer_expressions_match_c_semantics(exprs, tmp_path_factory) -> None:
-    import os
-
-    os.environ["TESSERA_CACHE_DIR"] = str(session_cache(tmp_path_factory))
+def test_integer_expressions_match_c_semantics(exprs) -> None:
     v = [7, -13, 100, -1]
     exprs = [(text, tree) for text, tree in exprs if _defined(tree, v) is not None]
     body = "".join(f"        y[{i}] = {text}\n" for i, (text, _) in enumerate(exprs)) or "        pass\n"

@@ -81,7 +81,7 @@ def test_newer_architecture_than_nvrtc_falls_back_to_ptx() -> None:
     assert image.startswith(b"//") and image.endswith(b"\x00")  # PTX text for the JIT in the driver
 
 
-def test_eight_processes_compile_the_same_kernels_with_a_cold_cache(tmp_path) -> None:
+def test_eight_processes_compile_the_same_kernels_with_a_cold_cache(tmp_path, monkeypatch) -> None:
     code = ("import sys\n"
             "from tessera.base.options import CompileOptions\n"
             "from tessera.transpile.driver import compile_source, load_source\n"
@@ -96,7 +96,7 @@ def test_eight_processes_compile_the_same_kernels_with_a_cold_cache(tmp_path) ->
     assert [p.returncode for p in procs] == [0] * 8, errors
     from tessera.runtime.cache.disk import DiskCache
 
-    os.environ["TESSERA_CACHE_DIR"] = str(tmp_path / "shared")
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "shared"))
     cache = DiskCache("cuda")
     assert cache.info()["entries"] == len(SAMPLES)
     for path in SAMPLES:
