@@ -62,7 +62,15 @@
 // visibility whatever -fvisibility or a visibility attribute says (GCC 12), which would export
 // them: the first statement of a cloned kernel, TSR_HIDE_CLONES(name), hides both. (Clang names the
 // resolver otherwise: it gets no clones.)
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6
+// Clones need ifunc, which glibc has and musl (Alpine) has not: the test is a header only glibc
+// ships (__has_include includes nothing).
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && \
+    defined(__has_include)
+#if __has_include(<gnu/libc-version.h>)
+#define TSR_CLONES_OK 1
+#endif
+#endif
+#if defined(TSR_CLONES_OK)
 #define TSR_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #define TSR_HIDE_CLONES(name) __asm__(".hidden " #name "\n\t.hidden " #name ".resolver")
 #else

@@ -130,6 +130,22 @@ def test_only_region_kernels_with_a_loop_are_compiled_twice() -> None:
                                                      options=CompileOptions(cpu_regions=False)).cuda
 
 
+@x86_64
+@pytest.mark.parametrize("libc", ["glibc", "none"])
+def test_clones_only_where_the_c_library_has_ifunc(tmp_path: Path, libc: str) -> None:
+    """The clones need ifunc, which glibc has and musl has not: the prelude asks for a header only
+    glibc ships. Without any C library's headers (-nostdinc, as on a host whose library has no
+    such header) TSR_VECTOR_CLONES is empty, so a cloned kernel still compiles there."""
+    src = tmp_path / "probe.cpp"
+    src.write_text('#include "tessera_host.h"\nclones=[TSR_VECTOR_CLONES]\n')
+    flags = ["-nostdinc"] if libc == "none" else []
+    out = subprocess.run([*find_cxx(), "-E", "-P", "-std=c++17", *flags, "-DTESSERA_HOST",
+                          "-I", str(ROOT / "runtime" / "host"), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("clones="))
+    assert line == ('clones=[]' if libc == "none" else 'clones=[__attribute__((target_clones("avx2", "default")))]')
+
+
 def test_fiber_mode_is_not_what_is_vectorized(tmp_path: Path) -> None:
     """The report is read right: the interleaved form without lockstep (a step that may be
     negative for some tile: here the stop differs per tile) is not vectorized."""
