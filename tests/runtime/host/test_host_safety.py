@@ -6,6 +6,7 @@ reported at the .tsr line."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,6 +95,36 @@ def test_unbounded_recursion_is_a_launch_error_and_the_library_stays_usable(mod)
     assert out.tolist() == [_depth(7 + t) for t in range(32)]
 
 
+def _signal_state(pid: int) -> str:
+    """What a child that did not stop after SIGINT was doing: each thread's signal masks and
+    state from /proc, and its stacks where gdb is installed (a failing test's message)."""
+    lines = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+            with open(f"/proc/{pid}/task/{task}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            continue
+        keys = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+        lines.append(f"thread {task} wchan={wchan} " + " ".join(f"{k}={status.get(k)}" for k in keys))
+    with open("/proc/thread-self/status") as f:
+        lines += [f"this test's thread: {line.strip()}" for line in f if line.startswith(("SigBlk", "SigIgn"))]
+    if shutil.which("gdb"):
+        gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 12"],
+                             capture_output=True, text=True, timeout=60)
+        lines.append(gdb.stdout[-6000:])
+    return "\n".join(lines)
+
+
+def _communicate(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the child did not stop after SIGINT:\n{_signal_state(proc.pid)}")
+
+
 CHILD = textwrap.dedent("""
     import sys, time, numpy as np, tessera
     mod = tessera.compile(sys.argv[1], backend="cpu")
@@ -136,7 +167,7 @@ def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(2.0)  # well inside the endless launch, also when the child runs slowly (under coverage)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, err = _communicate(proc, 60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -169,7 +200,7 @@ def test_ctrl_c_stops_a_launch_of_a_second_library() -> None:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(2.0)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, err = _communicate(proc, 60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -210,11 +241,14 @@ def test_ctrl_c_stops_launches_while_the_handler_stays_in_front() -> None:
     """A library's SIGINT handler stays in front between its launches (one sigaction a launch):
     Ctrl-C still stops a launch after another library's launch and after Python's handler was set
     again, and between launches it raises KeyboardInterrupt as Python's handler does."""
-    proc = subprocess.run([sys.executable, "-c", HANDLER_STAYS], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["after-another-library", "after-signal.signal", "between-launches",
-                                   "still-alive"], proc.stdout
+    proc = subprocess.Popen([sys.executable, "-c", HANDLER_STAYS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=dict(os.environ))
+    try:
+        out, err = _communicate(proc, 180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split() == ["after-another-library", "after-signal.signal", "between-launches", "still-alive"], out
 
 
 def test_timeout_cancels_an_endless_launch(mod) -> None:
