@@ -135,6 +135,8 @@ CHILD = textwrap.dedent("""
     try:
         if sys.argv[2] == "overflow":
             mod.recurse(out, 10**8, grid=2)
+        elif sys.argv[2] == "spin-timeout":
+            mod.spin(out, grid=4, timeout=3)
         else:
             mod.spin(out, grid=4)
     except KeyboardInterrupt:
@@ -147,9 +149,20 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _child(mode: str) -> subprocess.Popen:
+def _sigint_default() -> None:
+    """A child starts as from a terminal, SIGINT at its default action, so that Python installs its
+    handler: a test run started in the background (a shell's `cmd &`, or nohup) has SIGINT ignored,
+    and an ignored signal stays ignored in every process started from it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _child(mode: str, sigint=_sigint_default) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", CHILD, PROGRAM, mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ))
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ), preexec_fn=sigint)
 
 
 def test_stack_overflow_in_a_subprocess_does_not_kill_it() -> None:
@@ -176,6 +189,23 @@ def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
     assert lines[1] == "still alive 2.0"
 
 
+def test_an_ignored_sigint_leaves_the_launch_to_its_timeout() -> None:
+    """SIGINT ignored in the process (as under nohup or a shell's `&`): Ctrl-C does not stop the
+    launch, as it would not stop Python code; the launch's timeout still does."""
+    proc = _child("spin-timeout", sigint=_sigint_ignored)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = _communicate(proc, 60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("LaunchError spin: the launch did not finish within the timeout of 3 s"), out
+    assert lines[1] == "still alive 2.0"
+
+
 TWO_LIBRARIES = """
 import time, numpy as np, tessera
 a = tessera.compile("@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[tile_linear_id()] = 1.0\\n", backend="cpu")
@@ -195,7 +225,7 @@ print("still alive", flush=True)
 def test_ctrl_c_stops_a_launch_of_a_second_library() -> None:
     """Each kernel library has its own SIGINT handler: the one whose launch runs is in front."""
     proc = subprocess.Popen([sys.executable, "-c", TWO_LIBRARIES], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env=dict(os.environ))
+                            text=True, cwd=ROOT, env=dict(os.environ), preexec_fn=_sigint_default)
     try:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(2.0)
@@ -242,7 +272,7 @@ def test_ctrl_c_stops_launches_while_the_handler_stays_in_front() -> None:
     Ctrl-C still stops a launch after another library's launch and after Python's handler was set
     again, and between launches it raises KeyboardInterrupt as Python's handler does."""
     proc = subprocess.Popen([sys.executable, "-c", HANDLER_STAYS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env=dict(os.environ))
+                            text=True, cwd=ROOT, env=dict(os.environ), preexec_fn=_sigint_default)
     try:
         out, err = _communicate(proc, 180)
     finally:
