@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import SCALARS, ScalarType
 from tessera.base.errors import Note
 from tessera.frontend import nodes as N
+from tessera.transpile.checks.callgraph import walk
 from tessera.transpile.checks.expr import base_name, is_scalar, scalar_type, type_name
 from tessera.transpile.checks.scope import Part, Sym
 
@@ -214,7 +215,10 @@ class Assignments(Part):
     def cannot_assign(self, t: N.Name, s: Sym) -> None:
         if s.ref == "loopvar":
             self.sink.error(t.loc, f"cannot assign to the loop variable '{t.id}'")
-        elif s.ref in ("param", "shape"):
+        elif s.ref == "shape":
+            self.sink.error(t.loc, f"cannot assign to the shape symbol '{t.id}' (bound at launch from an array's "
+                            "extent); copy it to a local first")
+        elif s.ref == "param":  # an array parameter: a scalar one that the body assigns is a local
             self.sink.error(t.loc, f"cannot assign to the parameter '{t.id}'; copy it to a local first")
         elif s.ref == "const":
             self.sink.error(t.loc, f"cannot assign to the constant '{t.id}'")
@@ -222,6 +226,19 @@ class Assignments(Part):
             self.sink.error(t.loc, f"'{t.id}' is a function defined at line {s.loc.line} and cannot be assigned")
         else:
             self.sink.error(t.loc, f"cannot assign to the {type_name(s.ty)} '{t.id}'; assign to its elements")
+
+
+def assigned_names(body: tuple[N.Stmt, ...]) -> frozenset[str]:
+    """The names that `body` assigns (`x = e`, `x += e`, `a, x = ...`) anywhere in it. A scalar
+    parameter among them is a local of the function, initialized from the argument (passed by value,
+    as in CUDA: `h ^= h >> 16` in a hash mixer); transpile/passes/param_locals.py lowers it."""
+    out: set[str] = set()
+    for s in body:
+        for n in walk(s):
+            if isinstance(n, (N.Assign, N.AugAssign)):
+                targets = n.target.items if isinstance(n.target, N.TupleLit) else (n.target,)
+                out.update(t.id for t in targets if isinstance(t, N.Name))
+    return frozenset(out)
 
 
 def _target_name(t: N.Expr) -> str:

@@ -80,8 +80,8 @@ class _Walker:
         control it runs under (`ctl`; deeper in the arms of `x if c else y` and the right side of
         `and`/`or`, which run only for some tiles)."""
         if isinstance(e, N.Name):
-            if e.id in self.params and e.ref == "param":
-                return Taint(UNIFORM, ((self.params[e.id], LANE),))
+            if e.id in self.params and e.ref in ("param", "local"):  # a local only if it is the parameter, assigned
+                return Taint(UNIFORM, ((self.params[e.id], LANE),)).join(self.var.get(e.id, NONE))
             return self.var.get(e.id, NONE)
         if isinstance(e, N.Ternary):
             c = self.expr(e.cond, ctl)

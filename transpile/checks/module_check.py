@@ -17,6 +17,7 @@ from tessera.base.dtypes import I32, SCALARS
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import Coop
+from tessera.transpile.checks.assignments import assigned_names
 from tessera.transpile.checks.callgraph import coop_class, uses_indices, uses_warp_ops, walk
 from tessera.transpile.checks.generics import binding_text, instance_name, substitute
 from tessera.transpile.checks.scope import BUILTIN_NAMES, Scope, Sym
@@ -132,6 +133,7 @@ class ModuleChecker:
         ok = True
         out: dict[int, N.Param] = {}  # position in the signature -> typed
         consts = dict(fn.const_values)
+        assigned = assigned_names(fn.body)
         # Integer scalar parameters may size tensors (`def k(n: i32, x: f32[n])`); the launch checks
         # that the array's extent equals the value passed.
         size_params = {p.name: SCALARS[p.type_name] for p in fn.params if p.dims is None and not p.qual
@@ -194,7 +196,9 @@ class ModuleChecker:
                 if p.qual == "mut":
                     self.sink.error(p.loc, f"scalar parameter '{p.name}' cannot be mut; only tensors can be stored to")
                     ok = False
-                scope.params[p.name] = Sym(p.name, "param", ty, p.loc)
+                # assigned in the body: a local initialized from the argument (assigned_names)
+                ref = "local" if p.name in assigned else "param"
+                scope.params[p.name] = Sym(p.name, ref, ty, p.loc)
                 out[i] = dataclasses.replace(p, ty=ty)
                 continue
             dims = self.dims(p, scope, size_params)

@@ -31,6 +31,7 @@ from tessera.transpile.lir.visit import walk
 from tessera.transpile.names import c_ident
 from tessera.transpile.passes.frag_temps import lower_fragments
 from tessera.transpile.passes.lower_signature import element_loop, signature
+from tessera.transpile.passes.param_locals import with_param_locals
 
 
 @dataclass
@@ -410,7 +411,7 @@ def _invariant(e: N.Expr) -> bool:
 def lower_function(fn: N.FuncDef, env: dict[str, Value], hoist: bool = True) -> L.Function:
     params, buffers, consts = signature(fn)
     lw = _Function(fn, {**env, **dict(fn.const_values)}, buffers)
-    body = lw.block(fn.body)
+    body = with_param_locals(fn, params, lw.block(fn.body))
     if fn.kind == "kernel" and fn.is_map:
         body = (element_loop(fn, body, {b.name: b for b in buffers}),)
     ret = SCALARS[fn.ret] if fn.ret else None

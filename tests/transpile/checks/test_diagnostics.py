@@ -95,7 +95,9 @@ CATALOG: list[Case] = [
     Case("store-to-non-mut", kern("x[0] = 1.0"), 3, 5, ("cannot store to 'x'", "declare the parameter as 'x: mut f32[...]'")),
     Case("aug-store-to-non-mut", kern("x[0] += 1.0"), 3, 5, "declare the parameter as 'x: mut f32[...]'"),
     Case("atomic-on-non-mut", kern("atomic_add(x[0], 1.0)"), 3, 16, "'x' is not mut; declare it 'mut'"),
-    Case("assign-to-parameter", kern("m = 3"), 3, 5, "cannot assign to the parameter 'm'"),
+    # A scalar parameter is passed by value and may be assigned (tests/language/test_param_assign.py).
+    Case("assign-to-shape-symbol", kern("n = 3"), 3, 5, "cannot assign to the shape symbol 'n'"),
+    Case("assign-to-array-parameter", kern("x = 3"), 3, 5, "cannot assign to the parameter 'x'"),
     Case("expression-without-effect", kern("x[0] + 1.0"), 3, 10, "this expression has no effect"),
     Case("string-outside-call", kern('a = "text"'), 3, 9, "a string is only allowed as an argument"),
     Case("unknown-type", "@kernel tile[(128,)]\ndef k(out: mut f31[n]):\n    pass\n", 2, 16, "unknown type 'f31'"),
