@@ -52,9 +52,10 @@ def _engine(t: Sharded, axis: str) -> Any:
     return t.mesh.nccl(axis) if t.on_device() else t.mesh.mpi(axis)
 
 
-def _finish(t: Sharded, placement: Placement, async_op: bool, pending: Any) -> Any:
+def _finish(t: Sharded, placement: Placement, async_op: bool, pending: Any,
+            shape: tuple[int, ...] | None = None) -> Any:
     def build(local: Any) -> Sharded:
-        return t.with_shards(placement, local)
+        return t.with_shards(placement, local, shape)
 
     handle = Handle(pending, build)
     return handle if async_op else handle.wait()
@@ -148,17 +149,26 @@ def all_gather(t: Sharded, axis: str, *, async_op: bool = False) -> Any:
 
 
 def broadcast(t: Sharded, axis: str, root: int = 0, *, async_op: bool = False) -> Any:
-    """Every process along `axis` gets the shard of the process at coordinate `root`."""
+    """Every process along `axis` gets the shard of the process at coordinate `root`. Of a tensor
+    split over `axis` that is the root's block, which the result holds replicated over `axis`: its
+    global shape is the block's (`dist.broadcast(A, axis="dp", root=0)` on row blocks gives every
+    process of the axis block 0 of the rows)."""
     axis, call = _start(t, axis, "broadcast", f", root={root!r}" + _async(async_op))
     async_op = _flag(async_op, call)
     n = t.mesh.sizes[axis]
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < n:
         raise DistError(f"{call}: root must be a coordinate on {axis!r} (0..{n - 1}), not {root!r}")
     p = t.placement
-    if p.dim_of(axis) is not None or axis in p.pending:
-        raise DistError(f"{call}: {t.name!r} is {'split' if axis not in p.pending else 'partial'} over {axis!r}: "
-                        "its processes hold different parts, so one process's part cannot stand for all")
-    return _finish(t, p, async_op, _engine(t, axis).broadcast(t.local, root, async_op))
+    if axis in p.pending:
+        raise DistError(f"{call}: {t.name!r} holds partial results over {axis!r}: one process's part cannot "
+                        "stand for the sum; resolve() or all_reduce it first")
+    d = p.dim_of(axis)
+    shape, local = t.shape, tuple(t.local.shape)
+    if d is not None:  # the root's block, replicated over the axis
+        size = block_sizes(t.shape[d], n)[root]
+        shape, local = t.shape[:d] + (size,) + t.shape[d + 1:], local[:d] + (size,) + local[d + 1:]
+        p = replace(p, splits=tuple(s for s in p.splits if s[1] != axis))
+    return _finish(t, p, async_op, _engine(t, axis).broadcast(t.local, root, async_op, local), shape)
 
 
 def all_to_all(t: Sharded, axis: str, split_dim: Any = 0, concat_dim: Any = 1, *, async_op: bool = False) -> Any:

@@ -157,8 +157,9 @@ class MpiEngine:
 
         return Pending(req if async_op else None, finish)
 
-    def broadcast(self, a: np.ndarray, root: int, async_op: bool) -> Pending:
-        buf = np.array(a, copy=True, order="C")
+    def broadcast(self, a: np.ndarray, root: int, async_op: bool, shape: tuple[int, ...]) -> Pending:
+        """The root's `a` (of `shape`; another process's own may differ, as uneven blocks do) to every process."""
+        buf = np.array(a, copy=True, order="C") if self.rank == root else np.empty(shape, a.dtype)
         req = self._call(async_op, "Bcast", [buf.view(np.uint8).reshape(-1), mpi().BYTE], root)
         return Pending(req if async_op else None, lambda: buf)
 

@@ -93,10 +93,11 @@ class NcclEngine:
         self.lib.all_reduce(address(a), out.ptr, n, dt, self._op(op), self.comm, self._ops.handle())
         return self._started(out, [a])
 
-    def broadcast(self, a: Any, root: int, async_op: bool) -> Pending:
+    def broadcast(self, a: Any, root: int, async_op: bool, shape: tuple[int, ...]) -> Pending:
+        """The root's `a` (of `shape`) to every process; NCCL reads the send buffer on the root only."""
         from tessera.dist.device import address
 
-        out = self._ops.alloc(a.shape, a.dtype)
+        out = self._ops.alloc(shape, a.dtype)
         self._ops.after_default()
         self.lib.broadcast(address(a), out.ptr, out.nbytes, self._bytes(), root,
                            self.comm, self._ops.handle())

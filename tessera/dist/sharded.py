@@ -46,5 +46,6 @@ class Sharded(ABC):
         """How to print each field of `meta` when the processes disagree on it."""
 
     @abstractmethod
-    def with_shards(self, placement: Placement, local: Any) -> Sharded:
-        """The tensor a collective returns: this one's name, shape, dtype and mesh, another layout and shard."""
+    def with_shards(self, placement: Placement, local: Any, shape: tuple[int, ...] | None = None) -> Sharded:
+        """The tensor a collective returns: this one's name, dtype and mesh, another layout and shard
+        (and another global shape where the collective changes it: a broadcast of one block)."""

@@ -88,8 +88,8 @@ class DistTensor(Sharded):
     def on_device(self) -> bool:
         return not isinstance(self._local, np.ndarray)
 
-    def with_shards(self, placement: Placement, local: Any) -> DistTensor:
-        return DistTensor(self.name, self.shape, self.dtype, placement, self.mesh, local)
+    def with_shards(self, placement: Placement, local: Any, shape: tuple[int, ...] | None = None) -> DistTensor:
+        return DistTensor(self.name, self.shape if shape is None else shape, self.dtype, placement, self.mesh, local)
 
     def resolve(self) -> DistTensor:
         """Carry out a pending reduction (reduce="sum" and the like): reduce-scatter over each axis

@@ -53,7 +53,7 @@ def test_four_process_job(tmp_path_factory: pytest.TempPathFactory) -> None:
                _env(tmp_path_factory), timeout=180)
     assert " FAIL " not in out, out
     for rank in range(4):
-        assert f"rank {rank} done 18" in out, out
+        assert f"rank {rank} done 20" in out, out
         for name in ("shape", "dtype", "axis", "layout", "not a tensor", "gather replicated", "mesh"):
             assert f"rank {rank} DistError {name}: " in out, out
     assert ("rank 3 DistError shape: dist.tensor('W'): the processes disagree on the shape of 'W': (8, 6) on "

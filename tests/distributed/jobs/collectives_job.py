@@ -101,6 +101,23 @@ def broadcast_root(axis):
     assert np.array_equal(got.local, base((3, 3)) + 100)
 
 
+def broadcast_split(axis):
+    """Spec section 13's `dist.broadcast(A, axis="dp", root=0)` on row blocks: the root's block,
+    uneven (5 rows over 2: 3 and 2), replicated over the axis, still split over the other axis."""
+    other = "tp" if axis == "dp" else "dp"
+    x = base((5, 7))
+    t = dist.from_numpy(x, spec(("row", "col"), (axis, other)), mesh, name="BS", backend="cpu")
+    cols = block(7, 2, mesh.coords[other])
+    for root in (0, 1):
+        got = dist.broadcast(t, axis=axis, root=root)
+        rows = block(5, 2, root)
+        assert got.shape == (len(rows), 7) and got.layout.dim_of(axis) is None and got.layout.dim_of(other) == 1
+        assert np.array_equal(got.local, x[rows][:, cols]), (root, got.local)
+        assert np.array_equal(got.to_numpy(), x[rows])
+    h = dist.broadcast(t, axis=axis, root=1, async_op=True)
+    assert np.array_equal(h.wait().local, x[block(5, 2, 1)][:, cols])
+
+
 def all_to_all_uneven(axis):
     x = base((5, 7))
     me = mesh.coords[axis]
@@ -223,6 +240,7 @@ for axis in ("dp", "tp"):
     check(f"reduce_scatter {axis}", reduce_scatter_uneven, axis)
     check(f"all_gather {axis}", all_gather_uneven, axis)
     check(f"broadcast {axis}", broadcast_root, axis)
+    check(f"broadcast split {axis}", broadcast_split, axis)
     check(f"all_to_all {axis}", all_to_all_uneven, axis)
     check(f"async {axis}", async_handles, axis)
 check("to_numpy", to_numpy_2d)

@@ -30,6 +30,8 @@ for op in ("sum", "prod", "max", "min", "avg"):
     assert np.array_equal(dist.all_reduce(r, "tp", op=op).local, x)
 assert np.array_equal(dist.reduce_scatter(r, "tp").local, x)
 assert np.array_equal(dist.broadcast(r, "tp").local, x)
+b = dist.broadcast(t, "tp", root=0)  # a split tensor: the root's block (here all of it), replicated
+assert b.shape == (3, 4) and not b.layout.splits and np.array_equal(b.local, x)
 h = dist.all_reduce(r, "tp", async_op=True)
 assert h.wait().local.shape == (3, 4) and h.is_completed()
 print("ok job of one", flush=True)
