@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import math
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # PyTorch is optional: say what to install (tests/ops/test_without_torch.py)
+    if e.name != "torch":
+        raise
+    raise ModuleNotFoundError('tessera.ops.torch needs PyTorch 2.4 or newer: pip install "tessera-tsr[torch]"',
+                              name="torch") from None
 
 from tessera import ops
 from tessera.ops import torch_autograd

@@ -6,10 +6,13 @@ imports keep the real decorator only where ir_node would refuse the class."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import importlib
+import importlib.util
 import json
+import pathlib
 import pkgutil
 import subprocess
 import sys
@@ -27,9 +30,26 @@ from tessera.frontend import nodes as N
 from tessera.transpile.lir.verify import VerifyError, verify_ast
 from tests.conftest import ROOT
 
-# Every module of the package but the command line's entry point and the distributed layer's.
-MODULES = [m.name for pkg in (tessera, tessera.transpile) for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
-           if not m.name.endswith("__main__") and not m.name.startswith("tessera.dist")]
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _imports_torch(name: str) -> bool:
+    """Whether module `name` imports PyTorch as it is imported: an `import torch` at its top level or
+    in a `try` there (read from its source, not imported)."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(pathlib.Path(spec.origin).read_text(encoding="utf-8"))
+    top = [s for node in tree.body for s in ([node, *node.body] if isinstance(node, ast.Try) else [node])]
+    return any(isinstance(s, ast.Import) and any(a.name.split(".")[0] == "torch" for a in s.names) for s in top)
+
+
+# Every module of the package but the command line's entry point and the distributed layer's; without
+# PyTorch, not the modules that import it (they cannot be imported: tests/ops/test_without_torch.py).
+ALL_MODULES = [m.name for pkg in (tessera, tessera.transpile)
+               for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
+               if not m.name.endswith("__main__") and not m.name.startswith("tessera.dist")]
+TORCH_MODULES = [name for name in ALL_MODULES if _imports_torch(name)]
+MODULES = [name for name in ALL_MODULES if HAS_TORCH or name not in TORCH_MODULES]
 
 
 def _classes(module_names: list[str]) -> list[type]:
@@ -42,6 +62,18 @@ def _classes(module_names: list[str]) -> list[type]:
 
 
 IR_NODES = [c for c in _classes(MODULES) if is_ir_node(c)]
+
+
+def test_only_the_pytorch_operators_import_pytorch() -> None:
+    """The modules left out of MODULES without PyTorch are the two the architecture names."""
+    assert TORCH_MODULES == ["tessera.ops.torch", "tessera.ops.torch_autograd"]
+
+
+@pytest.mark.torch
+def test_with_pytorch_its_modules_are_checked_too() -> None:
+    """Where PyTorch is installed, the modules that import it are among MODULES and import."""
+    assert set(TORCH_MODULES) <= set(MODULES)
+    _classes(TORCH_MODULES)
 
 
 def test_the_ir_modules_are_converted() -> None:

@@ -1,6 +1,7 @@
 """Region mode's software prefetch (transpile/cpu/prefetch.py): a lockstep pass over every tile of
 a stride loop asks for the span of each 1-D tensor that the loop reads or writes at its counter,
-`PASSES_AHEAD` passes ahead; nothing else prefetches, and results do not change (the random
+`PASSES_AHEAD` passes ahead (a pass over chunks of W elements per tile: tiles * W elements);
+nothing else prefetches, and results do not change (the random
 stride-loop generator, test_cpu_region_random.py, reads and writes at the counter too). And the
 other half of region mode's streaming speed: a kernel's AVX2 clone (TSR_VECTOR_CLONES) computes
 the same bits as the baseline code that fiber mode runs."""
@@ -106,3 +107,51 @@ def test_the_avx2_clone_computes_the_baselines_bits(name: str, monkeypatch: pyte
     got = both_modes(MATH, name, lambda k, d: k(x, b, d["out"]), make, monkeypatch)
     if name != "ints":
         assert np.isnan(got["out"]).any() and np.isfinite(got["out"]).sum() > x.size // 2
+
+
+# Each tile's chunk of W elements (a spacing of W between the tiles' counters: regions.py
+# `lockstep_for`'s per-tile vector form), read and written at the counter.
+CHUNKS = """
+@kernel tile[(32,)]
+def chunks(x: f32[n], y: mut f32[n], z: mut f32[m], W: const i32 = 4):
+    t = tile_linear_id()
+    acc = 0.0
+    for k in range(group_linear_id() * 32 * W + t * W, n, grid_tile_count() * W):
+        acc += x[k]
+        y[k] = x[k] * 2.0 + acc
+    z[global_linear_id()] = acc
+"""
+
+
+@pytest.mark.parametrize("w", [1, 4])
+def test_a_pass_over_chunks_prefetches_every_tiles_chunk(w: int) -> None:
+    """With tile t's counter at tile 0's + t * W, a whole pass spans 32 * W elements: the prefetch
+    asks for all of them (W = 1: one element per tile, as before)."""
+    c = cpu_c(CHUNKS.replace("W: const i32 = 4", f"W: const i32 = {w}"))
+    assert ("tile t starts at tile 0's start + t * 4u" in c) is (w == 4)
+    ahead = f"(unsigned long long)tsr_b1 + {PASSES_AHEAD}ull * (unsigned long long)tsr_st1"
+    assert prefetches(c) == [f"tsr::prefetch_span(x, {ahead}, {32 * w}u, 0)",
+                             f"tsr::prefetch_span(y, {ahead}, {32 * w}u, 1)"]
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 4 * 32 * 3 * 9 + 5, 1 << 14])
+def test_a_pass_over_chunks_gives_fiber_modes_bits_and_the_models(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunked pass's prefetch (past the tensor's end in the last passes) changes no value:
+    region mode gives fiber mode's bytes and a model of each tile's own loop in float32."""
+    from tests.transpile.cpu.test_cpu_region_loops import both_modes
+
+    groups, w, f32 = 3, 4, np.float32
+    x = np.random.default_rng(n).standard_normal(n).astype(f32)
+
+    def make() -> dict[str, np.ndarray]:
+        return {"y": np.full(n, 7.0, f32), "z": np.zeros(groups * 32, f32)}
+
+    got = both_modes(CHUNKS, "chunks", lambda k, d: k(x, d["y"], d["z"], grid=groups), make, monkeypatch)
+    want = make()
+    for g in range(groups * 32):
+        acc = f32(0)
+        for k in range((g // 32) * 32 * w + (g % 32) * w, n, groups * 32 * w):
+            acc = f32(acc + x[k])
+            want["y"][k] = f32(f32(x[k] * f32(2)) + acc)
+        want["z"][g] = acc
+    assert got["y"].tobytes() == want["y"].tobytes() and got["z"].tobytes() == want["z"].tobytes()

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+
+from tests.transpile.cpu.region_diff import BOUNDED_SEEDS, Case, long_run, run_programs, seeded_tests
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
 f32 = np.float32
@@ -128,42 +129,27 @@ def random_program(rng: random.Random, name: str) -> Program:
                    rng.sample(OPS, rng.randint(1, 3)), rng.choice(CONTEXTS))
 
 
+def cases(rng: random.Random, seed: int, p: Program) -> list[Case]:
+    """A few argument sets for `p`."""
+    out = []
+    for _ in range(3):
+        groups, n = rng.choice([1, 2, 3]), rng.choice([1, 5, 100, 700])
+        s = rng.choice([1, -1, 3, -7, p.tiles, groups * p.tiles, 2 * groups * p.tiles + 1])
+        x = np.random.default_rng(seed).standard_normal(n).astype(f32)
+        a, b, m = rng.randint(-40, 40), rng.randint(-40, 900), groups * p.tiles
+        out.append(Case(p, (x, np.zeros(m, f32), np.zeros(m, np.int32), np.zeros_like(x), a, b, s), (1, 2, 3), groups,
+                        p.model(x, groups, a, b, s), f"groups={groups} n={n} a={a} b={b} s={s}"))
+    return out
+
+
 def run_module(seed: int, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`count` random programs in one module; each launched with a few argument sets in both modes."""
-    import tessera
-
     rng = random.Random(seed)
     progs = [random_program(rng, f"rnd{i}") for i in range(count)]
-    src = "\n".join(p.source() for p in progs)
-    cases = []
-    for p in progs:
-        for _ in range(3):
-            groups, n = rng.choice([1, 2, 3]), rng.choice([1, 5, 100, 700])
-            s = rng.choice([1, -1, 3, -7, p.tiles, groups * p.tiles, 2 * groups * p.tiles + 1])
-            cases.append((p, groups, np.random.default_rng(seed).standard_normal(n).astype(f32),
-                          rng.randint(-40, 40), rng.randint(-40, 900), s))
-    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
-    got: dict[str, list[tuple[np.ndarray, ...]]] = {}
-    for mode in ("1", "0"):  # the mode is read as each kernel compiles: every launch of a mode together
-        monkeypatch.setenv("TESSERA_CPU_REGIONS", mode)
-        mod, got[mode] = tessera.compile(src, backend="cpu"), []
-        for p, groups, x, a, b, s in cases:
-            assert mod[p.name].info().regions is (mode == "1"), p.source()
-            y, c, z = np.zeros(groups * p.tiles, f32), np.zeros(groups * p.tiles, np.int32), np.zeros_like(x)
-            mod[p.name](x, y, c, z, a, b, s, grid=groups)
-            got[mode].append((y, c, z))
-    for i, (p, groups, x, a, b, s) in enumerate(cases):
-        want = p.model(x, groups, a, b, s)
-        what = f"{p.source()}\ngroups={groups} n={len(x)} a={a} b={b} s={s}"
-        for j in range(3):
-            region, fiber = got["1"][i][j], got["0"][i][j]
-            assert region.tobytes() == fiber.tobytes(), f"region != fiber\n{what}"
-            assert region.tobytes() == want[j].tobytes(), f"region != model\n{what}\n{region}\n{want[j]}"
+    run_programs(progs, lambda p: cases(rng, seed, p), monkeypatch)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_stride_loops(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_module(seed, 8, monkeypatch)
+test_random_stride_loops, test_random_stride_loops_long = seeded_tests(run_module, 8, range(100, 120))
 
 
 def test_the_generator_reaches_the_lockstep_form() -> None:
@@ -173,7 +159,7 @@ def test_the_generator_reaches_the_lockstep_form() -> None:
     from tessera.transpile.driver import SourceFile, compile_source
 
     modes = set()
-    for seed in (1, 2):
+    for seed in BOUNDED_SEEDS:
         rng = random.Random(seed)
         src = "\n".join(random_program(rng, f"rnd{i}").source() for i in range(8))
         c = compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
@@ -186,8 +172,4 @@ def test_the_generator_reaches_the_lockstep_form() -> None:
 
 
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_random N [SEED]
-    total, first = int(sys.argv[1]) if len(sys.argv) > 1 else 20, int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    with pytest.MonkeyPatch.context() as mp:
-        for seed in range(first, first + total):
-            run_module(seed, 8, mp)
-            print(f"seed {seed}: 8 programs agree", flush=True)
+    long_run(run_module, 8)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from tests.transpile.cpu.region_diff import Case, long_run, run_programs, seeded_tests
 from tests.transpile.cpu.test_cpu_region_reduce import reduce_model
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -147,53 +147,27 @@ def random_program(rng: random.Random, name: str) -> Program:
     return Program(name, tiles, ty, lines, models)
 
 
+def cases(rng: random.Random, seed: int, p: Program) -> list[Case]:
+    """A few argument sets for `p`."""
+    out = []
+    for _ in range(2):
+        groups, n = rng.choice([1, 3]), rng.choice([0, 1, 3])
+        data = np.random.default_rng(seed).standard_normal((groups, p.tiles))
+        x = data.astype(np.float32) if p.ty == "f32" else (np.abs(data) * 300).astype(np.int32)
+        out.append(Case(p, (x, np.zeros_like(x), np.zeros((groups, 8), x.dtype), n), (1, 2), groups, p.model(x, n),
+                        f"groups={groups} n={n}"))
+    return out
+
+
 def run_module(seed: int, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`count` random programs in one module; each launched with a few argument sets in both modes."""
-    import tessera
-
     rng = random.Random(seed)
     progs = [random_program(rng, f"rnd{i}") for i in range(count)]
-    src = "\n".join(p.source() for p in progs)
-    cases = []
-    for p in progs:
-        for _ in range(2):
-            groups, n = rng.choice([1, 3]), rng.choice([0, 1, 3])
-            data = np.random.default_rng(seed).standard_normal((groups, p.tiles))
-            x = data.astype(np.float32) if p.ty == "f32" else (np.abs(data) * 300).astype(np.int32)
-            cases.append((p, x, n))
-    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
-    got: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for mode in ("1", "0"):
-        monkeypatch.setenv("TESSERA_CPU_REGIONS", mode)
-        mod, got[mode] = tessera.compile(src, backend="cpu"), []
-        for p, x, n in cases:
-            assert mod[p.name].info().regions is (mode == "1"), p.source()
-            y, o = np.zeros_like(x), np.zeros((len(x), 8), x.dtype)
-            mod[p.name](x, y, o, n, grid=len(x))
-            got[mode].append((y, o))
-    for i, (p, x, n) in enumerate(cases):
-        want = p.model(x, n)
-        what = f"{p.source()}\ngroups={len(x)} n={n}"
-        for j in range(2):
-            region, fiber = got["1"][i][j], got["0"][i][j]
-            assert region.tobytes() == fiber.tobytes(), f"region != fiber\n{what}"
-            assert region.tobytes() == want[j].tobytes(), f"region != model\n{what}\n{region}\n{want[j]}"
+    run_programs(progs, lambda p: cases(rng, seed, p), monkeypatch)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_group_reductions(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_module(seed, 6, monkeypatch)
-
-
-@pytest.mark.slow
-def test_random_group_reductions_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    for seed in range(100, 130):
-        run_module(seed, 6, monkeypatch)
+test_random_group_reductions, test_random_group_reductions_long = seeded_tests(run_module, 6, range(100, 130))
 
 
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_reduce_random N [SEED]
-    total, first = int(sys.argv[1]) if len(sys.argv) > 1 else 20, int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    with pytest.MonkeyPatch.context() as mp:
-        for seed in range(first, first + total):
-            run_module(seed, 6, mp)
-            print(f"seed {seed}: 6 programs agree", flush=True)
+    long_run(run_module, 6)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
 
 import numpy as np
 import pytest
 
+from tests.transpile.cpu.region_diff import BOUNDED_SEEDS, Case, long_run, run_programs, seeded_tests
 from tests.transpile.cpu.test_cpu_region_reduce import reduce_model
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -83,42 +83,27 @@ def random_program(rng: random.Random, name: str) -> Program:
                    rng.choice(STOPS), rng.choice(STEPS), rng.random() < 0.5, rng.choice(["sum", "max", "min"]))
 
 
+def cases(rng: random.Random, seed: int, p: Program) -> list[Case]:
+    """A few argument sets for `p` (the output rows start as 7.0: a column no tile writes keeps it)."""
+    out = []
+    for _ in range(2):
+        rows, cols = rng.choice([1, 3]), rng.choice([1, 7, 64, 100, 513])
+        s = rng.choice([p.nt * p.vec, p.vec, 1, 3, 2 * p.nt * p.vec + 1])
+        x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(f32)
+        a, y = rng.choice([0, 1, 3, 17]), np.full_like(x, 7.0)
+        out.append(Case(p, (x, y, np.zeros(rows, f32), a, s), (1, 2), rows, p.model(x, y, a, s),
+                        f"rows, cols={x.shape} a={a} s={s}"))
+    return out
+
+
 def run_module(seed: int, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`count` random programs in one module; each launched with a few argument sets in both modes."""
-    import tessera
-
     rng = random.Random(seed)
     progs = [random_program(rng, f"rows{i}") for i in range(count)]
-    src = "\n".join(p.source() for p in progs)
-    cases = []
-    for p in progs:
-        for _ in range(2):
-            rows, cols = rng.choice([1, 3]), rng.choice([1, 7, 64, 100, 513])
-            s = rng.choice([p.nt * p.vec, p.vec, 1, 3, 2 * p.nt * p.vec + 1])
-            x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(f32)
-            cases.append((p, x, rng.choice([0, 1, 3, 17]), s))
-    monkeypatch.setenv("TESSERA_CPU_THREADS", "1")
-    got: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for mode in ("1", "0"):
-        monkeypatch.setenv("TESSERA_CPU_REGIONS", mode)
-        mod, got[mode] = tessera.compile(src, backend="cpu"), []
-        for p, x, a, s in cases:
-            assert mod[p.name].info().regions is (mode == "1"), p.source()
-            y, out = np.full_like(x, 7.0), np.zeros(len(x), f32)
-            mod[p.name](x, y, out, a, s, grid=len(x))
-            got[mode].append((y, out))
-    for i, (p, x, a, s) in enumerate(cases):
-        want = p.model(x, np.full_like(x, 7.0), a, s)
-        what = f"{p.source()}\nrows, cols={x.shape} a={a} s={s}"
-        for j in range(2):
-            region, fiber = got["1"][i][j], got["0"][i][j]
-            assert region.tobytes() == fiber.tobytes(), f"region != fiber\n{what}"
-            assert region.tobytes() == want[j].tobytes(), f"region != model\n{what}\n{region}\n{want[j]}"
+    run_programs(progs, lambda p: cases(rng, seed, p), monkeypatch)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_row_kernels(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_module(seed, 6, monkeypatch)
+test_random_row_kernels, test_random_row_kernels_long = seeded_tests(run_module, 6, range(100, 120))
 
 
 def test_the_generator_reaches_the_chunked_lockstep_form() -> None:
@@ -127,22 +112,12 @@ def test_the_generator_reaches_the_chunked_lockstep_form() -> None:
     from tessera.transpile.driver import SourceFile, compile_source
 
     c = ""
-    for seed in (1, 2):
+    for seed in BOUNDED_SEEDS:
         rng = random.Random(seed)
         src = "\n".join(random_program(rng, f"rows{i}").source() for i in range(6))
         c += compile_source(SourceFile(path="k.tsr", text=src), options=CompileOptions(cpu_regions=True)).cuda
     assert "tile t starts at tile 0's start + t * " in c and "tsr_more" in c
 
 
-@pytest.mark.slow
-def test_random_row_kernels_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    for seed in range(100, 120):
-        run_module(seed, 6, monkeypatch)
-
-
 if __name__ == "__main__":  # the long run: python -m tests.transpile.cpu.test_cpu_region_rows_random N [SEED]
-    total, first = int(sys.argv[1]) if len(sys.argv) > 1 else 20, int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    with pytest.MonkeyPatch.context() as mp:
-        for seed in range(first, first + total):
-            run_module(seed, 6, mp)
-            print(f"seed {seed}: 6 programs agree", flush=True)
+    long_run(run_module, 6)
