@@ -35,7 +35,7 @@ from __future__ import annotations
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
-from tessera.transpile.checks.callgraph import coop_class, tree_children
+from tessera.transpile.checks.callgraph import coop_class, tree_children, walk
 from tessera.transpile.checks.taints import (
     LANE,
     NONE,
@@ -228,6 +228,13 @@ class _Walker:
         """`acc[:] = ...` computes every element in whichever lane holds it: the whole group runs it
         (like a cooperative operation), and nothing in it may differ between tiles (the element's
         own coordinates are `row_index()` and `col_index()`)."""
+        coop = self.cooperative_call(s.value)
+        if coop is not None:
+            name = coop.func.id if isinstance(coop.func, N.Name) else "this call"
+            self.found.append((coop.loc, f"{name}() needs whole warps or the whole group, but a whole-fragment "
+                               "statement computes its elements one by one in whichever lane holds each; reduce "
+                               "a fragment with tsum(), tmax() or tmin() (axis=1 for rows, axis=0 for columns)", None))
+            return
         mark = len(self.found)
         if self.expr(s.value, ctl).level == UNIFORM:
             if ctl.taint.level > UNIFORM:
@@ -250,6 +257,22 @@ class _Walker:
                            "element in whichever lane holds it, so the result would depend on the fragment's layout; "
                            "use row_index() and col_index() for the element's coordinates, or a row or column "
                            "vector", None))
+
+    def cooperative_call(self, e: N.Expr) -> N.Call | None:
+        """The first call in `e` of an operation that whole warps or the whole group must call
+        together (a warp or group reduction, a shuffle, a barrier), directly or in a device function."""
+        for n in walk(e):
+            if not (isinstance(n, N.Call) and isinstance(n.func, N.Name)):
+                continue
+            if n.func.ref == "builtin":
+                b = BUILTINS.get(n.func.id)
+                coop = b.coop if b is not None else Coop.NONE
+            else:
+                f = self.facts.get(n.func.id) if n.func.ref == "func" else None
+                coop = f.coop if f is not None else Coop.NONE
+            if coop != Coop.NONE:
+                return n
+        return None
 
     def varying_part(self, e: N.Expr, ctl: Ctl) -> N.Expr:
         """The innermost part of `e` (varying itself) whose value differs between tiles."""

@@ -116,11 +116,14 @@ class DeviceCalls(Part):
         ok = True
         for a, p in zip(e.args, fn.params):
             given = self.scope.lookup(a.id) if isinstance(a, N.Name) else None
-            if given is not None and given.ref == "frag" and isinstance(given.ty, N.ArrayType):
+            elementwise = self.fc.frags.frag_shape is not None  # a fragment's name is then its element
+            if given is not None and given.ref == "frag" and isinstance(given.ty, N.ArrayType) and not elementwise:
                 spelled = f"{given.ty.elem}[{', '.join(str(d) for d in given.ty.shape)}]"
+                fix = (f"apply {fn.name}() to each element in a whole-fragment statement ({given.name}[:] = "
+                       f"{fn.name}({given.name}))") if fn.ret is not None or fn.rets else \
+                    f"declare it '{p.name}: mut frag {spelled}' (the function is then inlined)"
                 self.sink.error(a.loc, f"'{given.name}' is a fragment, but parameter '{p.name}' of {fn.name}() is "
-                                f"not; declare it '{p.name}: mut frag {spelled}' (the function is then "
-                                f"inlined)")
+                                f"not; {fix}")
                 ok = False
                 continue
             if isinstance(p.ty, N.TensorType):
