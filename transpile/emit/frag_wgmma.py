@@ -24,6 +24,7 @@ to the addresses it forms from there (lir/swizzle.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from tessera.transpile.emit import frag_operands
@@ -58,6 +59,19 @@ def _mn_major_start(m: SwizzledMatrix, k: str, n0: str) -> str:
     return f"{panel}({k}) * {m.mode} + ({nb}) % {m.mode}"
 
 
+def _matrix_start(bp: BodyPrinter, v: L.View, k_axis: int) -> tuple[str, str]:
+    """(the first element of the matrix that view `v` reads, the C of the view's first K index):
+    a view may slice its matrices along K (passes/plan_wgmma.py), and the descriptors start at
+    that K inside the swizzled matrix."""
+    zero = L.Const(0, v.starts[-1].dtype)
+    whole = dataclasses.replace(v, starts=(*v.starts[:-2], zero, zero))
+    return bp.view_lists(whole)[0], bp.pr.expr(v.starts[k_axis])
+
+
+def _plus(k0: str, k: str) -> str:
+    return k if k0 == "0" else f"{k0} + {k}"
+
+
 def _desc(m: SwizzledMatrix, ptr: str, start: str, k_major: bool) -> str:
     lbo, sbo = m.descriptor_strides(k_major)
     return f"tsr_wgmma_desc((const unsigned char*){ptr} + {start}, {lbo}u, {sbo}u, {WGMMA_LAYOUT[m.mode]}u)"
@@ -81,12 +95,15 @@ def print_wgmma(bp: BodyPrinter, s: L.Mma) -> None:
     bp.depth += 1
     lanes(bp)
     bm = matrix(b_buf)
+    ka = "0"
     if not regs_a:
         am = matrix(a_buf)
-        bp.emit(f"const {elem.c_storage}* tsr_pa = {bp.view_lists(s.a)[0]};  // {am.mode}-byte swizzle")
+        pa, ka = _matrix_start(bp, s.a, -1)
+        bp.emit(f"const {elem.c_storage}* tsr_pa = {pa};  // {am.mode}-byte swizzle")
     else:
         bp.emit("const void* tsr_pa = nullptr;")
-    bp.emit(f"const {elem.c_storage}* tsr_pb = {bp.view_lists(s.b)[0]};  // {bm.mode}-byte swizzle")
+    pb, kb = _matrix_start(bp, s.b, -1 if s.trans_b else -2)
+    bp.emit(f"const {elem.c_storage}* tsr_pb = {pb};  // {bm.mode}-byte swizzle")
     bp.emit(f"const int tsr_wg_row = (tsr_warp >> 2) * {4 * lay.warp_m};  // the warpgroup's first row")
     bp.emit(f"tsr_wgmma_fence_operands<{lay.per_lane}>(&{acc}[0]);")
     bp.emit("tsr_wgmma_arrive();")
@@ -100,11 +117,12 @@ def print_wgmma(bp: BodyPrinter, s: L.Mma) -> None:
     if regs_a:
         bp.emit("const unsigned long long tsr_da = 0;")
     else:
-        start = _k_major_start(am, "tsr_wg_row + tsr_i * 64", "tsr_k")
+        start = _k_major_start(am, "tsr_wg_row + tsr_i * 64", _plus(ka, "tsr_k"))
         bp.emit(f"const unsigned long long tsr_da = {_desc(am, 'tsr_pa', start, True)};")
     unrolled(bp, "tsr_j", lay.n // ni, 1, "{")
     bp.depth += 1
-    b_start = _k_major_start(bm, f"tsr_j * {ni}", "tsr_k") if s.trans_b else _mn_major_start(bm, "tsr_k", f"tsr_j * {ni}")
+    k = _plus(kb, "tsr_k")
+    b_start = _k_major_start(bm, f"tsr_j * {ni}", k) if s.trans_b else _mn_major_start(bm, k, f"tsr_j * {ni}")
     bp.emit(f"const unsigned long long tsr_db = {_desc(bm, 'tsr_pb', b_start, s.trans_b)};")
     a_arg = "tsr_a[tsr_i]" if regs_a else "nullptr"
     bp.emit(f"{shape.name}(&{acc}[(tsr_i * {lay.tiles_n} + tsr_j * {ni // 8}) * 4], {a_arg}, tsr_da, tsr_pa, tsr_db, "

@@ -10,7 +10,9 @@ results; `tesserac --info` says which):
   of the instruction's k, N at most 256 or a multiple of 256;
 - each shared array a tmma reads has no `pad=`, constant extents, rows of 32, 64 or a multiple of
   128 bytes (lir/swizzle.py `matrix_of`) and a multiple of 8 rows, is read as whole matrices (a
-  pipeline stage's, say), and is otherwise only written by whole-matrix `tcopy`/`tcopy_async`
+  pipeline stage's, say) or as slices of them along K (`As[:, kk:kk + 16]`, `Bs[kk:kk + 16, :]`)
+  whose start is a constant or the variable of a `static_range` with constant bounds, a multiple
+  of the instruction's k in every iteration, and is otherwise only written by whole-matrix `tcopy`/`tcopy_async`
   (which then write it swizzled: emit/stmts.py, or the TMA's swizzled boxes on a pipeline of bulk
   tensor copies, lir/tma.py). Any other access keeps the kernel on mma.sync.
 
@@ -55,9 +57,10 @@ def wgmma_modes(fn: L.Function, arch: str) -> dict[str, int] | None:
     mmas = [s for s in statements(fn.body) if isinstance(s, L.Mma)]
     if not mmas:
         return None
+    loops = _unrolled_loops(fn)
     modes: dict[str, int] = {}
     for s in mmas:
-        found = _operand_modes(fn, s)
+        found = _operand_modes(fn, s, loops)
         if found is None:
             return None
         modes.update(found)
@@ -68,7 +71,7 @@ def wgmma_modes(fn: L.Function, arch: str) -> dict[str, int] | None:
     return modes
 
 
-def _operand_modes(fn: L.Function, s: L.Mma) -> dict[str, int] | None:
+def _operand_modes(fn: L.Function, s: L.Mma, loops: dict[str, list[range]]) -> dict[str, int] | None:
     acc, a, b = fn.buffer(s.acc), fn.buffer(s.a.buf), fn.buffer(s.b.buf)
     assert acc is not None and a is not None and b is not None
     if b.elem.name not in WGMMA_TYPES or b.space != "shared":
@@ -79,7 +82,8 @@ def _operand_modes(fn: L.Function, s: L.Mma) -> dict[str, int] | None:
     if n > WGMMA_MAX_N and n % WGMMA_MAX_N:
         return None
     k = [x for x in s.a.extents if x is not None][1]
-    if k % MMA_KINDS[b.elem.name].k:
+    step = MMA_KINDS[b.elem.name].k
+    if k % step:
         return None
     out: dict[str, int] = {}
     for view, buf in ((s.a, a), (s.b, b)):
@@ -88,7 +92,8 @@ def _operand_modes(fn: L.Function, s: L.Mma) -> dict[str, int] | None:
                 return None
             continue
         m = _matrix(buf)
-        if m is None or not _whole(view, buf):
+        k_axis = -2 if view is s.b and not s.trans_b else -1  # B[K, N] is MN-major; A and B^T are K-major
+        if m is None or not _k_slice(view, buf, k_axis, step, loops):
             return None
         out[buf.name] = m.mode
     return out
@@ -106,6 +111,54 @@ def _whole(v: L.View, b: L.Buffer) -> bool:
     dims = [int(d.value) for d in b.shape]  # type: ignore[union-attr]
     tail = zip(v.starts[-2:], v.extents[-2:], dims[-2:])
     return all(isinstance(st, L.Const) and st.value == 0 and ext == d for st, ext, d in tail)
+
+
+def _k_slice(v: L.View, b: L.Buffer, k_axis: int, step: int, loops: dict[str, list[range]]) -> bool:
+    """A view of whole matrices, or of matrices sliced along K (dimension `k_axis`) at starts that
+    are multiples of the instruction's k: the descriptors then start at that row or column."""
+    dims = [int(d.value) for d in b.shape]  # type: ignore[union-attr]
+    other = len(dims) - 2 if k_axis == -1 else len(dims) - 1
+    if _values(v.starts[other], loops) != [0] or v.extents[other] != dims[other]:
+        return False
+    ext, dim = v.extents[k_axis], dims[k_axis]
+    starts = _values(v.starts[k_axis], loops)
+    return ext is not None and starts is not None and all(k % step == 0 and k >= 0 and k + ext <= dim for k in starts)
+
+
+def _values(e: L.Expr, loops: dict[str, list[range]]) -> list[int] | None:
+    """Every value an index takes: a constant's, or an affine form's over `static_range` variables
+    (every unrolled loop of that name, constant bounds); None for anything else."""
+    if isinstance(e, L.Const):
+        return [e.value] if type(e.value) is int else None
+    if isinstance(e, L.Var):
+        return [k for r in loops[e.name] for k in r] if e.name in loops else None
+    if not isinstance(e, L.Affine) or type(e.offset.value) is not int:
+        return None
+    values = [e.offset.value]
+    for atom, coeff in e.terms:
+        atoms = _values(atom, loops)
+        if atoms is None or type(coeff.value) is not int or len(values) * len(atoms) > 4096:
+            return None
+        values = [x + coeff.value * a for x in values for a in atoms]
+    return values
+
+
+def _unrolled_loops(fn: L.Function) -> dict[str, list[range]]:
+    """The ranges of the kernel's unrolled loops with constant bounds, by variable name (a name
+    bound by another kind of loop, or by an assignment, is left out)."""
+    found: dict[str, list[range]] = {}
+    other: set[str] = set()
+    for s in statements(fn.body):
+        if isinstance(s, L.For):
+            bounds = [x.value if isinstance(x, L.Const) and type(x.value) is int else None
+                      for x in (s.start, s.stop, s.step)]
+            if s.unroll and None not in bounds and bounds[2] != 0:
+                found.setdefault(s.var.name, []).append(range(*bounds))  # type: ignore[arg-type]
+            else:
+                other.add(s.var.name)
+        elif isinstance(s, (L.Decl, L.Assign)):
+            other.add(s.var.name)
+    return {n: r for n, r in found.items() if n not in other}
 
 
 def _allowed(fn: L.Function, s: L.Stmt, name: str, mode: int) -> bool:

@@ -278,6 +278,68 @@ def test_8_bit_integers_with_trans_b_are_exact(by_arch) -> None:
         assert f"void tsr_wgmma_{shape}(" in cuda, shape  # every kernel of KINDS is a wgmma kernel
 
 
+SLICES = """
+@kernel tile[(256,)]
+def mm_k(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    As = tshared.alloc(bf16[128, 64])
+    Bs = tshared.alloc(bf16[64, 128])
+    acc = tfrag(f32[128, 128], 0.0)
+    m0 = group_id(1) * 128
+    n0 = group_id(0) * 128
+    for k0 in tpipeline(0, K, 64, stages=2):
+        tcopy_async(As, A[m0:m0 + 128, k0:k0 + 64])
+        tcopy_async(Bs, B[k0:k0 + 64, n0:n0 + 128])
+        for kk in static_range(0, 64, 16):
+            tmma(acc, As[:, kk:kk + 16], Bs[kk:kk + 16, :])
+    tstore(C[m0:m0 + 128, n0:n0 + 128], acc)
+
+@kernel tile[(128,)]
+def mm_kt(A: f16[M, K], Bt: f16[N, K], C: mut f32[M, N]):
+    As = tshared.alloc(f16[64, 64])
+    Bs = tshared.alloc(f16[64, 64])
+    acc = tfrag(f32[64, 64], 0.0)
+    m0 = group_id(1) * 64
+    n0 = group_id(0) * 64
+    for k0 in range(0, K, 64):
+        tcopy(As, A[m0:m0 + 64, k0:k0 + 64])
+        tcopy(Bs, Bt[n0:n0 + 64, k0:k0 + 64])
+        tbarrier()
+        tmma(acc, As[:, 0:32], Bs[:, 0:32], trans_b=True)
+        tmma(acc, As[:, 32:64], Bs[:, 32:64], trans_b=True)
+        tbarrier()
+    tstore(C[m0:m0 + 64, n0:n0 + 64], acc)
+"""
+
+
+def test_k_slices_of_the_operand_arrays_use_wgmma() -> None:
+    """tmma on views that slice the operand arrays along K (spec section 14, written as CUTLASS
+    writes its k-blocks) stays on warpgroup MMA: the descriptors start at the slice (it once fell
+    back to mma.sync); results are NumPy's and sm_80's, and the machine code has HGMMA."""
+    info = _info(SLICES)
+    assert sum("tmma: warpgroup MMA" in line for line in info) == 2, info
+    rng = np.random.default_rng(9)
+    m, k, n = 140, 192, 136
+    a, b = rng.integers(-4, 5, (m, k)) / 4, rng.integers(-4, 5, (k, n)) / 4
+    a16, b16 = bf16_bits(a), bf16_bits(b)
+    results = {}
+    for arch in ("sm_80", ARCH):
+        mod = tessera.compile(SLICES, backend="cpu", path="wg_slices.tsr", arch=arch)
+        c, ct = np.zeros((m, n), np.float32), np.zeros((m, n), np.float32)
+        mod.mm_k(a16, b16, c, grid=(2, 2))
+        mod.mm_kt(a.astype(np.float16), np.ascontiguousarray(b.T.astype(np.float16)), ct, grid=(3, 3))
+        results[arch] = (c, ct)
+    np.testing.assert_array_equal(results[ARCH][0], bf16_values(a16) @ bf16_values(b16))
+    np.testing.assert_array_equal(results[ARCH][1], a @ b)
+    assert all(np.array_equal(x, y) for x, y in zip(results[ARCH], results["sm_80"]))
+    if find_nvdisasm() is None:
+        return
+    result = compile_source(SourceFile("wg_slices.tsr", SLICES), CompileOptions(arch=ARCH))
+    nv = compile_cuda(result.cuda, name="wg_slices.cu", arch=ARCH)
+    sass = disassemble(nv.cubin)
+    for kern in result.kernels:
+        assert "HGMMA.64x" in function_sass(sass, kern.c_name), kern.c_name
+
+
 # ---- the machine code ------------------------------------------------------------------------------
 
 @pytest.mark.skipif(find_nvdisasm() is None, reason="nvdisasm not installed")

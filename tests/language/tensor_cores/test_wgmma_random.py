@@ -1,7 +1,9 @@
 """A random differential generator against warpgroup MMA (spec section 16): random tilings (one or
 two warpgroups, one or two m64 blocks each, N from 8 to 128, K steps whose rows take each swizzle
 mode and panels), operand types (f16, bf16, and i8 with trans_b), both B layouts, A from shared
-memory or from an operand fragment, the tmma in a pipelined or a plain loop and under a run-time
+memory or from an operand fragment, the tmma on whole arrays or on K slices of them in a
+`static_range` loop (`As[:, kk:kk + S]`, at starts that are multiples of the instruction's k or not,
+covering the K block or part of it), in a pipelined or a plain loop and under a run-time
 condition, the pipeline run once or again inside a loop, and a section-14 epilogue (element
 coordinates, a row reduction into a row vector). Sizes whose strides are 16-byte multiples run the
 aligned variant, where a pipeline's copies are bulk tensor copies: into the arrays wgmma reads as
@@ -45,6 +47,19 @@ class Case:
     rows: bool
     aligned: bool = False  # sizes for the aligned variant (N a multiple of 16)
     repeat: bool = False   # the pipeline inside `for rep in range(reps)` (reps = 2 at launch)
+    slices: tuple[int, int, int] | None = None  # tmma on K slices: for kk in static_range(start, stop, step)
+
+    @property
+    def k_step(self) -> int:
+        return 32 if self.t == "i8" else 16
+
+    def covered(self, k: int) -> np.ndarray:
+        """Which of the k columns of A the tmma statements read (all, without slices)."""
+        if self.slices is None:
+            return np.ones(k, bool)
+        start, stop, step = self.slices
+        within = np.arange(k) % self.bk
+        return (within >= start) & (within < start + len(range(start, stop, step)) * step)
 
     @property
     def nt(self) -> int:
@@ -77,7 +92,14 @@ class Case:
             body.append("    tbarrier()")
         if self.a_regs:
             body.append("    tload(Af, As)")
-        body += ["    if k0 >= skip:", f"        tmma(acc, {a_arg}, Bs{', trans_b=True' if self.trans_b else ''})"]
+        tb = ", trans_b=True" if self.trans_b else ""
+        if self.slices is None:
+            body += ["    if k0 >= skip:", f"        tmma(acc, {a_arg}, Bs{tb})"]
+        else:
+            start, stop, step = self.slices
+            b_slice = f"Bs[:, kk:kk + {step}]" if self.trans_b else f"Bs[kk:kk + {step}, :]"
+            body += ["    if k0 >= skip:", f"        for kk in static_range({start}, {stop}, {step}):",
+                     f"            tmma(acc, As[:, kk:kk + {step}], {b_slice}{tb})"]
         if not self.pipelined:
             body.append("    tbarrier()")
         if self.repeat:  # each run starts again from zero: the result is one run's
@@ -100,7 +122,8 @@ class Case:
 
         b_row = (self.bk if self.trans_b else self.bn) * size
         a_ok = self.a_regs or fits(self.bk * size)
-        return a_ok and fits(b_row) and (self.t != "i8" or self.trans_b)
+        sliced_ok = self.slices is None or self.slices[0] % self.k_step == 0  # descriptors start at a k step
+        return a_ok and fits(b_row) and (self.t != "i8" or self.trans_b) and sliced_ok
 
     def expect_maps(self) -> tuple[tuple[str, tuple[int, int], int], ...]:
         """The tensor maps of the aligned variant of a pipelined wgmma case (lir/tma.py, restated):
@@ -127,6 +150,15 @@ def random_case(rng: random.Random) -> Case:
     bk = rng.choice([32, 64, 128] if t == "i8" else [16, 32, 64, 128])
     a_regs = t != "i8" and rng.random() < 0.3
     case = Case(t, groups, bm, bn, bk, trans_b, a_regs, rng.random() < 0.5, t != "i8" and rng.random() < 0.5)
+    k_step = case.k_step
+    if not a_regs and rng.random() < 0.4:
+        step = rng.choice([x for x in (k_step, 2 * k_step) if bk % x == 0])
+        if rng.random() < 0.25 and bk >= 2 * k_step:  # one slice off the instruction's k grid: mma.sync
+            start = k_step // 2
+            case = dataclasses.replace(case, slices=(start, start + 1, k_step))
+        else:
+            stop = bk - step if bk > step and rng.random() < 0.3 else bk  # part of the K block
+            case = dataclasses.replace(case, slices=(0, stop, step))
     aligned = rng.random() < 0.6 and (bn % 16 == 0 or not case.rows)
     return dataclasses.replace(case, aligned=aligned, repeat=case.pipelined and rng.random() < 0.4)
 
@@ -161,7 +193,7 @@ def check(case: Case, seed: int) -> None:
         n = case.bn if case.rows else case.bn * 2 + 16
     skip = case.bk * int(rng.integers(0, 3))
     a, b, a64, b64 = _inputs(case, rng, m, k, n)
-    keep = np.repeat(np.arange(0, k, case.bk) >= skip, case.bk)[:, None]
+    keep = (np.repeat(np.arange(0, k, case.bk) >= skip, case.bk) & case.covered(k))[:, None]
     want = a64 @ (b64 * keep)
     bt = np.ascontiguousarray(b.T) if case.trans_b else b
     grid = (-(-n // case.bn), -(-m // case.bm))
