@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from tessera.transpile.emit import frag_operands
 from tessera.transpile.emit.frag_common import lanes, layout_of, unrolled
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.emit.mma_checks import print_view_checks
 from tessera.transpile.emit.wgmma_asm import WgmmaShape, instruction_n
 from tessera.transpile.lir import nodes as L
@@ -83,10 +84,10 @@ def print_wgmma(bp: BodyPrinter, s: L.Mma) -> None:
     bm = matrix(b_buf)
     if not regs_a:
         am = matrix(a_buf)
-        bp.emit(f"const {elem.c_storage}* tsr_pa = {bp.view_lists(s.a)[0]};  // {am.mode}-byte swizzle")
+        bp.emit(f"const {elem.c_storage}* tsr_pa = {view_lists(bp.pr, s.a)[0]};  // {am.mode}-byte swizzle")
     else:
         bp.emit("const void* tsr_pa = nullptr;")
-    bp.emit(f"const {elem.c_storage}* tsr_pb = {bp.view_lists(s.b)[0]};  // {bm.mode}-byte swizzle")
+    bp.emit(f"const {elem.c_storage}* tsr_pb = {view_lists(bp.pr, s.b)[0]};  // {bm.mode}-byte swizzle")
     bp.emit(f"const int tsr_wg_row = (tsr_warp >> 2) * {4 * lay.warp_m};  // the warpgroup's first row")
     bp.emit(f"tsr_wgmma_fence_operands<{lay.per_lane}>(&{acc}[0]);")
     bp.emit("tsr_wgmma_arrive();")
