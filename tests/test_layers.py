@@ -161,7 +161,7 @@ def test_no_folder_holds_more_than_20_modules() -> None:
 
 def test_every_module_has_a_layer_and_the_compiler_parts_are_its_folders() -> None:
     modules = package_modules()
-    compiler_folders = {p.parent.name for m, p in modules.items()
+    compiler_folders = {p.relative_to(ROOT / "transpile").parts[0] for m, p in modules.items()
                         if m.startswith("tessera.transpile.") and p.parent != ROOT / "transpile"}
     assert compiler_folders == {prefix.rpartition(".")[2] for _, prefixes in COMPILER[1:-1] for prefix in prefixes}
     for name in modules:

@@ -20,7 +20,8 @@ from tessera.transpile.cpu.regions import print_regions, vector_clones
 from tessera.transpile.emit import wgmma_asm
 from tessera.transpile.emit.exprs import Context, CPrinter, shared_flag_name, stride_name
 from tessera.transpile.emit.header_parts import SECTIONS, sections
-from tessera.transpile.emit.stmts import dims_suffix, finite, print_body
+from tessera.transpile.emit.memory.declarations import dims_suffix
+from tessera.transpile.emit.stmts import finite, print_body
 from tessera.transpile.emit.template import module_renderer, template_text
 from tessera.transpile.emit.tma import map_param
 from tessera.transpile.lir import nodes as L

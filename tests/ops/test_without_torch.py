@@ -7,6 +7,7 @@ runs where it is installed too."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -33,7 +34,7 @@ def test_without_pytorch_tessera_imports_and_its_tests_collect_and_skip() -> Non
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert 'refused: tessera.ops.torch needs PyTorch 2.4 or newer: pip install "tessera-tsr[torch]" | name: torch' in out
-    assert "error" not in out.lower(), out
+    assert "ERROR" not in out and not re.search(r"\b\d+ errors?\b", out), out  # no collection error
     # the test of the modules that import PyTorch skips, naming why; the others of the module ran
     assert "SKIPPED [1] tests/base/test_irnode.py" in out and "needs PyTorch" in out, out
     assert "could not import 'torch'" in out, out  # test_torch_ops.py: importorskip's reason

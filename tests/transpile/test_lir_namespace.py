@@ -24,14 +24,19 @@ def _defined(module: object) -> set[str]:
     return {n for n in out if not n.startswith("_")}
 
 
+def assert_reexports(namespace: object, module: object) -> None:
+    """Every name `module` defines is in `namespace`'s `__all__`, the very same object."""
+    names = _defined(module)
+    assert names, module
+    missing = sorted(n for n in names if n not in namespace.__all__)  # type: ignore[attr-defined]
+    assert missing == [], f"{module.__name__}: {missing} not in {namespace.__name__}.__all__"  # type: ignore[attr-defined]
+    for n in names:
+        assert getattr(namespace, n) is getattr(module, n), n
+
+
 def test_nodes_reexports_every_name_of_exprs_and_stmts() -> None:
     for module in (exprs, stmts):
-        names = _defined(module)
-        assert names, module
-        missing = sorted(n for n in names if n not in nodes.__all__)
-        assert missing == [], f"{module.__name__}: {missing} not in lir/nodes.py's __all__"
-        for n in names:
-            assert getattr(nodes, n) is getattr(module, n), n
+        assert_reexports(nodes, module)
 
 
 def test_every_name_in_all_resolves_and_the_ir_classes_are_there() -> None:

@@ -19,7 +19,7 @@ parameters' memory.
 
 from __future__ import annotations
 
-from tessera.transpile.emit.stmts import static_shared_decl
+from tessera.transpile.emit.memory.declarations import static_shared_decl
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.shared_layout import shared_layout
 from tessera.transpile.lir.visit import statements

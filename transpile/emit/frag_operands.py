@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tessera.transpile.emit.frag_common import lanes, layout_of, unrolled
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.names import c_ident
 
@@ -34,7 +35,7 @@ def print_ldmatrix_load(bp: BodyPrinter, s: L.FragLoad) -> None:
     lay = layout_of(bp, s.acc)
     acc = bp.fn.buffer(s.acc)
     assert acc is not None
-    ptr, strides, _, _ = bp.view_lists(s.src)
+    ptr, strides, _, _ = view_lists(bp.pr, s.src)
     stride = strides[1]
     line = f", {s.loc.line}, 2" if bp.pr.ctx.check_bounds else ""  # the race detector sees the reads
     half = "__ushort_as_half" if acc.elem.name == "f16" else "__ushort_as_bfloat16"

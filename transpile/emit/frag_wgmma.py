@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tessera.transpile.emit import frag_operands
 from tessera.transpile.emit.frag_common import lanes, layout_of, unrolled
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.emit.mma_checks import print_view_checks
 from tessera.transpile.emit.wgmma_asm import WgmmaShape, instruction_n
 from tessera.transpile.lir import nodes as L
@@ -65,7 +66,7 @@ def _matrix_start(bp: BodyPrinter, v: L.View, k_axis: int) -> tuple[str, str]:
     that K inside the swizzled matrix."""
     zero = L.Const(0, v.starts[-1].dtype)
     whole = dataclasses.replace(v, starts=(*v.starts[:-2], zero, zero))
-    return bp.view_lists(whole)[0], bp.pr.expr(v.starts[k_axis])
+    return view_lists(bp.pr, whole)[0], bp.pr.expr(v.starts[k_axis])
 
 
 def _plus(k0: str, k: str) -> str:

@@ -33,6 +33,7 @@ from tessera.transpile.emit.frag_common import (
     unrolled,
     with_fragments,
 )
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.emit.mma_checks import print_view_checks
 from tessera.transpile.emit.terms import store_fn
 from tessera.transpile.lir import nodes as L
@@ -77,8 +78,8 @@ def print_mma(bp: BodyPrinter, s: L.Mma) -> None:
     kind = MMA_KINDS[elem.name]
     k_total = [x for x in s.a.extents if x is not None][1]
     regs_a = a_buf.space == "frag"  # A from an operand fragment: packed from its elements, no loads
-    pa, sa_all, _, _ = bp.view_lists(s.a) if not regs_a else ("", ["", ""], [], [])
-    pb, sb_all, _, _ = bp.view_lists(s.b)
+    pa, sa_all, _, _ = view_lists(bp.pr, s.a) if not regs_a else ("", ["", ""], [], [])
+    pb, sb_all, _, _ = view_lists(bp.pr, s.b)
     sa, sb = sa_all[1], sb_all[1]
     ctype = elem.c_storage
     tm, tn = lay.tiles_m, lay.tiles_n
@@ -181,7 +182,7 @@ def _view_frame(bp: BodyPrinter, v: L.View, const: bool) -> tuple[str, str, str]
     may start before its tensor); returns its row and column strides and the test that element
     (`tsr_r`, `tsr_c`) is inside the tensor."""
     b = bp.pr.ctx.buffers[v.buf]
-    ptr, strides, limits, lows = bp.view_lists(v)
+    ptr, strides, limits, lows = view_lists(bp.pr, v)
     bp.emit(f"{'const ' if const else ''}{b.elem.c_storage}* tsr_p = {ptr};")
     rows = limits[1] if limits[0] == "1" else f"({limits[0]}) > 0 ? {limits[1]} : 0"  # an indexed dimension's guard
     bp.emit(f"const int tsr_rows = {rows}, tsr_cols = {limits[2]};")

@@ -3,6 +3,7 @@
 Every statement's first C line carries its `.tsr` line in a comment; with `line_info`, a `#line`
 directive precedes it. The function's prologue declares its const parameters (`constexpr`), the
 scratch buffer of group reductions and the dynamic shared-memory base when the kernel needs them.
+The declarations of shared arrays and the C of the views that copies take are in emit/memory/.
 """
 
 from __future__ import annotations
@@ -18,11 +19,17 @@ from tessera.transpile.emit import frag_cols, tma
 from tessera.transpile.emit import frags as cfrag
 from tessera.transpile.emit.exprs import CPrinter
 from tessera.transpile.emit.maps import print_element_loop
-from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
+from tessera.transpile.emit.memory.declarations import (
+    dims_suffix,
+    print_shared_alloc,
+    print_shared_prologue,
+    static_shared_decl,
+)
+from tessera.transpile.emit.memory.views import const_shape, view_parts
+from tessera.transpile.emit.terms import c_string, nonzero_literal, store_fn
 from tessera.transpile.emit.vectors import print_vec_move
 from tessera.transpile.lir import nodes as L
-from tessera.transpile.lir.shared_layout import arch_number, shared_layout
-from tessera.transpile.lir.tma import tma_destinations
+from tessera.transpile.lir.shared_layout import arch_number
 from tessera.transpile.names import c_ident, var_name
 
 INDENT = "    "
@@ -36,25 +43,10 @@ def line_file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._/+-]", "_", name)[-120:] or "input.tsr"
 
 
-def dims_suffix(shape: tuple[int, ...], pad: int = 0) -> str:
-    return "".join(f"[{d + (pad if i == len(shape) - 1 else 0)}]" for i, d in enumerate(shape))
-
-
 def finite(c: L.NamedConst) -> bool:
     """Whether a constant can be a C `constexpr` (C has no constant expression for inf or NaN
     that both NVRTC and the host compiler accept: such values are written out where used)."""
     return not c.dtype.is_float or math.isfinite(round_to(float(c.value), c.dtype))
-
-
-def _shape(b: L.Buffer) -> tuple[int, ...]:
-    return tuple(int(d.value) for d in b.shape if isinstance(d, L.Const))
-
-
-def static_shared_decl(fn: L.Function, b: L.Buffer, cname: str = "") -> tuple[int, str]:
-    """The alignment and the C declarator (`float sh[128]`) of shared array `b` declared on its own
-    (`cname`: under that name instead of its own)."""
-    align = 1024 if b.swizzle else 128 if b.name in tma_destinations(fn) else 16  # wgmma / bulk copies
-    return align, f"{b.elem.c_storage} {cname or c_ident(b.name)}{dims_suffix(_shape(b), b.pad)}"
 
 
 class BodyPrinter:
@@ -85,27 +77,8 @@ class BodyPrinter:
                 self.emit(f"// {c_ident(c.name)} is not finite ({value}): written out where it is used", c.loc)
                 continue
             self.emit(f"[[maybe_unused]] constexpr {c.dtype.c_compute} {c_ident(c.name)} = {value};", c.loc)
-        if self.fn.kind != "kernel":
-            return
-        layout = shared_layout(self.fn)
-        if layout.scratch_bytes:
-            self.emit(f"__shared__ __align__(16) unsigned char tsr_reduce_scratch[{layout.scratch_bytes}];"
-                      "  // group reductions")
-        if layout.dynamic and layout.sized:
-            self.emit(f"{tma.dynamic_smem(self.fn)}(tsr_dynamic_smem);"
-                      f"  // {layout.total_bytes} bytes of shared memory, then the arrays sized at launch")
-            self.emit(f"unsigned long long tsr_smem_end = {layout.total_bytes};  // where the next launch-sized "
-                      "array starts")
-        elif layout.dynamic and layout.slots and self.fn.wgmma:  # swizzled arrays: 1024-byte aligned
-            self.emit("TSR_DYNAMIC_SMEM_1024(tsr_dynamic_smem);"
-                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
-        elif layout.dynamic and layout.slots:
-            self.emit(f"{tma.dynamic_smem(self.fn)}(tsr_dynamic_smem);"
-                      f"  // {layout.total_bytes} bytes of shared memory, above the 48 KiB static limit")
-        elif layout.shares:
-            pool_align = 1024 if self.fn.wgmma else tma.pool_align(self.fn)
-            self.emit(f"__shared__ __align__({pool_align}) unsigned char tsr_shared_pool[{layout.total_bytes}];"
-                      "  // the shared arrays, some sharing memory")
+        if self.fn.kind == "kernel":
+            print_shared_prologue(self)
 
     # ---- statements
     def stmt(self, s: L.Stmt) -> None:
@@ -165,37 +138,12 @@ class BodyPrinter:
     def s_Alloc(self, s: L.Alloc) -> None:
         b = self.fn.buffer(s.buf)
         assert b is not None
-        name = c_ident(b.name)
-        shape = _shape(b)
         if b.space == "regs":
-            self.emit(f"{b.elem.c_compute} {name}{dims_suffix(shape)};", s.loc)
-            return
-        if b.space == "frag":
+            self.emit(f"{b.elem.c_compute} {c_ident(b.name)}{dims_suffix(const_shape(b))};", s.loc)
+        elif b.space == "frag":
             cfrag.print_alloc(self, b, s.loc)
-            return
-        layout = shared_layout(self.fn)
-        ctype = b.elem.c_storage
-        if b.name in layout.sized:
-            dims = [self.pr.wrap(d, UNARY) for d in b.shape]
-            if b.pad:
-                dims[-1] = f"({dims[-1]} + {b.pad})"
-            count = " * ".join(f"(unsigned long long){d}" for d in dims)
-            self.emit(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tsr_dynamic_smem + tsr_smem_end);  "
-                      "// sized at launch", s.loc)
-            self.emit(f"tsr_smem_end += ({count} * {b.elem.size} + 15) / 16 * 16;", s.loc)
-            return
-        if layout.dynamic or layout.shares:
-            slot = layout.slot(b.name)
-            rows = dims_suffix(shape[1:], b.pad) if len(shape) > 1 else ""
-            ptr = f"(*{name}){rows}" if rows else f"*{name}"
-            cast = f"{ctype} (*){rows}" if rows else f"{ctype}*"
-            base = "tsr_dynamic_smem" if layout.dynamic else "tsr_shared_pool"
-            shares = layout.sharing(b.name)
-            note = f", shares memory with {', '.join(shares)}" if shares else ""
-            self.emit(f"{ctype} {ptr} = reinterpret_cast<{cast}>({base} + {slot.offset});  "
-                      f"// {slot.nbytes} bytes{note}", s.loc)
         else:
-            self.static_shared(b, s.loc)
+            print_shared_alloc(self, b, s.loc)
 
     def static_shared(self, b: L.Buffer, loc: Loc) -> None:
         """Declare shared array `b`, which has its own `__shared__` variable (region mode,
@@ -210,7 +158,7 @@ class BodyPrinter:
         if b.space == "frag":
             cfrag.print_fill(self, s)
             return
-        shape = _shape(b)
+        shape = const_shape(b)
         total = math.prod(shape)
         first = c_ident(b.name) + "[0]" * len(shape)
         # The element type is explicit: a narrow integer array is filled from an `int` literal.
@@ -310,8 +258,8 @@ class BodyPrinter:
         dst_buf = self.pr.ctx.buffers[s.dst.buf]
         plan = s.plan
         assert plan is not None, "plan-copies plans every copy"
-        dp, ds, dl, dlo = self.view_parts(s.dst)
-        sp, ss, sl, slo = self.view_parts(s.src)
+        dp, ds, dl, dlo = view_parts(self.pr, s.dst)
+        sp, ss, sl, slo = view_parts(self.pr, s.src)
         name = "tsr_copy_async" if s.async_ and self.async_copies else "tsr_copy"
         targs = (f"{dst_buf.elem.c_storage}, {d[0]}, {d[1]}, {d[2]}, {self.fn.tile_count}, {plan.vb}, "
                  f"{str(plan.check).lower()}")
@@ -363,50 +311,6 @@ class BodyPrinter:
     def s_AsyncWait(self, s: L.AsyncWait) -> None:
         tma.print_wait(self, s)
 
-    def view_parts(self, v: L.View) -> tuple[str, str, str, str]:
-        """Origin pointer, the strides (elements) of the three copied dimensions, how many
-        elements of each exist from the origin, and how many of them lie before the tensor (a start
-        below 0; "0" where the start is proven non-negative)."""
-        ptr, strides, limits, lows = self.view_lists(v)
-        return ptr, ", ".join(strides), ", ".join(limits), ", ".join(lows)
-
-    def view_lists(self, v: L.View) -> tuple[str, list[str], list[str], list[str]]:
-        """`view_parts` as lists (three of each, outer dimensions first)."""
-        b = self.pr.ctx.buffers[v.buf]
-        name = c_ident(v.buf)
-        dims = [self.pr.expr(d) for d in b.shape]
-        phys = dims[:-1] + [str(_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
-        rank = len(dims)
-        strides = ["1"] * rank  # innermost is contiguous
-        for k in range(rank - 2, -1, -1):
-            strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
-        starts: list[str] = []
-        kept: list[tuple[str, str, str]] = []  # (stride, limit, elements before the tensor) of sliced dimensions
-        guards: list[str] = []                 # indexed (dropped) dimensions must be in range
-        assert len(v.nonneg) == rank, "plan-copies proves the starts of every view"
-        for k, (start_e, extent) in enumerate(zip(v.starts, v.extents)):
-            start = self.pr.expr(start_e)
-            starts.append(start)
-            below = "0" if v.nonneg[k] else f"(int)(-({start}))"
-            if extent is not None:
-                kept.append((strides[k], dims[k] if start == "0" else f"{dims[k]} - ({start})", below))
-            elif v.checked:
-                if below != "0":
-                    guards.append(f"({start}) >= 0")
-                guards.append(f"({start}) < {dims[k]}")
-        offset = " + ".join(f"({s}) * ({st})" if st != "1" else f"({s})" for s, st in zip(starts, strides)
-                            if s != "0") or "0"
-        while len(kept) < 3:
-            kept.insert(0, ("0", "1", "0"))
-        if b.space == "global":
-            ptr = f"{name} + {offset}" if offset != "0" else name
-        else:
-            ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
-        lim = [f"(int)({x})" if x not in dims and not x.isdigit() else x for _, x, _ in kept]
-        if guards:
-            lim[0] = f"({' && '.join(guards)}) ? {lim[0]} : 0"
-        return ptr, [st for st, _, _ in kept], lim, [lo for _, _, lo in kept]
-
 
 def print_body(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: str) -> str:
     bp = BodyPrinter(fn, pr, opts, source_name)
@@ -416,4 +320,4 @@ def print_body(fn: L.Function, pr: CPrinter, opts: CompileOptions, source_name: 
     return "\n".join(bp.lines)
 
 
-__all__ = ["BodyPrinter", "dims_suffix", "finite", "print_body"]
+__all__ = ["BodyPrinter", "finite", "print_body"]

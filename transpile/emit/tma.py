@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.lir.tma import active_copies, panels, tensor_maps
 from tessera.transpile.names import c_ident
@@ -63,7 +64,7 @@ def print_tma_copy(bp: BodyPrinter, s: L.Copy) -> None:
     dims = ", ".join([*(f"(long long)({bp.pr.expr(d)})" for d in reversed(src.shape)), *("1",) * pad])
     coords = [f"(int)({bp.pr.expr(x)})" for x in reversed(s.src.starts)] + ["0"] * pad
     stage = bp.pr.expr(s.dst.starts[0]) if tma.staged else "0"
-    ptr = bp.view_lists(s.dst)[0]
+    ptr = view_lists(bp.pr, s.dst)[0]
     line = s.loc.line if bp.opts.check_bounds else 0
 
     def call(to: str, at: list[str]) -> str:

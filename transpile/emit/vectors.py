@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.emit.terms import load_fn, store_fn
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.names import c_ident
@@ -30,7 +31,7 @@ def print_vec_move(bp: BodyPrinter, s: L.VecMove) -> None:
     assert plan is not None, "plan-copies plans every vector access"
     mem = bp.pr.ctx.buffers[s.view.buf]
     n = next(x for x in s.view.extents if x is not None)
-    ptr, strides, limits, lows = bp.view_lists(s.view)
+    ptr, strides, limits, lows = view_lists(bp.pr, s.view)
     ctype = mem.elem.c_storage
     shared = bp.opts.check_bounds and mem.space == "shared"
     targs = f"{ctype}, {n}, {plan.vb}, {str(plan.check).lower()}" + (", true" if shared else "")
