@@ -422,7 +422,7 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
     pthread_cond_destroy(&L.done);
   }
   unwatch(watched);
-  if (L.pooled) pool_release();
+  release_workers(&L);
   fflush(stdout);
   const int why = __atomic_load_n(&L.flags.cancelled, __ATOMIC_SEQ_CST);
   if (!launch_failed(&L)) return kLaunchOk;

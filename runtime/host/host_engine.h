@@ -53,11 +53,16 @@ struct Launch {
   pthread_t caller;               // worker 0
   unsigned nthreads;              // atomic: the other workers started so far
   pthread_t threads[kMaxWorkers];
-  // The caller's own (host_pool.h): the threads it may still start, whether they are the pool's,
-  // and when it starts them if it put that off (0: it did not, or it has).
+  // The caller's own (host_pool.h): the threads it may still start, whether they are the pool's
+  // or its own, and when it starts them if it put that off (0: it did not, or it has).
   unsigned helpers;
-  bool pooled;
+  bool pooled, own;
   long long wake_at;
+  // Its own threads (start_workers): how many have not left their groups yet, which the caller
+  // waits for on `own_done`; it joins them only once nothing can cancel the launch any more.
+  unsigned own_running;
+  pthread_mutex_t own_mu;
+  pthread_cond_t own_done;
   // The timeout watchdog waits on `done` until `finished` or the deadline.
   pthread_mutex_t mu;
   pthread_cond_t done;

@@ -43,27 +43,53 @@ class BlockSignals {
 };
 
 // --- A launch's own threads (the pool is in use) ----------------------------------
+// The caller waits for them to leave their groups (own_done), and joins them only in
+// release_workers, once nothing can cancel the launch any more: a cancellation signals every
+// thread the launch has added (Launch::nthreads), and a joined thread's pthread_t names freed
+// memory, or another thread.
 
 inline void* worker_thread(void* arg) {
   Launch* L = static_cast<Launch*>(arg);
   const unsigned long long g = claim_group(L);
   if (g < L->ngroups) worker_run(L, g);
+  pthread_mutex_lock(&L->own_mu);
+  if (--L->own_running == 0) pthread_cond_broadcast(&L->own_done);
+  pthread_mutex_unlock(&L->own_mu);
   return nullptr;
 }
 
-// Start `count` more workers (with the signals blocked: see BlockSignals); the caller joins them.
+// Start `count` more workers (with the signals blocked: see BlockSignals).  A thread runs before
+// it is added to Launch::nthreads, so a canceller that read the count before it was added has
+// not signalled it, and it may be in kernel code by then, where only the signal stops it: the
+// caller then signals it itself.  Sequentially consistent, as cancel_launch's load: either the
+// canceller sees the thread, or the caller sees the launch cancelled.
 inline void start_workers(Launch* L, unsigned count) {
   if (count == 0) return;  // a launch on one thread: no signal-mask system calls
+  pthread_mutex_init(&L->own_mu, nullptr);
+  pthread_cond_init(&L->own_done, nullptr);
+  L->own = true;
   BlockSignals blocked;
+  pthread_mutex_lock(&L->own_mu);  // a thread that is done at once waits here to count itself out
   for (unsigned i = 0; i < count; ++i) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1 << 20);
     const unsigned n = L->nthreads;
-    if (pthread_create(&L->threads[n], &attr, &worker_thread, L) == 0)
-      __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
+    if (pthread_create(&L->threads[n], &attr, &worker_thread, L) == 0) {
+      ++L->own_running;
+      __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_SEQ_CST);  // now a canceller signals it
+      if (__atomic_load_n(&L->flags.cancelled, __ATOMIC_SEQ_CST)) pthread_kill(L->threads[n], kPreemptSignal);
+    }
     pthread_attr_destroy(&attr);
   }
+  pthread_mutex_unlock(&L->own_mu);
+}
+
+// The caller's wait for its own threads to leave the launch (they are joined later).
+inline void own_wait(Launch* L) {
+  pthread_mutex_lock(&L->own_mu);
+  while (L->own_running) pthread_cond_wait(&L->own_done, &L->own_mu);
+  pthread_mutex_unlock(&L->own_mu);
 }
 
 // --- Persistent workers ----------------------------------------------------------
@@ -123,7 +149,9 @@ inline void* pool_thread(void*) {
     if (--g_pool.wanted) pthread_cond_signal(&g_pool.wake);  // the next one, while groups are left
     const unsigned n = L->nthreads;  // only pool threads start workers of a pooled launch
     L->threads[n] = pthread_self();
-    __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
+    // Now a canceller signals it; and it has not entered kernel code yet, where it would find
+    // the launch cancelled if the canceller read the count before this store (see start_workers).
+    __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&g_pool.running, g_pool.running + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_pool.mu);
     worker_run(L, g);
@@ -195,6 +223,16 @@ inline void pool_release() {
   pthread_mutex_unlock(&g_pool.mu);
 }
 
+// Once nothing can cancel the launch any more: the launch lets go of the pool, or joins its own
+// threads (which left their groups before run_groups returned).
+inline void release_workers(Launch* L) {
+  if (L->pooled) pool_release();
+  if (!L->own) return;
+  for (unsigned i = 0; i < L->nthreads; ++i) pthread_join(L->threads[i], nullptr);
+  pthread_mutex_destroy(&L->own_mu);
+  pthread_cond_destroy(&L->own_done);
+}
+
 // --- Starting the helpers -----------------------------------------------------------
 // Waking a thread costs the caller a system call, and the thread comes microseconds later (tens
 // on a loaded machine), by when a launch of small groups is over.  So a launch that its kernel's
@@ -248,9 +286,9 @@ void start_helpers(Launch* L) {
   if (!L->pooled) start_workers(L, count);
 }
 
-// Runs every group of `L` on the caller's thread and up to L->helpers more; when it returns, no
-// other thread touches `L` (the caller then calls pool_release if L->pooled, once nothing can
-// cancel the launch any more).
+// Runs every group of `L` on the caller's thread and up to L->helpers more; when it returns, every
+// group has run or been abandoned and no other thread touches `L` (the caller then calls
+// release_workers, once nothing can cancel the launch any more).
 inline void run_groups(Launch* L) {
   const bool timed = L->helpers != 0;  // a launch on one thread needs no record
   if (timed) {
@@ -265,8 +303,8 @@ inline void run_groups(Launch* L) {
   if (timed && ran && !launch_failed(L)) record_cost(L, (clock_ns() - t0) / static_cast<long long>(ran));
   if (L->pooled)
     pool_close();
-  else
-    for (unsigned i = 0; i < L->nthreads; ++i) pthread_join(L->threads[i], nullptr);
+  else if (L->own)
+    own_wait(L);
 }
 
 // The pool's threads end (a library not launched recently keeps none: runtime/host/library.py trims it

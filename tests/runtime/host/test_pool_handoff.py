@@ -147,3 +147,40 @@ def test_a_cancelled_launch_of_many_groups_stops_every_worker_and_the_pool_serve
     for v in range(5):
         m.fill[16](fill, v)
         assert (fill == v + np.arange(fill.size)).all()
+
+
+CANCELLED_WHILE_STARTING = """
+import concurrent.futures, time, numpy as np, tessera
+from tessera.base.errors import LaunchError
+m = tessera.compile('''
+@kernel tile[(32,)]
+def stall(out: mut i32[k]):
+    while True:
+        out[group_linear_id() * 32 + tile_linear_id()] += 1
+''', backend="cpu")
+def one(_):
+    out = np.zeros(32 * 4, np.int32)
+    lib, info, bound = m.stall.prepare((out,), {}, grid=4)
+    try:
+        lib.launch(info, bound, num_threads=4, timeout=0.001)
+    except LaunchError as e:
+        return "timeout" in str(e)
+    return False
+rounds, t0 = 0, time.monotonic()
+with concurrent.futures.ThreadPoolExecutor(3) as pool:
+    while rounds < 400 and time.monotonic() - t0 < 4:
+        assert all(pool.map(one, range(3)))
+        rounds += 1
+print(rounds)
+"""
+
+
+def test_concurrent_launches_cancelled_while_their_threads_start_all_stop():
+    # Three Python threads launch endless groups on four threads each, cancelled after 1 ms: two of
+    # the launches find the pool in use and start threads of their own, often while the timeout
+    # cancels them. Before, such a thread that reached kernel code before its caller had added it
+    # to the launch's threads was never signalled: it spun on, and its launch never returned.
+    done = subprocess.run([sys.executable, "-c", CANCELLED_WHILE_STARTING], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) >= 1

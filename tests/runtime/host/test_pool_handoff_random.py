@@ -4,9 +4,10 @@ are all tiny, mixed (a few long ones among many tiny ones) or all long, so that 
 of a launch's length from the kernel's last launches is right, too low (the caller wakes the
 helpers part way) or too high; fiber mode with the race detector (check_bounds) and region mode;
 launches from three Python threads at once (one gets the pool, the others start threads of their
-own); and launches cancelled by a timeout while some of their groups never end. Every result is
-compared with a NumPy model; after a cancelled launch the next ones must still be right. A bounded
-run is part of the suite; `python -m tests.runtime.host.test_pool_handoff_random N [SEED]` runs N
+own); and launches cancelled by a timeout while some of their groups never end, alone and among
+concurrent launches (cancelled after 1 to 5 ms, often while the threads they start are starting).
+Every result is compared with a NumPy model; after a cancelled launch the next ones must still be
+right. A bounded run is part of the suite; `python -m tests.runtime.host.test_pool_handoff_random N [SEED]` runs N
 launches."""
 
 from __future__ import annotations
@@ -85,18 +86,31 @@ def launch_work(mod: Any, reps: np.ndarray, threads: int) -> str | None:
     return f"{bad.size} of {reps.size} groups wrong on {threads} thread(s), first group {bad[0]}: {out[bad[0]]} != {want[bad[0]]}"
 
 
-def launch_stalled(mod: Any, rng: random.Random) -> str | None:
-    """A launch with some groups that never end, cancelled by its timeout: it must raise, soon."""
+def stalled_groups(rng: random.Random) -> np.ndarray:
+    """Which groups of a `stall` launch never end (at least one)."""
     groups = rng.randint(2, 12)
     stuck = np.array([rng.random() < 0.4 for _ in range(groups)], np.int32)
     stuck[rng.randrange(groups)] = 1
-    out = np.zeros(32 * groups, np.int32)
-    lib, info, bound = mod.stall.prepare((out, stuck), {}, grid=groups)
+    return stuck
+
+
+def launch_stalled(mod: Any, stuck: np.ndarray, threads: int, timeout: float = 0.05) -> str | None:
+    """A launch with some groups that never end, cancelled by its timeout: it must raise, soon."""
+    out = np.zeros(32 * stuck.size, np.int32)
+    lib, info, bound = mod.stall.prepare((out, stuck), {}, grid=stuck.size)
     try:
-        lib.launch(info, bound, num_threads=rng.randint(1, 4), timeout=0.05)
+        lib.launch(info, bound, num_threads=threads, timeout=timeout)
     except LaunchError as exc:
         return None if "did not finish within the timeout" in str(exc) else f"wrong error: {exc}"
     return "a launch with endless groups returned"
+
+
+def concurrent_job(rng: random.Random, mod: Any, profile: str) -> tuple:
+    """One of three launches made at once: mostly `work`, sometimes a `stall` launch cancelled
+    after 1 to 5 ms (while the threads it starts may still be starting: the pool is in use)."""
+    if rng.random() < 0.3:
+        return (launch_stalled, mod, stalled_groups(rng), rng.randint(2, 4), rng.choice([0.001, 0.002, 0.005]))
+    return (launch_work, mod, group_reps(rng, profile, rng.randint(1, 48)), rng.randint(1, 4))
 
 
 def run(seed: int, steps: int, mods: tuple[Any, Any]) -> dict[str, int]:
@@ -111,14 +125,15 @@ def run(seed: int, steps: int, mods: tuple[Any, Any]) -> dict[str, int]:
         where = f"seed {seed} step {step} ({profile}, check_bounds={mod.check_bounds})"
         roll = rng.random()
         if roll < 0.04 or (step == steps // 2):
-            err = launch_stalled(mod, rng)
+            err = launch_stalled(mod, stalled_groups(rng), rng.randint(1, 4))
             seen["cancelled"] += 1
             assert err is None, f"{where}: {err}"
-        elif roll < 0.2:
-            jobs = [(mod, group_reps(rng, profile, rng.randint(1, 48)), rng.randint(1, 4)) for _ in range(3)]
+        elif roll < 0.2 or step == steps // 2 + 1:
+            jobs = [concurrent_job(rng, mod, profile) for _ in range(3)]
             with concurrent.futures.ThreadPoolExecutor(3) as pool:
-                errs = list(pool.map(lambda job: launch_work(*job), jobs))
+                errs = list(pool.map(lambda job: job[0](*job[1:]), jobs))
             seen["concurrent"] += 3
+            seen["cancelled"] += sum(job[0] is launch_stalled for job in jobs)
             assert errs == [None] * 3, f"{where}: {errs}"
         else:
             groups = rng.choice([1, 2, 3, 8, rng.randint(1, 96)]) if profile != "long" else rng.randint(1, 6)
