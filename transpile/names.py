@@ -49,7 +49,7 @@ tsr std TESSERA_HOST nv_bfloat16 clock clock64 umin umax llmin llmax ullmin ullm
 fwrite fflush stdout stderr abort aligned_alloc calloc clock_gettime mmap mprotect munmap raise sched_yield
 sigaction sigaddset sigaltstack sigdelset sigemptyset sigfillset sigismember strnlen syscall sysconf
 pthread_atfork pthread_attr_destroy pthread_attr_init pthread_attr_setdetachstate pthread_attr_setstacksize
-pthread_cond_broadcast pthread_cond_destroy pthread_cond_wait
+pthread_cond_broadcast pthread_cond_destroy pthread_cond_signal pthread_cond_wait
 pthread_cond_init pthread_cond_timedwait pthread_create pthread_join pthread_kill pthread_mutex_destroy
 pthread_mutex_init pthread_mutex_lock pthread_mutex_unlock pthread_once pthread_self pthread_sigmask
 """.split())

@@ -304,154 +304,12 @@ inline void async_reset(Worker* w, unsigned i) {
 }  // namespace tsr
 
 #include "host_scheduler.h"
+#include "host_pool.h"
 
 namespace tsr {
 namespace detail {
 
 // --- Launches -------------------------------------------------------------------
-
-void* worker_thread(void* arg) {
-  worker_run(static_cast<Launch*>(arg));
-  return nullptr;
-}
-
-// The engine's threads block every asynchronous signal but its own, so that Ctrl-C reaches
-// the thread that launched.
-class BlockSignals {
- public:
-  BlockSignals() {
-    sigset_t blocked;
-    sigfillset(&blocked);
-    const int kept[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, kPreemptSignal};
-    for (int sig : kept) sigdelset(&blocked, sig);
-    pthread_sigmask(SIG_SETMASK, &blocked, &old_);
-  }
-  ~BlockSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  BlockSignals(const BlockSignals&) = delete;
-  BlockSignals& operator=(const BlockSignals&) = delete;
-
- private:
-  sigset_t old_;
-};
-
-// Start `count` more workers (with the signals blocked: see BlockSignals).
-inline void start_workers(Launch* L, unsigned count) {
-  if (count == 0) return;  // a launch on one thread: no signal-mask system calls
-  BlockSignals blocked;
-  for (unsigned i = 0; i < count; ++i) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    const unsigned n = L->nthreads;
-    if (pthread_create(&L->threads[n], &attr, &worker_thread, L) == 0)
-      __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
-    pthread_attr_destroy(&attr);
-  }
-}
-
-// --- Persistent workers ----------------------------------------------------------
-// Threads kept from launch to launch (one pool per library), so that a launch of several
-// groups does not create and join a thread per worker (tens of microseconds each).  One launch
-// uses the pool at a time; a launch that finds it in use (another Python thread launching
-// meanwhile) starts its own threads as before.  A pool thread waits for a launch, joins it as
-// one more worker (recording itself in Launch::threads, so a cancellation reaches it) and goes
-// back to waiting, unregistered: a late cancellation signal does nothing to it then.  A forked
-// child has none of the threads: its pool starts empty.
-struct WorkerPool {
-  pthread_mutex_t mu;
-  pthread_cond_t wake;  // a launch was posted
-  pthread_cond_t done;  // a pool thread left its launch
-  bool busy;            // a launch owns the pool
-  bool retire;          // pool_trim: the waiting threads exit
-  unsigned nthreads;    // threads started
-  Launch* job;
-  unsigned wanted, taken, running;
-};
-WorkerPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, 0, nullptr, 0, 0, 0};
-
-void pool_after_fork() {
-  g_pool = WorkerPool{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, 0, nullptr, 0, 0, 0};
-}
-void pool_register_fork() { pthread_atfork(nullptr, nullptr, &pool_after_fork); }
-
-void* pool_thread(void*) {
-  pthread_mutex_lock(&g_pool.mu);
-  for (;;) {
-    while (!g_pool.retire && (!g_pool.job || g_pool.taken >= g_pool.wanted))
-      pthread_cond_wait(&g_pool.wake, &g_pool.mu);
-    if (g_pool.retire) {
-      --g_pool.nthreads;
-      pthread_cond_broadcast(&g_pool.done);
-      pthread_mutex_unlock(&g_pool.mu);
-      return nullptr;
-    }
-    Launch* L = g_pool.job;
-    const unsigned n = g_pool.taken++;
-    ++g_pool.running;
-    L->threads[n] = pthread_self();
-    __atomic_store_n(&L->nthreads, n + 1, __ATOMIC_RELEASE);  // now a canceller may signal it
-    pthread_mutex_unlock(&g_pool.mu);
-    worker_run(L);
-    pthread_mutex_lock(&g_pool.mu);
-    if (--g_pool.running == 0) pthread_cond_broadcast(&g_pool.done);
-  }
-}
-
-// Post `L` to `count` pool threads (started as needed); false if another launch has the pool.
-inline bool pool_start(Launch* L, unsigned count) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, &pool_register_fork);
-  pthread_mutex_lock(&g_pool.mu);
-  if (g_pool.busy) {
-    pthread_mutex_unlock(&g_pool.mu);
-    return false;
-  }
-  g_pool.busy = true;
-  if (g_pool.nthreads < count) {
-    BlockSignals blocked;  // inherited by the new threads
-    while (g_pool.nthreads < count) {
-      pthread_attr_t attr;
-      pthread_attr_init(&attr);
-      pthread_attr_setstacksize(&attr, 1 << 20);
-      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      pthread_t t;
-      const bool ok = pthread_create(&t, &attr, &pool_thread, nullptr) == 0;
-      pthread_attr_destroy(&attr);
-      if (!ok) break;
-      ++g_pool.nthreads;
-    }
-  }
-  g_pool.job = L;
-  g_pool.wanted = count < g_pool.nthreads ? count : g_pool.nthreads;
-  g_pool.taken = g_pool.running = 0;
-  pthread_cond_broadcast(&g_pool.wake);
-  pthread_mutex_unlock(&g_pool.mu);
-  return true;
-}
-
-// The pool's threads end (a library not launched recently keeps none: runtime/host/library.py trims it
-// with its stacks), unless a launch is using them.
-inline void pool_trim() {
-  pthread_mutex_lock(&g_pool.mu);
-  if (!g_pool.busy) {
-    g_pool.retire = true;
-    pthread_cond_broadcast(&g_pool.wake);
-    while (g_pool.nthreads) pthread_cond_wait(&g_pool.done, &g_pool.mu);
-    g_pool.retire = false;
-  }
-  pthread_mutex_unlock(&g_pool.mu);
-}
-
-// After the caller's own worker is done: wait for the pool threads in the launch; those that
-// have not joined it yet no longer do (every group is claimed or the launch failed).
-inline void pool_finish() {
-  pthread_mutex_lock(&g_pool.mu);
-  g_pool.wanted = g_pool.taken;
-  while (g_pool.running) pthread_cond_wait(&g_pool.done, &g_pool.mu);
-  g_pool.job = nullptr;
-  g_pool.busy = false;
-  pthread_mutex_unlock(&g_pool.mu);
-}
 
 inline timespec after_ms(long ms) {
   timespec t;
@@ -552,14 +410,8 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
     BlockSignals blocked;
     has_watchdog = pthread_create(&watchdog, nullptr, &watchdog_thread, &L) == 0;
   }
-  const unsigned extra = static_cast<unsigned>(nthreads - 1);
-  const bool pooled = extra > 0 && pool_start(&L, extra);
-  if (!pooled) start_workers(&L, extra);
-  worker_run(&L);  // the caller's thread is worker 0
-  if (pooled)
-    pool_finish();
-  else
-    for (unsigned i = 0; i < L.nthreads; ++i) pthread_join(L.threads[i], nullptr);
+  L.helpers = static_cast<unsigned>(nthreads - 1);
+  run_groups(&L);
   if (L.timeout_ms) {
     pthread_mutex_lock(&L.mu);
     L.finished = true;
@@ -570,6 +422,7 @@ int launch_run(const tsr_launch_config* cfg, const char* kernel_name, void (*inv
     pthread_cond_destroy(&L.done);
   }
   unwatch(watched);
+  release_workers(&L);
   fflush(stdout);
   const int why = __atomic_load_n(&L.flags.cancelled, __ATOMIC_SEQ_CST);
   if (!launch_failed(&L)) return kLaunchOk;

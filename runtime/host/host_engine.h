@@ -45,12 +45,24 @@ struct Launch {
   bool regions;                   // one fiber per group, which loops over the tiles (launch_regions)
   size_t dyn_bytes;
   size_t stack_bytes;
-  unsigned long long next_group;  // atomic
-  LaunchFlags flags;
-  char err[kErrLen];
+  // Each on a cache line of its own: every worker takes its groups from `next_group`, and reads
+  // `flags` at every scheduling point (launch_failed), so a claim must not evict the flags.
+  alignas(64) unsigned long long next_group;  // atomic
+  alignas(64) LaunchFlags flags;
+  alignas(64) char err[kErrLen];
   pthread_t caller;               // worker 0
   unsigned nthreads;              // atomic: the other workers started so far
   pthread_t threads[kMaxWorkers];
+  // The caller's own (host_pool.h): the threads it may still start, whether they are the pool's
+  // or its own, and when it starts them if it put that off (0: it did not, or it has).
+  unsigned helpers;
+  bool pooled, own;
+  long long wake_at;
+  // Its own threads (start_workers): how many have not left their groups yet, which the caller
+  // waits for on `own_done`; it joins them only once nothing can cancel the launch any more.
+  unsigned own_running;
+  pthread_mutex_t own_mu;
+  pthread_cond_t own_done;
   // The timeout watchdog waits on `done` until `finished` or the deadline.
   pthread_mutex_t mu;
   pthread_cond_t done;

@@ -109,30 +109,44 @@ inline void worker_free(Worker* w) {
   race_free(w);
 }
 
-inline void worker_run(Launch* L) {
+// The next group for a worker to run, or L->ngroups when none is left (or the launch failed).
+inline unsigned long long claim_group(Launch* L) {
+  if (launch_failed(L)) return L->ngroups;
+  const unsigned long long g = __atomic_fetch_add(&L->next_group, 1ull, __ATOMIC_RELAXED);
+  return g < L->ngroups ? g : L->ngroups;
+}
+
+void start_helpers(Launch* L);  // host_pool.h
+
+// Runs group `g` (claimed by this thread: a thread sets up a worker only once it has a group)
+// and then every group it can claim; returns how many it ran.
+inline unsigned long long worker_run(Launch* L, unsigned long long g) {
   Worker w;
   if (!worker_init(&w, L)) {
     record_failure(L, "out of memory: cannot allocate the tiles' fiber stacks or shared memory");
     worker_free(&w);
-    return;
+    return 0;
   }
   w.fpstate = current_fpstate();
   Worker* saved = t_worker;
   t_worker = &w;
+  unsigned long long ran = 0;
   {
     SignalScope signals(&w);  // the guard pages and cancellation need this worker's signal state
-    for (;;) {
-      if (launch_failed(w.launch)) break;
-      const unsigned long long g = __atomic_fetch_add(&L->next_group, 1ull, __ATOMIC_RELAXED);
-      if (g >= L->ngroups) break;
+    for (; g < L->ngroups; g = claim_group(L)) {
       start_group(&w, g);
       w.cur = &w.tiles[0];
       tsr_ctx_switch_v1(&w.main_sp, w.tiles[0].sp);
       w.cur = nullptr;
+      ++ran;
+      // Only the caller's worker sees a deadline (the launch has no other worker until it
+      // passes); the clock is read after its 1st, 2nd, 4th, 8th ... group.
+      if (L->wake_at && (ran & (ran - 1)) == 0 && clock_ns() >= L->wake_at) start_helpers(L);
     }
   }
   t_worker = saved;
   worker_free(&w);
+  return ran;
 }
 
 }  // namespace detail

@@ -78,7 +78,9 @@ inline void cancel_launch(Launch* L, int why) {
   if (!__atomic_compare_exchange_n(&L->flags.cancelled, &expected, why, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return;
   record_failure(L, why == kCancelTimeout ? "cancelled: timed out" : "cancelled: interrupted");
   pthread_kill(L->caller, kPreemptSignal);
-  const unsigned n = __atomic_load_n(&L->nthreads, __ATOMIC_ACQUIRE);
+  // Sequentially consistent with the store of `cancelled` above and with the store that adds a
+  // thread (host_pool.h): a thread added after this load finds the launch cancelled.
+  const unsigned n = __atomic_load_n(&L->nthreads, __ATOMIC_SEQ_CST);
   for (unsigned i = 0; i < n; ++i) pthread_kill(L->threads[i], kPreemptSignal);
 }
 
