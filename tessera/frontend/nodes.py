@@ -232,8 +232,10 @@ class FuncDef:
         arrays = {s.target.id: s.value.func.id for s in self.body if isinstance(s, Assign)
                   and isinstance(s.target, Name) and isinstance(s.value, Call) and isinstance(s.value.func, Name)
                   and s.value.func.id in ("tfrag", "tregs")}
+        params = {p.name for p in self.params}  # beside fragments, a typo (G[:] = ...) makes none either
         return any(isinstance(s, (Assign, AugAssign)) and is_whole_tensor(s.target)
-                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and s.target.base.id in arrays)
+                   and not (isinstance(s.target, Index) and isinstance(s.target.base, Name) and (
+                       s.target.base.id in arrays or bool(arrays) and s.target.base.id not in params))
                    and not (isinstance(s, Assign) and arrays.get(_array_named(s.value)) == "tregs")
                    for s in self.body)
 

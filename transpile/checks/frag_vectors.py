@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from tessera.base.dtypes import F32, I32, SCALARS, ScalarType
 from tessera.base.errors import Loc
 from tessera.frontend import nodes as N
-from tessera.transpile.checks.callgraph import tree_children
+from tessera.transpile.checks.callgraph import tree_children, walk
 from tessera.transpile.checks.expr import type_name
 from tessera.transpile.checks.rules import check_arity, typed_call
 from tessera.transpile.checks.scope import Sym
@@ -425,6 +425,8 @@ def reduced_expression(fr: Fragments, arg: N.Expr, name: str, axis: int) -> N.Ex
     what = "row" if axis == 1 else "column"
     shape = _matrix_shape(fr, arg)
     if shape is None:
+        if any(isinstance(n, N.Name) and n.id in fr.scope.quiet for n in walk(arg)):
+            return None  # it reads a fragment whose declaration was refused (reported there)
         fr.sink.error(arg.loc, f"{name}() reduces a 2-D fragment, or an elementwise expression of 2-D fragments "
                       f"({name}(S * S, axis={axis})); this expression reads none")
         return None

@@ -192,6 +192,19 @@ class Fragments(Part):
             return None
         return sym.ty
 
+    def register_b(self, e: N.Expr, sym: Sym, name: str) -> N.ArrayType | None:
+        """tmma's second operand from registers: a 2-D fragment (passes/frag_b_operand.py stages it
+        through shared memory, as every warp needs all of it)."""
+        assert isinstance(sym.ty, N.ArrayType)
+        if len(sym.ty.shape) != 2 or sym.ty.shape[0] == 1:
+            self.sink.error(e.loc, f"the second operand of {name}() is a 2-D fragment; '{sym.name}' is a vector")
+            return None
+        why = register_operand_error(sym.ty.elem, name, sym.name)
+        if why is not None:
+            self.sink.error(e.loc, why.replace("first operand", "second operand"))
+            return None
+        return sym.ty
+
     def operand(self, e: N.Expr, name: str, what: str) -> N.ArrayType | None:
         if isinstance(e, N.Index):  # a view with constant extents (mma_views.py)
             return self.views.operand(e, name, what)
@@ -199,9 +212,7 @@ class Fragments(Part):
         if sym is not None and sym.ref == "frag":
             if what == "first operand":
                 return None  # reported by register_operand
-            self.sink.error(e.loc, f"the {what} of {name}() must be a shared array; operands from registers are "
-                            f"supported as the first operand (A) only")
-            return None
+            return self.register_b(e, sym, name)
         t = self.fc.expr(e) if isinstance(e, N.Name) else None
         if t is None or t.ty is None:
             if t is None:
@@ -264,7 +275,9 @@ class Fragments(Part):
             return e
         first = self.fragment(e.args[1], name, "first operand") if a.space == "frag" else self.views.typed(e.args[1])
         assert first is not None
-        args = (acc, first, self.views.typed(e.args[2]), N.BoolLit(e.loc, trans, SCALARS["bool"]))
+        second = self.fragment(e.args[2], name, "second operand") if b.space == "frag" else self.views.typed(e.args[2])
+        assert second is not None
+        args = (acc, first, second, N.BoolLit(e.loc, trans, SCALARS["bool"]))
         return typed_call(e, name, args, N.VOID)
 
     # ---- tload(acc, view) and tstore(view, acc)

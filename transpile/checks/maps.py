@@ -109,6 +109,9 @@ class MapKernel(Part):
     def map_target(self, t: N.Expr) -> N.Expr:
         """The target of `Z[:] = ...`, typed as Z's element (ty None after an error)."""
         assert isinstance(t, N.Index)
+        if self.fc.map is None and isinstance(t.base, N.Name) and self.scope.lookup(t.base.id) is None:
+            self.scope.undefined(t.base.loc, t.base.id)  # quiet for a fragment whose declaration was refused
+            return N.replace(t, ty=None)
         if self.fc.map is None:
             where = "inside a block" if self.fc.fn.kind == "kernel" else "in a device function"
             self.sink.error(t.loc, "whole-tensor statements (Z[:] = ...) make up the top level of a map kernel's "

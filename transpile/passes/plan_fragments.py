@@ -6,7 +6,8 @@ as an A operand) get rows padded so that the operand loads are free of bank conf
 written, and reported if it leaves `ldmatrix` rows that are not multiples of 16 bytes). On sm_90a
 an array that the tensor memory accelerator fills (lir/tma.py) is not padded: it holds the box densely.
 Column reductions become explicit parts, barrier and combine through shared scratch
-(passes/frag_scratch.py).
+(passes/frag_scratch.py); a tmma's second operand from registers goes through a shared copy
+(passes/frag_b_operand.py).
 
 Before (f16, `As: shared f16[64, 32]` without pad=):
     mma acc += As[0+:64, 0+:32] @ Bs[0+:32, 0+:64]
@@ -25,13 +26,14 @@ from tessera.transpile.lir.frag_layout import needs_column_pad, operand_pad, use
 from tessera.transpile.lir.shared_layout import arch_number
 from tessera.transpile.lir.tma import tma_destinations
 from tessera.transpile.lir.visit import statements
+from tessera.transpile.passes.frag_b_operand import stage_register_b
 from tessera.transpile.passes.frag_scratch import plan_scratch
 from tessera.transpile.passes.mma_views import check_mma_views
 from tessera.transpile.passes.plan_wgmma import plan_wgmma
 
 
 def plan_fragments(module: L.Module, sink: DiagnosticSink, arch: str) -> L.Module:
-    functions = tuple(plan_scratch(_plan(fn, sink, arch)) for fn in module.functions)
+    functions = tuple(plan_scratch(_plan(stage_register_b(fn), sink, arch)) for fn in module.functions)
     if all(a is b for a, b in zip(functions, module.functions)):
         return module
     return dataclasses.replace(module, functions=functions)

@@ -324,8 +324,14 @@ CATALOG: list[Case] = [
          "bf16, i8 or u8 operand, not i16"),
     Case("operand-fragment-8-bit-row-vector", kern("q = tfrag(i8[64])", TC_HEAD), 3, 15,
          "an operand fragment of i8 has two dimensions (rows and K)"),
-    Case("operand-fragment-as-b", kern(TC_ARRAYS + "q = tfrag(f16[64, 64])\ntmma(acc, As, q)", TC_HEAD), 7, 19,
-         "the second operand of tmma() must be a shared array; operands from registers are supported as the first"),
+    Case("operand-fragment-as-b-of-another-k", kern(TC_ARRAYS + "q = tfrag(f16[64, 64])\ntmma(acc, As, q)", TC_HEAD),
+         7, 5, "tmma() shapes do not match: the accumulator is [64, 64], so the first operand must be [64, K] and the "
+         "second [K, 64]; got [64, 32] and [64, 64]"),
+    Case("i32-operand-as-b", kern(TC_ARRAYS + "f = tfrag(i32[32, 64], 0)\ntmma(acc, As, f)", TC_HEAD), 7, 19,
+         "the second operand of tmma() from registers is an operand fragment (f16, bf16, i8, u8, or f32 for TF32); "
+         "'f' is a fragment of i32"),
+    Case("row-vector-as-b", kern(TC_ARRAYS + "v = tfrag(f32[64], 0.0)\ntmma(acc, As, v)", TC_HEAD), 7, 19,
+         "the second operand of tmma() is a 2-D fragment; 'v' is a vector"),
     Case("i32-operand-from-registers", kern(TC_ARRAYS + "f = tfrag(i32[64, 32], 0)\ntmma(acc, f, Bs)", TC_HEAD), 7, 15,
          "the first operand of tmma() from registers is an operand fragment (f16, bf16, i8, u8, or f32 for TF32); "
          "'f' is a fragment of i32"),
