@@ -16,7 +16,7 @@ from tessera.base.options import CompileOptions
 from tessera.transpile.builtins import BUILTINS
 from tessera.transpile.emit import frag_cols, tma
 from tessera.transpile.emit import frags as cfrag
-from tessera.transpile.emit.exprs import CPrinter
+from tessera.transpile.emit.exprs import CPrinter, padded_dims, stride_name
 from tessera.transpile.emit.maps import print_element_loop
 from tessera.transpile.emit.terms import UNARY, c_string, nonzero_literal, store_fn
 from tessera.transpile.emit.vectors import print_vec_move
@@ -375,11 +375,15 @@ class BodyPrinter:
         b = self.pr.ctx.buffers[v.buf]
         name = c_ident(v.buf)
         dims = [self.pr.expr(d) for d in b.shape]
-        phys = dims[:-1] + [str(_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
+        sized = b.space == "shared" and not all(isinstance(d, L.Const) for d in b.shape)  # a flat pointer
+        phys = [self.pr.expr(d) for d in padded_dims(b)] if sized else \
+            dims[:-1] + [str(_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
         rank = len(dims)
         strides = ["1"] * rank  # innermost is contiguous
         for k in range(rank - 2, -1, -1):
             strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
+        if b.space == "ref":  # a device function's array parameter: the caller's row strides
+            strides = [stride_name(v.buf, k) for k in range(rank - 1)] + ["1"]
         starts: list[str] = []
         kept: list[tuple[str, str, str]] = []  # (stride, limit, elements before the tensor) of sliced dimensions
         guards: list[str] = []                 # indexed (dropped) dimensions must be in range
@@ -398,7 +402,7 @@ class BodyPrinter:
                             if s != "0") or "0"
         while len(kept) < 3:
             kept.insert(0, ("0", "1", "0"))
-        if b.space == "global":
+        if b.space in ("global", "ref") or sized:
             ptr = f"{name} + {offset}" if offset != "0" else name
         else:
             ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
