@@ -169,8 +169,8 @@ def vec_plan(s: L.VecMove, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.
     """How one tile moves its register array to or from a 1-D view (spec section 15): the widest
     access that divides the row and that alignment allows, tested at run time where the view's
     side is not proven (the register side is always aligned), always for a device function's array
-    parameter (its address and row strides are the caller's) and a shared array sized at launch. A column's elements are not
-    contiguous: one at a time."""
+    parameter (its address and row strides are the caller's) and a shared array sized at launch
+    (its offset is the launch's). A column's elements are not contiguous: one at a time."""
     b = buffers[s.view.buf]
     size = b.elem.size
     extent = next(x for x in s.view.extents if x is not None)

@@ -58,6 +58,9 @@ CATALOG = [
     Case("vec-launch-sized-shared-all", vk("s = tshared.alloc(f32[m])\nr = tregs(f32[8])\nr[:] = s[:]"), 5, 14,
          "the extent of a view (stop - start) must be a compile-time constant"),
     Case("vec-undefined-view", vk("r = tregs(f32[8])\nr[:] = Z[0, 0:8]"), 4, 12, "'Z'"),
+    Case("vec-device-function-store-not-mut",
+         "@device\ndef put(s: f32[32, 8], i: i32):\n    r = tregs(f32[8], 0.0)\n    s[i, :] = r\n", 4, 5,
+         "cannot store to 's': it is not mut; declare the parameter as 's: mut f32[...]'"),
     Case("tregs-too-many-arguments", vk("r = tregs(f32[8], 0.0, 1.0)"), 3, 9,
          "tregs() takes a type like f32[4, 4] and an initial value"),
 ]
