@@ -3,7 +3,8 @@ shape of the tensors it assigns by NumPy's rules (a bias row, a per-row scale, a
 left out, a shape symbol that the launch finds equal or 1). On the CPU backend against NumPy at
 ragged sizes, in both alignment variants, with check_bounds; the launch error where actual shapes do
 not broadcast; the 128-bit accesses of the aligned variant (the bias row is contiguous along the
-vector dimension); and a seeded random generator of broadcasting shapes against NumPy. The compile
+vector dimension); and a seeded random generator of broadcasting shapes against NumPy (with bodies
+that use locals and tuple assignments, as `hi, lo = f(X)`). The compile
 errors (shapes that cannot broadcast) are in tests/transpile/checks/test_diagnostics.py."""
 
 from __future__ import annotations
@@ -164,9 +165,17 @@ def _random_case(rng: random.Random) -> tuple[str, list[tuple[int, ...]], tuple[
         shapes.append(tuple(actual) if dims else (1,))
     width = rng.choice([1, 2, 4, 8])
     src = (f"@kernel tile[(32,)] vectorize({width})\n"
-           f"def k({', '.join(params)}, Y: mut f32[{', '.join(names)}]):\n"
-           "    Y[:] = A0 * 2.0 + A1 - A2 * A0\n")
+           f"def k({', '.join(params)}, Y: mut f32[{', '.join(names)}]):\n" + rng.choice(BODIES))
     return src, shapes, out
+
+
+# The same value, Y = A0 * 2.0 + A1 - A2 * A0, written directly, with locals, and with tuple
+# assignments (of values and of a device function's results).
+BODIES = ["    Y[:] = A0 * 2.0 + A1 - A2 * A0\n",
+          "    p, q = A0, A1\n    q, p = p * 2.0 + q, A2 * p\n    Y[:] = q - p\n",
+          "    s = A0 * 2.0\n    s += A1\n    Y[:] = s - A2 * A0\n"]
+PAIR = "@device\ndef two(a: f32, b: f32, c: f32) -> (f32, f32):\n    return a * 2.0 + b, c * a\n\n"
+BODIES.append("    u, v = two(A0, A1, A2)\n    Y[:] = u - v\n")
 
 
 @pytest.mark.parametrize("mode", ["regions", "fibers"])
@@ -177,7 +186,7 @@ def test_random_broadcasting_shapes_match_numpy(seed: int, mode: str, monkeypatc
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     src, shapes, out = _random_case(rng)
-    mod = tessera.compile(src, backend="cpu", path=f"bc{seed}.tsr")
+    mod = tessera.compile(PAIR + src, backend="cpu", path=f"bc{seed}.tsr")
     for misalign in (0, 1):
         a0, a1, a2 = (nrng.integers(-9, 9, sh).astype(np.float32) for sh in shapes)
         y = place(np.zeros(out, np.float32), misalign)

@@ -1,6 +1,7 @@
 """A seeded random differential generator for per-tile vector access (spec section 15): random
 kernels whose tiles move register arrays to and from views at random offsets and extents, of random
-element types, inside loops and conditions, through global and shared memory, run on the CPU
+element types, inside loops and conditions, through global and shared memory (launch-sized shared
+arrays too), in the kernel or in device functions on their array parameters, run on the CPU
 backend against (1) a Python model of the contract (elements outside the tensor read as zero and are
 not written) and (2) the same kernel written with scalar indexed accesses and explicit bounds tests.
 Each tile owns one row, so that the result does not depend on the order of the tiles.
@@ -41,23 +42,48 @@ class Program:
     di: int
     dj: int
     cond: str      # a .tsr condition on `it`, or "True"
-    shared: bool   # the load goes through a shared row first
+    via: str       # "regs"; "shared": the load goes through a shared row first; "sized": through a
+                   # launch-sized shared array; "device": device functions move the views, through
+                   # a shared row (their array parameters)
     column: bool   # the load reads a column X[i:i + w, c] instead of a row
 
     def cond_py(self, it: int) -> bool:
         return bool(eval(self.cond, {}, {"it": it}))  # the same text is valid Python
 
-    def source(self, scalar: bool) -> str:
+    def _src(self, x: str, i: str, c: str) -> str:
+        w = self.w
+        return f"{x}[{i}:{i} + {w}, {c}]" if self.column else f"{x}[{i}, {c}:{c} + {w}]"
+
+    def _device_source(self) -> str:
+        """The vector kernel whose views device functions move, through this tile's shared row."""
         t, w = self.t, self.w
-        head = f"@kernel tile[({TILES},)]\ndef k(X: {t}[m, n], Y: mut {t}[m, n], off: i32):\n"
+        fns = (f"@device\ndef vload(X: {t}[m, n], s: mut {t}[{TILES}, {w}], t: i32, i: i32, c: i32):\n"
+               f"    q = tregs({t}[{w}])\n    q[:] = {self._src('X', 'i', 'c')}\n    s[t, :] = q\n\n"
+               f"@device\ndef vstore(Y: mut {t}[m, n], s: {t}[{TILES}, {w}], t: i32, i: i32, c: i32):\n"
+               f"    q = tregs({t}[{w}])\n    q[:] = s[t, 0:{w}]\n    Y[i, c:c + {w}] = q\n\n")
+        body = [f"s = tshared.alloc({t}[{TILES}, {w}])", f"i = group_id(0) * {TILES} + tile_id(0)",
+                f"for e in range({w}):", f"    s[tile_id(0), e] = {t}(0)", f"for it in range({self.trips}):",
+                f"    if {self.cond}:", f"        vload(X, s, tile_id(0), i + {self.di}, it * {self.step} + off + {self.lo})",
+                f"    vstore(Y, s, tile_id(0), i + {self.dj}, it * {self.step2} + {self.hi})"]
+        return fns + self._head() + "".join(f"    {line}\n" for line in body)
+
+    def _head(self) -> str:
+        return f"@kernel tile[({TILES},)]\ndef k(X: {self.t}[m, n], Y: mut {self.t}[m, n], off: i32, nb: i32):\n"
+
+    def source(self, scalar: bool) -> str:
+        if self.via == "device" and not scalar:
+            return self._device_source()
+        t, w = self.t, self.w
+        head = self._head()
         body = [f"i = group_id(0) * {TILES} + tile_id(0)", f"r = tregs({t}[{w}], 0)"]
-        if self.shared:
+        if self.via == "shared" and not scalar:
             body.insert(0, f"s = tshared.alloc({t}[{TILES}, {w}])")
+        elif self.via == "sized" and not scalar:
+            body.insert(0, f"s = tshared.alloc({t}[nb])")
         body.append(f"for it in range({self.trips}):")
         body.append(f"    if {self.cond}:")
         ind = "        "
-        src = (f"X[i + {self.di}:i + {self.di} + {w}, it * {self.step} + off + {self.lo}]" if self.column else
-               f"X[i + {self.di}, it * {self.step} + off + {self.lo}:it * {self.step} + off + {self.lo} + {w}]")
+        src = self._src("X", f"i + {self.di}", f"it * {self.step} + off + {self.lo}")
         if scalar:
             body.append(f"{ind}for e in range({w}):")
             if self.column:
@@ -70,16 +96,10 @@ class Program:
             body.append(f"{ind}        r[e] = 0")
         else:
             body.append(f"{ind}r[:] = {src}")
-        if self.shared:  # through this tile's own shared row
-            t_id = "tile_id(0)"
-            if scalar:
-                body.append(f"{ind}for e in range({w}):")
-                body.append(f"{ind}    s[{t_id}, e] = r[e]")
-                body.append(f"{ind}for e in range({w}):")
-                body.append(f"{ind}    r[e] = s[{t_id}, e]")
-            else:
-                body.append(f"{ind}s[{t_id}, :] = r")
-                body.append(f"{ind}r[:] = s[{t_id}, 0:{w}]")
+        if self.via in ("shared", "sized") and not scalar:  # through this tile's own shared row
+            row = "s[tile_id(0), :]" if self.via == "shared" else f"s[tile_id(0) * {w}:tile_id(0) * {w} + {w}]"
+            body.append(f"{ind}{row} = r")
+            body.append(f"{ind}r[:] = {row.replace(', :]', f', 0:{w}]')}")
         col = f"it * {self.step2} + {self.hi}"
         if scalar:
             body.append(f"    for e in range({w}):")
@@ -116,7 +136,8 @@ def random_program(rng: random.Random) -> Program:
     # Rows move only within the tile's own row (dj = 0), so that tiles never write the same element.
     return Program(t, w, rng.randint(1, 4), rng.choice([0, w, 2 * w, 16 // size, 3]), rng.randint(-9, 9),
                    rng.choice([w, 16 // size, 2 * w]), rng.randint(-5, 20), 0 if not column else rng.randint(-2, 2),
-                   0, rng.choice(["True", "it % 2 == 0", "it != 1", "it < 2"]), rng.random() < 0.3, column)
+                   0, rng.choice(["True", "it % 2 == 0", "it != 1", "it < 2"]),
+                   rng.choice(["regs", "regs", "shared", "sized", "device"]), column)
 
 
 def _data(t: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
@@ -142,7 +163,7 @@ def check(seed: int) -> str | None:
         grid = -(-m // TILES)
         for name, mod in (("vector", vec), ("scalar", sca)):
             xa, ya = place(x, misalign), place(y0, misalign)
-            mod.k[grid](xa, ya, off)
+            mod.k[grid](xa, ya, off, TILES * p.w)
             if ya.tobytes() != want.tobytes():
                 return f"seed {seed}: the {name} kernel differs from the model (m={m} n={n} off={off}):\n" \
                        f"{p.source(name == 'scalar')}\ngot\n{ya}\nwant\n{want}"

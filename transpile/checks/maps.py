@@ -81,6 +81,8 @@ class MapKernel(Part):
         if isinstance(s, (N.Assign, N.AugAssign)):
             if N.is_whole_tensor(s.target):
                 return True
+            if isinstance(s.target, N.TupleLit) and all(isinstance(x, N.Name) for x in s.target.items):
+                return True  # `hi, lo = f(X)`: locals too
             if isinstance(s.target, N.Name):
                 v = s.value
                 array = (isinstance(v, N.Attr) or (isinstance(v, N.Call) and (

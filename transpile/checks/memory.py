@@ -162,7 +162,8 @@ class MemoryBuiltins(Part):
         sized = [d for d in ty.shape if isinstance(d, str)]
         if sized:
             array = base_name(e.base if isinstance(e, N.Index) else e)
-            self.sink.error(e.loc, f"{name}() needs shared arrays of constant shape; '{array}' is sized at "
+            label = name if " " in name else f"{name}()"
+            self.sink.error(e.loc, f"{label} needs shared arrays of constant shape; '{array}' is sized at "
                             f"launch by '{sized[0]}'")
         return not sized
 
@@ -188,9 +189,11 @@ class MemoryBuiltins(Part):
         if isinstance(bt, N.TensorType):
             dims = bt.dims
         elif isinstance(bt, N.ArrayType) and bt.space == "shared":
-            if not self.constant_shape(bt, e, name):
+            # A tile's vector access may view an array sized at launch (its own extent is constant).
+            if name != "vector access" and not self.constant_shape(bt, e, name):
                 return None
-            dims = tuple(N.IntLit(e.loc, int(d)) for d in bt.shape)
+            dims = tuple(self.fc.expr(N.Name(e.loc, d)) if isinstance(d, str) else N.IntLit(e.loc, int(d))
+                         for d in bt.shape)
         else:
             self.sink.error(e.loc, f"the {what} of {name}() must be a view of a tensor or a shared array")
             return None

@@ -107,14 +107,6 @@ class VectorAccess(Part):
                                 f"tensor or shared array ({_EXAMPLE}); this is {self._what(e)}")
             return None
         assert sym is not None and isinstance(ty, (N.TensorType, N.ArrayType))
-        if is_tensor and not self.fc.in_kernel:
-            self.sink.error(e.loc, f"a vector access in a device function cannot move a view of its array parameter "
-                            f"'{sym.name}'; do it in the kernel, or index the elements")
-            return None
-        if isinstance(ty, N.ArrayType) and any(isinstance(d, str) for d in ty.shape):
-            self.sink.error(e.loc, f"a vector access needs shared arrays of constant shape; '{sym.name}' is sized at "
-                            "launch")
-            return None
         if not load and isinstance(ty, N.TensorType) and not ty.mut:
             self.sink.error(e.loc, f"cannot store to '{sym.name}': it is not mut; declare the parameter as "
                             f"'{sym.name}: mut {ty.elem}[...]'")

@@ -218,7 +218,7 @@ class CPrinter(BuiltinPrinter):
             return f"{cname}[{self.flat_index(idx, buf.shape)}]"
         if buf.space == "shared" and not all(isinstance(d, L.Const) for d in buf.shape):  # sized at launch
             idx = [self.checked(i, d, name, k) for k, (i, d) in enumerate(zip(index, buf.shape))]
-            return f"{cname}[{self.flat_index(idx, _padded(buf))}]"
+            return f"{cname}[{self.flat_index(idx, padded_dims(buf))}]"
         if buf.space == "ref":  # an array parameter: a pointer and the caller's row strides (in elements)
             parts = []
             for k, (i, d) in enumerate(zip(index, buf.shape)):
@@ -282,7 +282,7 @@ class CPrinter(BuiltinPrinter):
             parts = [name, *(stride_name(a.buf, k) for k in range(rank - 1))]
             shared = shared_flag_name(a.buf)
         elif buf.space == "shared" and not all(isinstance(d, L.Const) for d in buf.shape):  # sized at launch
-            rows = _padded(buf)  # a flat pointer
+            rows = padded_dims(buf)  # a flat pointer
             parts = [name, *(" * ".join(self.wrap(d, MUL + 1) for d in rows[k + 1:]) for k in range(rank - 1))]
             shared = "true"
         elif buf.space == "shared":  # a pipelined array: the stage its loop reads (`index`)
@@ -318,7 +318,7 @@ class CPrinter(BuiltinPrinter):
         return f"{f}({text})"
 
 
-def _padded(buf: L.Buffer) -> tuple[L.Expr, ...]:
+def padded_dims(buf: L.Buffer) -> tuple[L.Expr, ...]:
     """The extents of a launch-sized shared array as laid out: the last one plus the padding."""
     last = L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad else buf.shape[-1]
     return (*buf.shape[:-1], last)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tessera.transpile.emit.exprs import shared_flag_name
 from tessera.transpile.emit.memory.views import view_lists
 from tessera.transpile.emit.terms import load_fn, store_fn
 from tessera.transpile.lir import nodes as L
@@ -33,21 +34,31 @@ def print_vec_move(bp: BodyPrinter, s: L.VecMove) -> None:
     n = next(x for x in s.view.extents if x is not None)
     ptr, strides, limits, lows = view_lists(bp.pr, s.view)
     ctype = mem.elem.c_storage
-    shared = bp.opts.check_bounds and mem.space == "shared"
-    targs = f"{ctype}, {n}, {plan.vb}, {str(plan.check).lower()}" + (", true" if shared else "")
-    args = f"{strides[2]}, {limits[0]}, {limits[2]}, {lows[2]}" + (f", {s.loc.line}" if shared else "")
+    # The race detector sees shared memory: a shared array's, and a device function's array
+    # parameter's where the caller passed shared memory (its flag, in check_bounds builds).
+    race = "true" if mem.space == "shared" else shared_flag_name(s.view.buf) if mem.space == "ref" else None
+    race = race if bp.opts.check_bounds else None
+    targs = f"{ctype}, {n}, {plan.vb}, {str(plan.check).lower()}"
+    args = f"{strides[2]}, {limits[0]}, {limits[2]}, {lows[2]}"
     regs = c_ident(s.regs)
     bp.emit("{", s.loc)
     bp.depth += 1
     bp.emit(f"// a tile's vector {'store' if s.store else 'load'}: {n} elements, {plan.vb}-byte accesses")
     bp.emit(f"alignas(16) {ctype} tsr_vec[{n}];")
     loop = f"for (int tsr_k = 0; tsr_k < {n}; ++tsr_k)"
+    call = f"tsr_vec_store<{{}}>({ptr}, tsr_vec, {{}});" if s.store else f"tsr_vec_load<{{}}>(tsr_vec, {ptr}, {{}});"
+    if race is None:
+        moved = call.format(targs, args)
+    elif race == "true":
+        moved = call.format(targs + ", true", f"{args}, {s.loc.line}")
+    else:
+        moved = f"if ({race}) {call.format(targs + ', true', f'{args}, {s.loc.line}')} else {call.format(targs, args)}"
     if s.store:
         f = store_fn(mem.elem)
         bp.emit(f"{loop} tsr_vec[tsr_k] = {f}({regs}[tsr_k]);" if f else f"{loop} tsr_vec[tsr_k] = {regs}[tsr_k];")
-        bp.emit(f"tsr_vec_store<{targs}>({ptr}, tsr_vec, {args});")
+        bp.emit(moved)
     else:
-        bp.emit(f"tsr_vec_load<{targs}>(tsr_vec, {ptr}, {args});")
+        bp.emit(moved)
         f = load_fn(mem.elem)
         bp.emit(f"{loop} {regs}[tsr_k] = {f}(tsr_vec[tsr_k]);" if f else f"{loop} {regs}[tsr_k] = tsr_vec[tsr_k];")
     bp.depth -= 1

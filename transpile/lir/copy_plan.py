@@ -168,19 +168,21 @@ def copy_plan(s: L.Copy, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.Co
 def vec_plan(s: L.VecMove, buffers: Mapping[str, L.Buffer], div: Divisors) -> L.CopyPlan:
     """How one tile moves its register array to or from a 1-D view (spec section 15): the widest
     access that divides the row and that alignment allows, tested at run time where the view's
-    side is not proven (the register side is always aligned). A column's elements are not
-    contiguous: one at a time."""
+    side is not proven (the register side is always aligned), always for a device function's array
+    parameter (its address and row strides are the caller's) and a shared array sized at launch
+    (its offset is the launch's). A column's elements are not contiguous: one at a time."""
     b = buffers[s.view.buf]
     size = b.elem.size
     extent = next(x for x in s.view.extents if x is not None)
     if s.view.extents[-1] is None:
         return L.CopyPlan(size, False)
-    side = _side(b, s.view, div)
+    sized = b.space == "shared" and not all(isinstance(d, L.Const) for d in b.shape)
+    side = None if b.space == "ref" or sized else _side(b, s.view, div)
     for vb in (16, 8, 4):
         e = vb // size
         if vb <= size or (extent * size) % vb:
             continue
-        return L.CopyPlan(vb, not side.whole_chunks(vb, e))
+        return L.CopyPlan(vb, side is None or not side.whole_chunks(vb, e))
     return L.CopyPlan(size, False)
 
 

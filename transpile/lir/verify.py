@@ -235,10 +235,10 @@ class _LirVerifier:
             kept = tuple(x for x in s.view.extents if x is not None)
             if regs is None or regs.space != "regs" or "@" + s.regs not in scope or len(regs.shape) != 1:
                 self.fail("vector access of something that is not an allocated 1-D register array", s)
-            elif mem is None or mem.space not in ("global", "shared") or mem.elem != regs.elem \
+            elif mem is None or mem.space not in ("global", "shared", "ref") or mem.elem != regs.elem \
                     or kept != tuple(int(d.value) for d in regs.shape if isinstance(d, L.Const)):
                 self.fail("vector access of a view that is not of the register array's extent and type", s)
-            elif s.store and mem.space == "global" and not mem.mut:
+            elif s.store and mem.space in ("global", "ref") and not mem.mut:
                 self.fail("store to memory that is not writable", s)
             else:
                 self.access(s.view.buf, s.view.starts, s)

@@ -53,12 +53,14 @@ CATALOG = [
          "this is 'q', register array f32[8]"),
     Case("vec-store-to-table", TABLE + vk("r = tregs(f32[8], 0.0)\nT[0:8] = r"), 5, 5,
          "a register array is assigned to a 1-D view of a tensor or shared array"),
-    Case("vec-launch-sized-shared", vk("s = tshared.alloc(f32[m])\nr = tregs(f32[8])\nr[:] = s[0:8]"), 5, 12,
-         "a vector access needs shared arrays of constant shape; 's' is sized at launch"),
+    Case("vec-launch-sized-shared-whole", vk("s = tshared.alloc(f32[m])\nr = tregs(f32[8])\nr[:] = s"), 5, 12,
+         "vector access needs shared arrays of constant shape; 's' is sized at launch by 'm'"),
+    Case("vec-launch-sized-shared-all", vk("s = tshared.alloc(f32[m])\nr = tregs(f32[8])\nr[:] = s[:]"), 5, 14,
+         "the extent of a view (stop - start) must be a compile-time constant"),
     Case("vec-undefined-view", vk("r = tregs(f32[8])\nr[:] = Z[0, 0:8]"), 4, 12, "'Z'"),
-    Case("vec-device-function-array-parameter",
-         "@device\ndef first(v: f32[n]) -> f32:\n    r = tregs(f32[4])\n    r[:] = v[0:4]\n    return r[0]\n", 4, 12,
-         "a vector access in a device function cannot move a view of its array parameter 'v'"),
+    Case("vec-device-function-store-not-mut",
+         "@device\ndef put(s: f32[32, 8], i: i32):\n    r = tregs(f32[8], 0.0)\n    s[i, :] = r\n", 4, 5,
+         "cannot store to 's': it is not mut; declare the parameter as 's: mut f32[...]'"),
     Case("tregs-too-many-arguments", vk("r = tregs(f32[8], 0.0, 1.0)"), 3, 9,
          "tregs() takes a type like f32[4, 4] and an initial value"),
 ]
@@ -81,6 +83,12 @@ VALID = {
                                 "r[:] = s[1, :]\ns[2, 0:8] = r\nt[:] = r\nr[:] = t\nY[0, 0:8] = r"),
     "a-column": vk("r = tregs(f32[4])\nr[:] = X[0:4, 3]\nY[4:8, 0] = r"),
     "top-level-load-is-not-a-map-kernel": vk("r = tregs(f32[8])\nr[:] = X[m, 0:8]\nY[m, 0:8] = r"),
+    "launch-sized-shared": vk("s = tshared.alloc(f32[m])\nq = tshared.alloc(f16[m, 8], pad=1)\nr = tregs(f32[8])\n"
+                              "r[:] = s[8:16]\ns[m - 8:m] = r\nh = tregs(f16[8])\nh[:] = q[m - 1, :]\nG[0, 0:8] = h"),
+    "device-function-array-parameters": "@device\ndef first(v: f32[a, b], s: mut f32[4, 8], i: i32) -> f32:\n"
+                                        "    r = tregs(f32[4])\n    r[:] = v[i, i:i + 4]\n    s[i % 4, 4:8] = r\n"
+                                        "    return r[0]\n" + vk("s = tshared.alloc(f32[4, 8], pad=1)\n"
+                                                                "Y[0, 0] = first(X, s, m)"),
 }
 
 

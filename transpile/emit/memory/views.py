@@ -8,7 +8,7 @@ the first limit is 0 and nothing is accessed."""
 
 from __future__ import annotations
 
-from tessera.transpile.emit.exprs import CPrinter
+from tessera.transpile.emit.exprs import CPrinter, padded_dims, stride_name
 from tessera.transpile.lir import nodes as L
 from tessera.transpile.names import c_ident
 
@@ -32,11 +32,15 @@ def view_lists(pr: CPrinter, v: L.View) -> tuple[str, list[str], list[str], list
     b = pr.ctx.buffers[v.buf]
     name = c_ident(v.buf)
     dims = [pr.expr(d) for d in b.shape]
-    phys = dims[:-1] + [str(const_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
+    sized = b.space == "shared" and not all(isinstance(d, L.Const) for d in b.shape)  # a flat pointer
+    phys = [pr.expr(d) for d in padded_dims(b)] if sized else \
+        dims[:-1] + [str(const_shape(b)[-1] + b.pad)] if b.space == "shared" else dims
     rank = len(dims)
     strides = ["1"] * rank  # innermost is contiguous
     for k in range(rank - 2, -1, -1):
         strides[k] = phys[k + 1] if strides[k + 1] == "1" else f"{strides[k + 1]} * {phys[k + 1]}"
+    if b.space == "ref":  # a device function's array parameter: the caller's row strides
+        strides = [stride_name(v.buf, k) for k in range(rank - 1)] + ["1"]
     starts: list[str] = []
     kept: list[tuple[str, str, str]] = []  # (stride, limit, elements before the tensor) of sliced dimensions
     guards: list[str] = []                 # indexed (dropped) dimensions must be in range
@@ -55,7 +59,7 @@ def view_lists(pr: CPrinter, v: L.View) -> tuple[str, list[str], list[str], list
                         if s != "0") or "0"
     while len(kept) < 3:
         kept.insert(0, ("0", "1", "0"))
-    if b.space == "global":
+    if b.space in ("global", "ref") or sized:
         ptr = f"{name} + {offset}" if offset != "0" else name
     else:
         ptr = f"&{name}" + "[0]" * rank + (f" + {offset}" if offset != "0" else "")
