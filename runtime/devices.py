@@ -19,10 +19,10 @@ def cuda_status() -> tuple[bool, str]:
         except OSError:
             continue
     if lib is None:
-        return False, "no NVIDIA driver (libcuda not found); using the CPU backend"
+        return False, "no NVIDIA driver (libcuda not found)"
     if lib.cuInit(0) != 0:
-        return False, "the NVIDIA driver did not initialize (cuInit failed); using the CPU backend"
+        return False, "the NVIDIA driver did not initialize (cuInit failed)"
     count = ctypes.c_int(0)
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return False, "no CUDA device found; using the CPU backend"
+        return False, "no CUDA device found"
     return True, f"{count.value} CUDA device(s) found"

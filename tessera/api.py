@@ -45,13 +45,14 @@ def select_backend(requested: str) -> tuple[str, str]:
     if choice != "auto":
         ok, why = find_backend(choice).status()
         if not ok:
-            raise TesseraError(f"backend={choice!r} is not available: {why}")
+            where = f"TESSERA_BACKEND={choice}" if env else f"backend={choice!r}"
+            raise TesseraError(f"{where} is not available: {why}")
         return choice, why
     missing = ""  # why the preferred backends are not available
     for name in AUTO:
         ok, why = find_backend(name).status()
         if ok:
-            return name, missing or why
+            return name, f"{missing}; using the {name.upper()} backend" if missing else why
         missing = missing or why
     raise TesseraError(f"no backend is available: {missing}")
 

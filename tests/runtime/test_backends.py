@@ -44,9 +44,9 @@ def test_auto_takes_the_first_available_and_says_why_not_the_others(monkeypatch:
     monkeypatch.delenv("TESSERA_BACKEND", raising=False)
     fakes = {"cuda": _Fake("cuda", False, "no GPU here"), "cpu": _Fake("cpu", True, "requested")}
     monkeypatch.setattr(api, "find_backend", lambda name: fakes[name])
-    assert api.select_backend("auto") == ("cpu", "no GPU here")
+    assert api.select_backend("auto") == ("cpu", "no GPU here; using the CPU backend")
     assert api.select_backend("cpu") == ("cpu", "requested")
-    with pytest.raises(TesseraError, match="backend='cuda' is not available: no GPU here"):
+    with pytest.raises(TesseraError, match="backend='cuda' is not available: no GPU here$"):
         api.select_backend("cuda")
     fakes["cuda"] = _Fake("cuda", True, "1 CUDA device(s) found")
     assert api.select_backend("auto") == ("cuda", "1 CUDA device(s) found")
@@ -54,3 +54,22 @@ def test_auto_takes_the_first_available_and_says_why_not_the_others(monkeypatch:
     with pytest.raises(TesseraError, match="no backend is available: no GPU here"):
         api.select_backend("auto")
     assert backends.AUTO == ("cuda", "cpu")
+
+
+def test_a_backend_asked_for_but_missing_is_an_error_that_does_not_say_it_falls_back(monkeypatch) -> None:
+    """The error once read "backend='cuda' is not available: no NVIDIA driver (libcuda not found);
+    using the CPU backend", and named backend= where $TESSERA_BACKEND had asked for CUDA."""
+    from tessera.runtime.devices import cuda_status
+
+    if cuda_status()[0]:
+        pytest.skip("a GPU is present")
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+    with pytest.raises(TesseraError) as e:
+        api.select_backend("cuda")
+    assert str(e.value).startswith("backend='cuda' is not available: ") and "using" not in str(e.value)
+    monkeypatch.setenv("TESSERA_BACKEND", "cuda")
+    with pytest.raises(TesseraError, match="^TESSERA_BACKEND=cuda is not available: ") as e:
+        api.select_backend("cpu")
+    assert "using" not in str(e.value)
+    monkeypatch.delenv("TESSERA_BACKEND")
+    assert api.select_backend("auto") == ("cpu", f"{cuda_status()[1]}; using the CPU backend")
