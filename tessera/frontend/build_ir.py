@@ -53,12 +53,12 @@ def _start(x: object) -> Loc:
     """Where a node's source text starts: its leftmost token (an operator's node is located at
     the operator, its text starts at its left operand)."""
     while True:
-        if isinstance(x, N.BinOp | N.BoolOp):
+        if isinstance(x, N.BoolOp | N.Ternary):
+            return x.loc  # built located at its start (and_op, or_op, ternary): no walk down a long chain
+        if isinstance(x, N.BinOp):
             x = x.left
         elif isinstance(x, N.Compare):
             x = x.operands[0]
-        elif isinstance(x, N.Ternary):
-            x = x.then
         elif isinstance(x, N.Index | N.Attr):
             x = x.base
         elif isinstance(x, N.Call):

@@ -6,7 +6,8 @@ punctuation, literals, newlines and indentation), loose or arranged in indented 
 programs generated from a small expression/statement grammar (mostly well-typed ones, which reach the
 later passes and the C emitter); (b) mutations of the sample programs (lines deleted, duplicated,
 swapped or re-indented; characters and raw bytes inserted or deleted; operators flipped; numbers
-replaced by huge or negative ones; names replaced). Each input must compile or raise `CompileError`
+replaced by huge or negative ones; names replaced; a line nested in up to 400 blocks or brackets;
+neighbouring tokens swapped). Each input must compile or raise `CompileError`
 whose text starts with a located `fuzz.tsr:LINE:COL: error: `; anything else, an
 `InternalCompilerError` included, is a bug. Derandomized: the same ~4,400 inputs on every run.
 
@@ -327,6 +328,23 @@ def counts(x: i32[n], out: mut i32[grid_groups], BM: const i32 = 8):
     g = group_shape(0) + group_count(0) + group_id(0) + tile_id(0) + warp_id() * WARP_SIZE
     out[0] += g - g
 ''',
+    # Scalar parameters assigned in the body (a device function's and the kernel's own), tuple returns.
+    '''@device
+def fmix(h: u32, r: i32) -> (u32, i32):
+    h ^= h >> 16
+    h *= 0x85ebca6b
+    while r > 0: r -= 3
+    return h, r
+
+@kernel tile[(4, 2, 2)]
+def mix(x: u32[n], o: mut u32[n], s: i32, f: f32):
+    i = global_linear_id()
+    if i >= n: return
+    s += i
+    f *= 2.0
+    h, s = fmix(x[i], s)
+    o[i] = h + u32(s) + u32(f)
+''',
 ]
 
 
@@ -344,11 +362,12 @@ NUMBERS = ["0", "-1", "-0", "99999999999", "2147483648", "-2147483649", "1844674
 INSERTS = ["(", ")", "[", "]", ":", ",", "\t", "\r", "\x0c", "\x00", "#", '"', "\\", "'", "@", "$", "`", "\u00e9",
            "\u2028", "\ufeff", "\x85", " ", "\n", "\n    ", "0", "_", ".", "=", "-", "e"]
 IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+TOKEN = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9_.]*|//=?|<<=?|>>=?|[-+*/%&|^<>=!]=|\S")
 NUMBER = re.compile(rb"[0-9][0-9_.]*(?:[eE][+-]?[0-9]+)?(?:_?[KM]iB)?")
 REPLACEMENTS = sorted(KEYWORDS) + sorted(BUILTIN_NAMES) + TYPES + NAMES + ["tshared", "mut", "const"]
 
 # One mutation: (kind, a, b, c) with small integers interpreted modulo the input's sizes.
-mutation = st.tuples(st.integers(0, 11), st.integers(0, 10_000), st.integers(0, 10_000), st.integers(0, 10_000))
+mutation = st.tuples(st.integers(0, 13), st.integers(0, 10_000), st.integers(0, 10_000), st.integers(0, 10_000))
 
 
 def _nth(pattern: re.Pattern[bytes], data: bytes, k: int) -> re.Match[bytes] | None:
@@ -393,6 +412,23 @@ def mutate(data: bytes, kind: int, a: int, b: int, c: int) -> bytes:
         m, other = _nth(IDENT, lines[i], b), _nth(IDENT, data, c)
         if m and other:
             lines[i] = lines[i][:m.start()] + other.group(0) + lines[i][m.end():]
+    elif kind == 11:                                # nest a line in 1 to 400 blocks or brackets
+        ind = lines[i][:len(lines[i]) - len(lines[i].lstrip(b" "))]
+        depth = 1 + c % 400
+        if b % 2:
+            lines[i:i + 1] = [ind + b"    " * k + b"if True:" for k in range(depth)] + \
+                [ind + b"    " * depth + lines[i].lstrip(b" ")]
+        else:
+            m = _nth(IDENT, lines[i], b)
+            if m:
+                lines[i] = lines[i][:m.start()] + b"(" * depth + m.group(0) + b")" * depth + lines[i][m.end():]
+    elif kind == 12:                                # swap two neighbouring tokens
+        toks = list(TOKEN.finditer(lines[i]))
+        if len(toks) >= 2:
+            k = b % (len(toks) - 1)
+            x, y = toks[k], toks[k + 1]
+            line = lines[i]
+            lines[i] = line[:x.start()] + y.group(0) + line[x.end():y.start()] + x.group(0) + line[y.end():]
     else:                                           # truncate the file
         return data[: a % (len(data) + 1)]
     return b"\n".join(lines)
