@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pathlib
@@ -235,6 +236,19 @@ def pause_coverage() -> Callable[[], None] | None:
             cov.start()
 
     return resume if stopped else None
+
+
+@contextlib.contextmanager
+def coverage_paused():  # type: ignore[no-untyped-def]
+    """Coverage paused (`pause_coverage`) inside the block and measured again after it: for many
+    repetitions of work whose lines the test has measured once already (threads started inside the
+    block are not traced either)."""
+    resume = pause_coverage()
+    try:
+        yield
+    finally:
+        if resume is not None:
+            resume()
 
 
 @pytest.hookimpl(hookwrapper=True)

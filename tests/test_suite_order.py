@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from types import SimpleNamespace
 
 from coverage import Coverage
@@ -93,3 +94,15 @@ def test_a_covered_sample_measures_one_item_in_every_and_takes_all() -> None:
         with contextlib.suppress(StopIteration):
             next(fixture)
         assert _traced()
+
+
+def test_coverage_is_paused_inside_the_block_also_in_its_threads_and_resumed_after() -> None:
+    seen: list[bool] = []
+    with _measuring():
+        with conftest.coverage_paused():
+            seen.append(_traced())
+            thread = threading.Thread(target=lambda: seen.append(_traced()))
+            thread.start()
+            thread.join()
+        seen.append(_traced())
+    assert seen == [False, False, True]
