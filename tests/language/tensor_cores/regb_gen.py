@@ -41,6 +41,8 @@ def generate(seed: int, staged: bool = False) -> Case:
     acc_t, unit = TYPES[elem]
     k = unit * rng.choice([1, 2])
     trans = rng.random() < 0.5
+    if not trans:
+        k = max(k, 16)  # B [K, N] is a fragment: at least one 16-row mma tile
     tiles = 64 if not trans and k >= 32 and rng.random() < 0.5 else 32  # B's rows: whole rows per warp
     a_regs = rng.random() < 0.5
     form = rng.choice(["loop", "if", "pipeline", "plain"])
