@@ -226,10 +226,11 @@ inline void install_fault_handlers() {
 // that the handler is still in front: Python's signal.signal replaces it) rather than three.
 // Each library has its own handler and watch slots; the runtime puts one library's handler back
 // (unwatch_sigint) before another's goes in front, so handlers never chain to each other.  A
-// SIGINT after the runtime reads the count (the address tsr_sigint_counter_v1 gives, or what
-// watch_sigint returns) either reaches Python before the launch starts (a KeyboardInterrupt at
-// its next check) or finds the count moved when the launch starts, which cancels it at once: no
-// window loses a Ctrl-C.
+// SIGINT before the runtime reads the count (the address tsr_sigint_counter_v1 gives, or what
+// watch_sigint returns) has reached Python's handler, and the runtime handles Python's pending
+// signals after the read (PyErr_CheckSignals: a KeyboardInterrupt before the launch); one after
+// the read finds the count moved when the launch starts, which cancels it at once: no window
+// loses a Ctrl-C.
 inline bool sigint_in_front() {
   struct sigaction cur;
   return sigaction(SIGINT, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &on_sigint;

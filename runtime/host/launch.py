@@ -95,6 +95,14 @@ def _sigint_handler() -> object:
     return _signal.getsignal(signal.SIGINT)
 
 
+# Python's pending signals, handled now (a KeyboardInterrupt raised here): a SIGINT that came
+# after Python last looked and before the launch read the count would otherwise wait for the end
+# of the launch (host/host_signals.h: a SIGINT after the read cancels the launch itself).
+_check_signals = ctypes.pythonapi.PyErr_CheckSignals
+_check_signals.argtypes = []
+_check_signals.restype = ctypes.c_int
+
+
 def _entry(lib: ctypes.CDLL, symbol: str) -> Any:
     try:
         fn = getattr(lib, symbol)  # CDLL keeps the function object: its types are set once
@@ -262,6 +270,7 @@ def _call(lib: ctypes.CDLL, fn: Any, current: _Set, limit: float | None, grid: t
                 _front[0] = None
                 cfg.sigint_seen = w.watch()
                 _front[0] = w
+            _check_signals()
             status = fn(ref, argv)
             if status != NOT_WATCHED:
                 break

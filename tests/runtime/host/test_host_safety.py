@@ -206,6 +206,26 @@ def test_an_ignored_sigint_leaves_the_launch_to_its_timeout() -> None:
     assert lines[1] == "still alive 2.0"
 
 
+def test_a_sigint_pending_in_python_stops_the_launch_before_it_starts(mod, monkeypatch) -> None:
+    """A SIGINT that reached Python's handler after Python last looked, just before the launch read
+    the count, is handled before the launch starts (PyErr_CheckSignals raises KeyboardInterrupt):
+    stand-ins for that pending SIGINT and for Python's handler in place."""
+    from tessera.runtime.host import launch
+
+    def pending() -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "_check_signals", pending)
+    monkeypatch.setattr(launch, "_sigint_handler", lambda: signal.default_int_handler)
+    out = np.zeros(64, np.int32)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        mod.spin(out, grid=4, timeout=5)
+    assert time.monotonic() - t0 < 4 and not out.any()
+    launch._front[0].unwatch()  # Python's handler back in front, as before the test
+    launch._front[0] = None
+
+
 TWO_LIBRARIES = """
 import time, numpy as np, tessera
 a = tessera.compile("@kernel tile[(32,)]\\ndef k(y: mut f32[n]):\\n    y[tile_linear_id()] = 1.0\\n", backend="cpu")
