@@ -43,13 +43,17 @@ class VariantSpec:
         return dataclasses.replace(self, options=self.options.replace(**changes))
 
     def key(self) -> str:
-        """The metadata cache's key: every field, and the compiler's fingerprint (which covers the
-        compiler and the CPU backend's runtime sources)."""
+        """The metadata cache's key: every field, the compiler's fingerprint (which covers the
+        compiler and the CPU backend's runtime sources) and, on the CPU backend, whether its library
+        has one clone of each kernel ($TESSERA_CPU_CLONES=host)."""
         from tessera.runtime.cache.disk import cache_key
         from tessera.runtime.cache.fingerprint import fingerprint
+        from tessera.runtime.host.clones import mode
 
+        # The library a CPU variant names has one clone of each kernel: a key of its own.
+        clones = ("clones=host",) if self.backend == "cpu" and mode() == "host" else ()
         return cache_key("front", FORMAT, fingerprint(), self.backend, self.source, self.options.key(),
-                         self.kernel or "", json.dumps([list(c) for c in self.consts]))
+                         self.kernel or "", json.dumps([list(c) for c in self.consts]), *clones)
 
 
 FrontEndOf = Callable[[], "FrontEnd"]

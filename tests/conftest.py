@@ -17,6 +17,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "samples").glob("*.tsr"))
 
+# The CPU backend compiles a region-mode kernel with a loop once, for the clone this CPU picks
+# (runtime/host/clones.py: the same code runs, in half the compiler's time), unless the run asks for
+# both; the tests of the clones themselves ask for both (TESSERA_CPU_CLONES=all).
+os.environ.setdefault("TESSERA_CPU_CLONES", "host")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite the golden .cu files")

@@ -95,8 +95,9 @@ def build_library(cuda: str, kernels: tuple[KernelInfo, ...]) -> tuple[str, Path
     from tessera.runtime.cache.disk import DiskCache
     from tessera.runtime.cache.pinned import keep_private
     from tessera.runtime.host.build import build_shared_library
+    from tessera.runtime.host.clones import wrapper_prefix
 
-    wrapper = wrapper_source(kernels)
+    wrapper = wrapper_prefix() + wrapper_source(kernels)
     key = library_key(cuda, wrapper)
     cache = DiskCache("cpu")
     hit = cached_library(key)

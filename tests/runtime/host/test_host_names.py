@@ -140,13 +140,14 @@ def {k}(x: f32[n], out: mut f32[n]):
 """ for k in ("calloc", "step"))
 
 
-def test_the_dispatch_of_a_kernel_compiled_twice_is_not_exported(tmp_path) -> None:
+def test_the_dispatch_of_a_kernel_compiled_twice_is_not_exported(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A region-mode kernel with a loop is compiled for AVX2 and the baseline (TSR_VECTOR_CLONES in
     the prelude): GCC gives its dispatch's symbols (the kernel's name, an ifunc, and `name.resolver`)
     default visibility, and `calloc`'s, tsr_u_calloc, matches the exports' pattern (tsr_*): the
     kernel's body hides them (TSR_HIDE_CLONES)."""
     nm = shutil.which("nm")
     assert nm
+    monkeypatch.setenv("TESSERA_CPU_CLONES", "all")  # both clones and their dispatch (tests/conftest.py)
     mod = tessera.compile(LOOPS, backend="cpu")
     c = compile_source(SourceFile("k.tsr", LOOPS), options=CompileOptions(cpu_regions=True)).cuda
     assert "TSR_VECTOR_CLONES tsr_u_calloc(" in c

@@ -94,6 +94,7 @@ def test_the_avx2_clone_computes_the_baselines_bits(name: str, monkeypatch: pyte
     shifts and divisions."""
     from tests.transpile.cpu.test_cpu_region_loops import both_modes
 
+    monkeypatch.setenv("TESSERA_CPU_CLONES", "all")  # the clones and their dispatch (tests/conftest.py)
     bits = np.linspace(0, 2**32 - 1, 1 << 16, dtype=np.uint64).astype(np.uint32)
     specials = np.array([0x7FC00000, 0xFFC00000, 0x7F800000, 0xFF800000, 0, 0x80000000, 1, 0x807FFFFF,
                          0x41200000, 0xC1200000, 0x3F800000], np.uint32)
