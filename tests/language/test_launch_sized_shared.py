@@ -185,3 +185,27 @@ def test_passing_them_compiles_with_nvrtc(arch: str) -> None:
     nv = compile_cuda(cuda, name="p.cu", arch=arch)
     assert nv.warnings == ()
     assert nv.kernel("rows").spill_stores == 0
+
+
+PADDED_ONLY = """
+@kernel tile[(32,)]
+def k(X: f32[m, n], Y: mut f32[m, n], rows: i32):
+    e = tshared.alloc(f32[rows, 20], pad=1)
+    t = tile_id(0)
+    if t < rows:
+        e[t, 3] = X[t, 3]
+    tbarrier()
+    Y[t, 0] = e[t % rows, 3]
+"""
+
+
+def test_check_bounds_builds_a_padded_array_with_no_other_signed_arithmetic() -> None:
+    # Indexing a padded launch-sized array adds the padding to its rows with an overflow check; a
+    # body with no signed + - * of its own left that check's definition out of the C
+    # (tsr_checked_add was not declared).
+    mod = tessera.compile(PADDED_ONLY, backend="cpu", check_bounds=True, path="padded.tsr")
+    x = np.arange(32 * 20, dtype=np.float32).reshape(32, 20)
+    for rows in (1, 5, 32):
+        y = np.zeros_like(x)
+        mod.k[1](x, y, rows)
+        np.testing.assert_array_equal(y[:, 0], x[np.arange(32) % rows, 3])

@@ -94,3 +94,18 @@ def test_nvrtc_compiles_them_without_warnings(arch: str) -> None:
     assert [k.c_name for k in result.kernels] == ["parts", "parts_a16", "pairs", "pairs_a16", "calls", "calls_a16"]
     nv = compile_cuda(result.cuda, name="tup.cu", arch=arch)
     assert nv.cubin is not None and nv.warnings == ()
+
+
+@pytest.mark.parametrize("body", ["    a, b, c = two(X)\n    Y[:] = a + c\n",
+                                  "    a, b = X\n    Y[:] = b\n",
+                                  "    a, b, c = two(X[0])\n    Y[0] = a + c\n"],
+                         ids=["map-kernel", "one-value", "plain-kernel"])
+def test_a_rejected_tuple_assignment_is_one_error(body: str) -> None:
+    """The names a rejected tuple assignment would declare used to be reported again, as undefined,
+    at every later use."""
+    source = ("@device\ndef two(a: f32) -> (f32, f32):\n    return a, a\n\n"
+              "@kernel tile[(64,)]\ndef k(X: f32[n], Y: mut f32[n]):\n" + body)
+    with pytest.raises(tessera.CompileError) as e:
+        compile_source(SourceFile("bad.tsr", source), options=CompileOptions())
+    assert len(e.value.diagnostics) == 1, str(e.value)
+    assert "a tuple assignment to" in str(e.value) and e.value.diagnostics[0].loc.line == 7

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -46,6 +46,7 @@ class Program:
                    # launch-sized shared array; "device": device functions move the views, through
                    # a shared row (their array parameters)
     column: bool   # the load reads a column X[i:i + w, c] instead of a row
+    spad: int = -1  # "sized": -1 a 1-D array of nb elements, else rows of nb x w padded by spad
 
     def cond_py(self, it: int) -> bool:
         return bool(eval(self.cond, {}, {"it": it}))  # the same text is valid Python
@@ -79,7 +80,8 @@ class Program:
         if self.via == "shared" and not scalar:
             body.insert(0, f"s = tshared.alloc({t}[{TILES}, {w}])")
         elif self.via == "sized" and not scalar:
-            body.insert(0, f"s = tshared.alloc({t}[nb])")
+            body.insert(0, f"s = tshared.alloc({t}[nb])" if self.spad < 0 else
+                        f"s = tshared.alloc({t}[nb, {w}], pad={self.spad})")
         body.append(f"for it in range({self.trips}):")
         body.append(f"    if {self.cond}:")
         ind = "        "
@@ -97,7 +99,8 @@ class Program:
         else:
             body.append(f"{ind}r[:] = {src}")
         if self.via in ("shared", "sized") and not scalar:  # through this tile's own shared row
-            row = "s[tile_id(0), :]" if self.via == "shared" else f"s[tile_id(0) * {w}:tile_id(0) * {w} + {w}]"
+            row = "s[tile_id(0), :]" if self.via == "shared" or self.spad >= 0 else \
+                f"s[tile_id(0) * {w}:tile_id(0) * {w} + {w}]"
             body.append(f"{ind}{row} = r")
             body.append(f"{ind}r[:] = {row.replace(', :]', f', 0:{w}]')}")
         col = f"it * {self.step2} + {self.hi}"
@@ -137,7 +140,7 @@ def random_program(rng: random.Random) -> Program:
     return Program(t, w, rng.randint(1, 4), rng.choice([0, w, 2 * w, 16 // size, 3]), rng.randint(-9, 9),
                    rng.choice([w, 16 // size, 2 * w]), rng.randint(-5, 20), 0 if not column else rng.randint(-2, 2),
                    0, rng.choice(["True", "it % 2 == 0", "it != 1", "it < 2"]),
-                   rng.choice(["regs", "regs", "shared", "sized", "device"]), column)
+                   rng.choice(["regs", "regs", "shared", "sized", "device"]), column, rng.choice([-1, 0, 1, 3]))
 
 
 def _data(t: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
@@ -146,11 +149,14 @@ def _data(t: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarra
     return rng.integers(-100, 100, shape).astype(TYPES[t])
 
 
-def check(seed: int) -> str | None:
-    """Run one random program; None when it agrees, else what disagreed."""
+def check(seed: int, via: str | None = None, checked: bool | None = None) -> str | None:
+    """Run one random program (through `via` and with check_bounds as `checked` where given); None
+    when it agrees, else what disagreed."""
     rng = random.Random(seed)
     p = random_program(rng)
-    vec = tessera.compile(p.source(False), backend="cpu", check_bounds=rng.random() < 0.3, path=f"vec{seed}.tsr")
+    p = replace(p, via=via or p.via)
+    checked = rng.random() < 0.3 if checked is None else checked
+    vec = tessera.compile(p.source(False), backend="cpu", check_bounds=checked, path=f"vec{seed}.tsr")
     sca = tessera.compile(p.source(True), backend="cpu", path=f"sca{seed}.tsr")
     nrng = np.random.default_rng(seed)
     for _ in range(2):
@@ -163,7 +169,7 @@ def check(seed: int) -> str | None:
         grid = -(-m // TILES)
         for name, mod in (("vector", vec), ("scalar", sca)):
             xa, ya = place(x, misalign), place(y0, misalign)
-            mod.k[grid](xa, ya, off, TILES * p.w)
+            mod.k[grid](xa, ya, off, TILES * p.w if p.spad < 0 else TILES)
             if ya.tobytes() != want.tobytes():
                 return f"seed {seed}: the {name} kernel differs from the model (m={m} n={n} off={off}):\n" \
                        f"{p.source(name == 'scalar')}\ngot\n{ya}\nwant\n{want}"
@@ -172,6 +178,15 @@ def check(seed: int) -> str | None:
 
 def test_vector_access_matches_the_model_and_the_scalar_twin() -> None:
     failures = [f for seed in range(8) if (f := check(seed)) is not None]
+    assert not failures, failures[0]
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["plain", "check_bounds"])
+def test_launch_sized_arrays_and_device_functions(checked: bool) -> None:
+    """The forms that used to be refused: launch-sized shared arrays (1-D, or rows padded by 1 or 3
+    elements) and device functions' array parameters, with and without check_bounds."""
+    failures = [f for seed, via in ((1, "sized"), (5, "sized"), (6, "sized"), (20, "sized"), (3, "device"))
+                if (f := check(seed, via, checked)) is not None]
     assert not failures, failures[0]
 
 

@@ -104,7 +104,17 @@ class Assignments(Part):
     def tuple_assign(self, s: N.Assign) -> N.Stmt:
         """`a, b = b, a` and `s, c = f(x)`: every value is computed first (into temporaries, named
         `%tuple<k>` here and by lower), then assigned to the targets left to right, each as a
-        single assignment of its value would be."""
+        single assignment of its value would be. After an error, the names it would have declared
+        are not reported again where they are used."""
+        typed = self._tuple_assign(s)
+        if typed is s:
+            assert isinstance(s.target, N.TupleLit)
+            for t in s.target.items:
+                if isinstance(t, N.Name) and self.scope.lookup(t.id) is None:
+                    self.scope.quiet.add(t.id)
+        return typed
+
+    def _tuple_assign(self, s: N.Assign) -> N.Stmt:
         assert isinstance(s.target, N.TupleLit)
         targets = s.target.items
         if s.annotation:

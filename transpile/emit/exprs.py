@@ -319,7 +319,8 @@ class CPrinter(BuiltinPrinter):
 
 
 def padded_dims(buf: L.Buffer) -> tuple[L.Expr, ...]:
-    """The extents of a launch-sized shared array as laid out: the last one plus the padding."""
+    """The extents of a launch-sized shared array as laid out: the last one plus the padding (a
+    sum that check_bounds builds check for overflow: header_parts.padded_sum)."""
     last = L.Binary("+", buf.shape[-1], L.Const(buf.pad, I32), I32) if buf.pad else buf.shape[-1]
     return (*buf.shape[:-1], last)
 

@@ -170,9 +170,18 @@ def _checks(fn: L.Function, stmts: tuple[L.Stmt, ...], exprs: tuple[L.Expr, ...]
     if any((b := fn.buffer(name)) is not None and b.space in ("shared", "ref") for name in accessed):
         out.add("race")
     if any(isinstance(e, (L.Binary, L.Unary)) and e.op in _CHECKED_OPS and _overflows(e.dtype) for e in exprs) or any(
-            isinstance(s, (L.Assign, L.Store)) and s.op in _CHECKED_OPS and _overflows(s.op_type) for s in stmts):
+            isinstance(s, (L.Assign, L.Store)) and s.op in _CHECKED_OPS and _overflows(s.op_type) for s in stmts) \
+            or padded_sum(fn):
         out.add("overflow")
     return out
+
+
+def padded_sum(fn: L.Function) -> bool:
+    """Whether the function has a padded launch-sized shared array: its indexing adds the padding
+    to the row length (exprs.padded_dims), checked for overflow, though no expression of the body
+    need add anything."""
+    return any(b.space == "shared" and b.pad and not all(isinstance(d, L.Const) for d in b.shape)
+               for b in fn.buffers)
 
 
 def _overflows(ty: ScalarType | None) -> bool:
