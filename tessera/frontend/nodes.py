@@ -6,9 +6,9 @@ The front end builds these nodes from the parse tree; the passes up to `typechec
 folded constants (resolve-constants), const parameter values (specialize), kernel headers
 (kernel-headers), and from the type checker only types: expression types (`ty`), parameter
 types (`Param.ty`), what a name refers to (`Name.ref`), which assignments declare a local
-(`Assign.declares`). Everything derived from a typed tree (hoisting, feature use, shared-memory
-layout, C names) is computed by analyses (transpile/analysis.py), never stored here. `lower`
-then turns the typed tree into the lowered IR of `tessera.transpile.lir.nodes`.
+(`Assign.declares`). Everything derived from a typed tree (hoisting, shared-memory layout, C
+names) is computed by analyses of the lowered IR (transpile/lir/hoist.py, shared_layout.py,
+cnames.py), never stored here. `lower` then turns the typed tree into the lowered IR of `tessera.transpile.lir.nodes`.
 
 This module names the whole syntax tree (`from tessera.frontend import nodes as N`): it owns the
 statements and the module's items (constants, tables, functions and their parameters and headers)
