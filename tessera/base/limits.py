@@ -33,12 +33,16 @@ MAX_VECTORIZE = 16
 
 
 
+_BASES = {"0x": 16, "0b": 2, "0o": 8}
+
+
 def int_literal_digits(text: str) -> tuple[str, int]:
-    """The significant digits and base of an unsigned integer literal (`1_000`, `0x00FF`): callers
-    check the digits against MAX_INT_DIGITS before int(), which refuses 4300 digits with a ValueError."""
+    """The significant digits and base of an unsigned integer literal (`1_000`, `0x00FF`, `0b1010`,
+    `0o17`): callers check the digits against MAX_INT_DIGITS before int(), which refuses 4300
+    digits with a ValueError."""
     t = text.replace("_", "")
-    hexadecimal = t[:2].lower() == "0x"
-    return (t[2:] if hexadecimal else t).lstrip("0") or "0", 16 if hexadecimal else 10
+    base = _BASES.get(t[:2].lower(), 10)
+    return (t if base == 10 else t[2:]).lstrip("0") or "0", base
 
 
 def read_source(path: str | os.PathLike) -> bytes:

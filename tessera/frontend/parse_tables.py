@@ -4,7 +4,7 @@ do not edit (tests/frontend/test_parse_tables.py checks that this file is curren
 # ruff: noqa: E501
 # fmt: off
 
-GRAMMAR_SHA256 = '14fe1a262a2334a0f39840cd91a1af8e12bfbb8521d67124f7f4f864d5ca3a1d'
+GRAMMAR_SHA256 = '4ec60292aaaadbda0fc19673f31093503122197611b291f170a5f3b6f0849a85'
 LARK_VERSION = '1.3.1'
 TABLES = {'data': {'parser': {'lexer_conf': {'terminals': [{'@': 0},
                                                   {'@': 1},
@@ -3561,7 +3561,7 @@ TABLES = {'data': {'parser': {'lexer_conf': {'terminals': [{'@': 0},
                'priority': 2,
                '__type__': 'TerminalDef'},
           29: {'name': 'INT',
-               'pattern': {'value': '(?:0[xX][0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|[0-9]+(?:_[0-9]+)*)',
+               'pattern': {'value': '(?:0[xX][0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|0[oO][0-7]+(?:_[0-7]+)*|0[bB][01]+(?:_[01]+)*|[0-9]+(?:_[0-9]+)*)',
                            'flags': [],
                            'raw': None,
                            '_width': [1, 18446744073709551616],

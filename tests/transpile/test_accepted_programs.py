@@ -99,6 +99,15 @@ def test_integer_minimum_literals() -> None:
     assert y.tolist() == [-2**31, -2**63, 5 - 2**31]
 
 
+def test_integer_literals_in_every_base() -> None:
+    """Binary and octal literals as in Python (`0b`, `0o`, with `_`); zeros alone may repeat."""
+    mod = both("const MASK = 0b1111_0000\n@kernel tile[(1,)]\ndef k(y: mut i64[6]):\n    y[0] = MASK\n"
+               "    y[1] = 0o17\n    y[2] = 0O7_7\n    y[3] = 0B1\n    y[4] = 00\n    y[5] = 0xf_f + 0_0\n")
+    y = np.zeros(6, np.int64)
+    mod.k(y, grid=1)
+    assert y.tolist() == [0b1111_0000, 0o17, 0o77, 1, 0, 255]
+
+
 # ---- the fuzzer's programs ------------------------------------------------------------------------------
 
 def host_syntax_check(cuda: str) -> str:

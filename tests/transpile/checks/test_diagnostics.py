@@ -571,6 +571,11 @@ CATALOG: list[Case] = [
          "integer literal is too long: 5000 digits (the limit is 40)"),
     Case("hex-literal-over-4300-digits", "const A = 0x" + "f" * 5000 + "\n", 1, 11, "integer literal is too long"),
     Case("size-literal-over-4300-digits", "const A = " + "9" * 5000 + "_KiB\n", 1, 11, "integer literal is too long"),
+    Case("decimal-literal-with-leading-zero", "const A = 010\n", 1, 11,
+         "leading zeros in a decimal integer literal are not allowed: write 10, or 0o10 for C's octal 010"),
+    Case("decimal-literal-with-leading-zero-not-octal", "const A = 0_9\n", 1, 11,
+         "leading zeros in a decimal integer literal are not allowed: write 9"),
+    Case("binary-literal-with-a-2", "const A = 0b102\n", 1, 15, "unexpected"),
     Case("repeated-squaring", "const A = 0x7FFF_FFFF_FFFF_FFFF\n" + "".join(
          f"const {b} = {a} * {a} * {a} * {a}\n" for a, b in zip("ABCDE", "BCDEF")), 2, 17,
          "constant expression overflows: its value needs more than 128 bits"),
