@@ -174,16 +174,22 @@ def test_stack_overflow_in_a_subprocess_does_not_kill_it() -> None:
     assert lines[2] == "still alive 2.0"
 
 
-def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
-    proc = _child("spin")
+def _interrupted(proc: subprocess.Popen, after: float = 2.0) -> str:
+    """SIGINT to the child `after` seconds after it printed "ready" (well inside its endless launch,
+    also when it runs slowly under coverage); its output once it has exited with status 0."""
     try:
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(2.0)  # well inside the endless launch, also when the child runs slowly (under coverage)
+        time.sleep(after)
         proc.send_signal(signal.SIGINT)
         out, err = _communicate(proc, 60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
+    return out
+
+
+def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
+    out = _interrupted(_child("spin"))
     lines = out.splitlines()
     assert lines[0].startswith("KeyboardInterrupt") and float(lines[0].split()[1]) < 10, out
     assert lines[1] == "still alive 2.0"
@@ -192,15 +198,7 @@ def test_ctrl_c_stops_a_launch_that_never_reaches_a_barrier() -> None:
 def test_an_ignored_sigint_leaves_the_launch_to_its_timeout() -> None:
     """SIGINT ignored in the process (as under nohup or a shell's `&`): Ctrl-C does not stop the
     launch, as it would not stop Python code; the launch's timeout still does."""
-    proc = _child("spin-timeout", sigint=_sigint_ignored)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        out, err = _communicate(proc, 60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
+    out = _interrupted(_child("spin-timeout", sigint=_sigint_ignored), after=1.0)
     lines = out.splitlines()
     assert lines[0].startswith("LaunchError spin: the launch did not finish within the timeout of 3 s"), out
     assert lines[1] == "still alive 2.0"
@@ -244,16 +242,9 @@ print("still alive", flush=True)
 
 def test_ctrl_c_stops_a_launch_of_a_second_library() -> None:
     """Each kernel library has its own SIGINT handler: the one whose launch runs is in front."""
-    proc = subprocess.Popen([sys.executable, "-c", TWO_LIBRARIES], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env=dict(os.environ), preexec_fn=_sigint_default)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(2.0)
-        proc.send_signal(signal.SIGINT)
-        out, err = _communicate(proc, 60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
+    out = _interrupted(subprocess.Popen([sys.executable, "-c", TWO_LIBRARIES], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ),
+                                        preexec_fn=_sigint_default))
     assert out.split() == ["KeyboardInterrupt", "still", "alive"], out
 
 
