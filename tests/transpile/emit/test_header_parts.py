@@ -125,7 +125,7 @@ def test_the_feature_program_uses_every_section_but_copy_fdiv_map_mma_vec_and_tm
     """(mma, the tensor-core section, is used by the tc_gemm samples: tests/language/tensor_cores/test_tensor_cores.py;
     fdiv, division in fragment statements, by tests/language/tensor_cores/test_fdiv.py;
     wgmma, their sm_90a form, by tests/language/tensor_cores/test_wgmma.py;
-    vec, per-tile vector access, by tests/language/test_vector_access.py; tma, bulk tensor copies, only
+    vec, per-tile vector access, by tests/language/vectors/test_vector_access.py; tma, bulk tensor copies, only
     on sm_90a: tests/language/hopper/test_tma_copies.py.)"""
     cuda = compile_source(load_source(str(ROOT / "tests" / "programs" / "features.tsr")), options=CompileOptions(debug=True, check_bounds=True)).cuda
     assert sections_of(cuda) == [n for n in NAMES if n not in ("atomic_f16", "copy", "fdiv", "map", "mma", "vec", "wgmma", "tma")]

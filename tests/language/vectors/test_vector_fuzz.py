@@ -7,7 +7,7 @@ not written) and (2) the same kernel written with scalar indexed accesses and ex
 Each tile owns one row, so that the result does not depend on the order of the tiles.
 
 `test_vector_access_matches_the_model_and_the_scalar_twin` runs a fixed seed and count (a few
-seconds); `python -m tests.language.test_vector_fuzz COUNT SEED` runs a longer form."""
+seconds); `python -m tests.language.vectors.test_vector_fuzz COUNT SEED` runs a longer form."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ generic one), with views partly or wholly outside the tensor (zero-filled reads,
 through shared memory, with check_bounds; the C that plan-copies asks for, and the 128-bit
 accesses NVRTC makes of the aligned variants (LDG.E.128/STG.E.128, LDS.128/STS.128). The misuses
 are in tests/transpile/checks/test_vector_diagnostics.py, the random differential generator in
-tests/language/test_vector_fuzz.py."""
+tests/language/vectors/test_vector_fuzz.py."""
 
 from __future__ import annotations
 
