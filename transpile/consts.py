@@ -14,7 +14,7 @@ import re
 from tessera.base.dtypes import F64, I64, SCALARS, ScalarType, int_range, round_to
 from tessera.base.errors import Loc
 from tessera.base.f32 import round_f32
-from tessera.base.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits
+from tessera.base.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits, leading_zeros
 from tessera.base.scalar_ops import convert as convert_value
 from tessera.frontend import nodes as N
 
@@ -84,7 +84,8 @@ def type_of_value(v: Value) -> ScalarType:
     return SCALARS["f32"] if value_range_error(v, SCALARS["f32"]) is None else F64
 
 
-_INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|[0-9]+(?:_[0-9]+)*)")
+_INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|0[bB][01]+(?:_[01]+)*|0[oO][0-7]+(?:_[0-7]+)*"
+                     r"|[0-9]+(?:_[0-9]+)*)")
 _FLOAT_RE = re.compile(r"[+-]?(?:(?:[0-9]+(?:_[0-9]+)*)?\.[0-9]+(?:_[0-9]+)*(?:[eE][+-]?[0-9]+)?"
                        r"|[0-9]+(?:_[0-9]+)*\.?[eE][+-]?[0-9]+|[0-9]+(?:_[0-9]+)*\.)")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -100,6 +101,9 @@ def parse_define_value(text: str) -> Value:
         return False
     if _INT_RE.fullmatch(t):
         sign = -1 if t.startswith("-") else 1
+        instead = leading_zeros(t.lstrip("+-"))
+        if instead:
+            raise ValueError(f"has leading zeros ({instead})")
         digits, base = int_literal_digits(t.lstrip("+-"))
         if len(digits) > MAX_INT_DIGITS:
             raise ValueError("does not fit in 64 bits")

@@ -36,6 +36,17 @@ MAX_VECTORIZE = 16
 _BASES = {"0x": 16, "0b": 2, "0o": 8}
 
 
+def leading_zeros(text: str) -> str | None:
+    """What to write instead of an unsigned decimal literal with leading zeros (`010`, `0_9`), which
+    is refused as Python refuses it (C would read 010 as octal 8); None for any other literal (`0`,
+    `00`, `0x0F`, `10`)."""
+    if len(text) < 2 or text[0] != "0" or text[1] in "xXbBoO" or not text.strip("0_"):
+        return None
+    rest = text.lstrip("0_")
+    octal = f", or 0o{rest} for C's octal {text}" if set(rest) <= set("01234567_") else ""
+    return f"write {rest}{octal}"
+
+
 def int_literal_digits(text: str) -> tuple[str, int]:
     """The significant digits and base of an unsigned integer literal (`1_000`, `0x00FF`, `0b1010`,
     `0o17`): callers check the digits against MAX_INT_DIGITS before int(), which refuses 4300

@@ -8,7 +8,7 @@ import math
 from lark import Token, Transformer
 
 from tessera.base.errors import Loc
-from tessera.base.limits import MAX_INT_DIGITS, MAX_STRING_CHARS, int_literal_digits
+from tessera.base.limits import MAX_INT_DIGITS, MAX_STRING_CHARS, int_literal_digits, leading_zeros
 from tessera.frontend import nodes as N
 
 
@@ -43,10 +43,9 @@ def _loc(x: Token | Loc) -> Loc:
 
 
 def _parse_int(text: str, loc: Loc) -> int:
-    if len(text) > 1 and text[0] == "0" and text[1] not in "xXbBoO" and text.strip("0_"):  # as Python
-        rest = text.lstrip("0_")
-        octal = f", or 0o{rest} for C's octal {text}" if set(rest) <= set("01234567_") else ""
-        raise LexError(loc, f"leading zeros in a decimal integer literal are not allowed: write {rest}{octal}")
+    instead = leading_zeros(text)
+    if instead:
+        raise LexError(loc, f"leading zeros in a decimal integer literal are not allowed: {instead}")
     digits, base = int_literal_digits(text)
     if len(digits) > MAX_INT_DIGITS:
         raise LexError(loc, f"integer literal is too long: {len(digits)} digits (the limit is {MAX_INT_DIGITS})")

@@ -839,7 +839,7 @@ def test_hostile_tprint_format_is_escaped(tmp_path, capsys) -> None:
 
 @pytest.mark.parametrize("value", ["1; system(x)", "1)", "64 /* */", "1e400", "nan", "inf", "0x", "BM", "",
                                    "9" * 5000, "-" + "9" * 5000, "0x" + "f" * 5000, "1" + "0" * 400 + ".0",
-                                   "18446744073709551616"],
+                                   "18446744073709551616", "010", "-0_9", "0b2", "0o8"],
                          ids=lambda v: v if len(v) < 30 else f"{v[:8]}...({len(v)} chars)")
 def test_hostile_define_values_are_usage_errors(value: str, tmp_path, capsys) -> None:
     path = write_source(tmp_path, "const BM = 64\n" + kern("out[0] = f32(BM)"))
@@ -868,6 +868,16 @@ def test_define_values_reach_the_c_text_as_validated_literals(tmp_path, capsys) 
     out = tmp_path / "d.cu"
     assert run([str(path), "-o", str(out), "-D", "BM=0x10"]) == 0
     assert "constexpr int BM = 16;" in out.read_text()
+    for value, c in (("0b1_0000", 16), ("0o20", 16), ("00", 0), ("-0B11", -3)):
+        assert run([str(path), "-o", str(out), "-D", f"BM={value}"]) == 0
+        assert f"constexpr int BM = {c};" in out.read_text()
+
+
+def test_a_define_value_with_leading_zeros_says_what_to_write(tmp_path, capsys) -> None:
+    path = write_source(tmp_path, "const BM = 64\n")
+    with pytest.raises(SystemExit):
+        run([str(path), "-o", str(tmp_path / "d.cu"), "-D", "BM=010"])
+    assert "-D BM: '010' has leading zeros (write 10, or 0o10 for C's octal 010)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("seed", range(8))
