@@ -93,6 +93,23 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
 
 
+CPU_MODES = ("regions", "fibers", "check_bounds")
+
+
+@contextlib.contextmanager
+def cpu_mode_module(source: str, mode: str, path: str, tmp_path_factory: pytest.TempPathFactory):
+    """`source` compiled for the CPU backend in one of `CPU_MODES` (region mode, fiber mode, region
+    mode with check_bounds) through the run's shared cache; the mode's environment stays set while
+    the module is in use (a module-scoped fixture yields inside this)."""
+    import tessera
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
+        mp.delenv("TESSERA_BACKEND", raising=False)
+        mp.setenv("TESSERA_CPU_REGIONS", "0" if mode == "fibers" else "1")
+        yield tessera.compile(source, backend="cpu", check_bounds=mode == "check_bounds", path=path)
+
+
 @pytest.fixture
 def shared_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """One on-disk cache for the whole test run (`session_cache`: warm after the first build of a

@@ -14,7 +14,7 @@ from tessera.base.errors import SourceFile
 from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.transpile.driver import compile_source
-from tests.conftest import session_cache
+from tests.conftest import CPU_MODES, cpu_mode_module
 from tests.language.test_map_kernels import args_intact, place_args
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -52,13 +52,10 @@ def calls(X: f16[M, N], b: f16[N], Z: mut f16[M, N], W: mut f16[M, N]):
 """
 
 
-@pytest.fixture(scope="module", params=["regions", "fibers", "check_bounds"])
+@pytest.fixture(scope="module", params=CPU_MODES)
 def mod(request, tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
-        mp.delenv("TESSERA_BACKEND", raising=False)
-        mp.setenv("TESSERA_CPU_REGIONS", "0" if request.param == "fibers" else "1")
-        yield tessera.compile(SOURCE, backend="cpu", check_bounds=request.param == "check_bounds", path="tup.tsr")
+    with cpu_mode_module(SOURCE, request.param, "tup.tsr", tmp_path_factory) as m:
+        yield m
 
 
 @pytest.mark.parametrize("misalign", [0, 1], ids=["aligned", "misaligned"])

@@ -20,7 +20,7 @@ from tessera.base.options import CompileOptions
 from tessera.runtime.cuda.nvrtc import compile_cuda
 from tessera.runtime.cuda.sass import disassemble, find_nvdisasm, function_sass, instructions
 from tessera.transpile.driver import compile_source
-from tests.conftest import session_cache
+from tests.conftest import CPU_MODES, cpu_mode_module
 from tests.language.test_map_kernels import args_intact, place
 
 pytestmark = pytest.mark.usefixtures("shared_cache")
@@ -92,13 +92,10 @@ def sized(X: f32[m, n], Y: mut f32[p, q], off: i32, nb: i32, rows: i32):
 """
 
 
-@pytest.fixture(scope="module", params=["regions", "fibers", "check_bounds"])
+@pytest.fixture(scope="module", params=CPU_MODES)
 def mod(request, tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TESSERA_CACHE_DIR", str(session_cache(tmp_path_factory)))
-        mp.delenv("TESSERA_BACKEND", raising=False)
-        mp.setenv("TESSERA_CPU_REGIONS", "0" if request.param == "fibers" else "1")
-        yield tessera.compile(SOURCE, backend="cpu", check_bounds=request.param == "check_bounds", path="vp.tsr")
+    with cpu_mode_module(SOURCE, request.param, "vp.tsr", tmp_path_factory) as m:
+        yield m
 
 
 def _row(x: np.ndarray, i: int, j: int, count: int) -> np.ndarray:
