@@ -14,7 +14,7 @@ import re
 from tessera.base.dtypes import F64, I64, SCALARS, ScalarType, int_range, round_to
 from tessera.base.errors import Loc
 from tessera.base.f32 import round_f32
-from tessera.base.limits import MAX_CONST_BITS, MAX_INT_DIGITS, int_literal_digits, leading_zeros
+from tessera.base.limits import MAX_CONST_BITS, int_literal_digits, leading_zeros, max_int_digits
 from tessera.base.scalar_ops import convert as convert_value
 from tessera.frontend import nodes as N
 
@@ -105,7 +105,7 @@ def parse_define_value(text: str) -> Value:
         if instead:
             raise ValueError(f"has leading zeros ({instead})")
         digits, base = int_literal_digits(t.lstrip("+-"))
-        if len(digits) > MAX_INT_DIGITS:
+        if len(digits) > max_int_digits(base):
             raise ValueError("does not fit in 64 bits")
         v = sign * int(digits, base)
         if not -(2**63) <= v < 2**64:

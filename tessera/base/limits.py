@@ -22,6 +22,14 @@ MAX_STRING_CHARS = 64 * 1024
 # 2**128 has 39 decimal digits: longer literals can never be a value (the 4300-digit limit of
 # Python's int() is far beyond this).
 MAX_INT_DIGITS = 40
+# The same for binary and octal literals: 2**128 has 129 binary and 43 octal digits.
+_BASE_DIGITS = {2: 130, 8: 44}
+
+
+def max_int_digits(base: int) -> int:
+    """How many significant digits an integer literal in `base` may have (MAX_INT_DIGITS, more for
+    binary and octal, so that every value below 2**128 can be written in every base)."""
+    return _BASE_DIGITS.get(base, MAX_INT_DIGITS)
 # Constant expressions are computed exactly; a result of 2**128 or more (beyond any product or
 # shift of two 64-bit values) is an overflow, which keeps repeated squaring cheap.
 MAX_CONST_BITS = 128
@@ -49,7 +57,7 @@ def leading_zeros(text: str) -> str | None:
 
 def int_literal_digits(text: str) -> tuple[str, int]:
     """The significant digits and base of an unsigned integer literal (`1_000`, `0x00FF`, `0b1010`,
-    `0o17`): callers check the digits against MAX_INT_DIGITS before int(), which refuses 4300
+    `0o17`): callers check the digits against max_int_digits(base) before int(), which refuses 4300
     digits with a ValueError."""
     t = text.replace("_", "")
     base = _BASES.get(t[:2].lower(), 10)

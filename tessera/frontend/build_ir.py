@@ -8,7 +8,7 @@ import math
 from lark import Token, Transformer
 
 from tessera.base.errors import Loc
-from tessera.base.limits import MAX_INT_DIGITS, MAX_STRING_CHARS, int_literal_digits, leading_zeros
+from tessera.base.limits import MAX_STRING_CHARS, int_literal_digits, leading_zeros, max_int_digits
 from tessera.frontend import nodes as N
 
 
@@ -47,8 +47,8 @@ def _parse_int(text: str, loc: Loc) -> int:
     if instead:
         raise LexError(loc, f"leading zeros in a decimal integer literal are not allowed: {instead}")
     digits, base = int_literal_digits(text)
-    if len(digits) > MAX_INT_DIGITS:
-        raise LexError(loc, f"integer literal is too long: {len(digits)} digits (the limit is {MAX_INT_DIGITS})")
+    if len(digits) > max_int_digits(base):
+        raise LexError(loc, f"integer literal is too long: {len(digits)} digits (the limit is {max_int_digits(base)})")
     return int(digits, base)
 
 

@@ -576,6 +576,8 @@ CATALOG: list[Case] = [
     Case("decimal-literal-with-leading-zero-not-octal", "const A = 0_9\n", 1, 11,
          "leading zeros in a decimal integer literal are not allowed: write 9"),
     Case("binary-literal-with-a-2", "const A = 0b102\n", 1, 15, "unexpected"),
+    Case("binary-literal-over-130-digits", "const A = 0b" + "1" * 131 + "\n", 1, 11,
+         "integer literal is too long: 131 digits (the limit is 130)"),
     Case("repeated-squaring", "const A = 0x7FFF_FFFF_FFFF_FFFF\n" + "".join(
          f"const {b} = {a} * {a} * {a} * {a}\n" for a, b in zip("ABCDE", "BCDEF")), 2, 17,
          "constant expression overflows: its value needs more than 128 bits"),
