@@ -23,27 +23,17 @@ import dataclasses
 
 from tessera.base.dtypes import I32
 from tessera.transpile.lir import nodes as L
+from tessera.transpile.lir.visit import statements
 
 
 def stage_register_b(fn: L.Function) -> L.Function:
     """`fn` with each tmma whose second operand is a fragment reading a shared copy of it."""
-    if not any(isinstance(s, L.Mma) and _is_frag(fn, s.b) for s in _all(fn.body)):
+    if not any(isinstance(s, L.Mma) and _is_frag(fn, s.b) for s in statements(fn.body)):
         return fn
     stager = _Stager(fn)
     body = stager.body(fn.body, False)
     allocs = tuple(L.Alloc(b.loc, b.name) for b in stager.new)
     return dataclasses.replace(fn, body=(*allocs, *body), buffers=(*fn.buffers, *stager.new))
-
-
-def _all(body: tuple[L.Stmt, ...]) -> list[L.Stmt]:
-    out: list[L.Stmt] = []
-    for s in body:
-        out.append(s)
-        if isinstance(s, L.If):
-            out += _all(s.then) + _all(s.orelse)
-        elif isinstance(s, (L.For, L.While)):
-            out += _all(s.body)
-    return out
 
 
 def _is_frag(fn: L.Function, view: L.View) -> bool:
