@@ -59,19 +59,19 @@ def calls(fn: N.FuncDef) -> Iterator[N.Call]:
                 yield n
 
 
+def call_coop(c: N.Call, known: Mapping[str, Coop]) -> Coop:
+    """Who must make call `c` together: a builtin's class, or a device function's from `known`."""
+    assert isinstance(c.func, N.Name)
+    if c.func.ref == "func":
+        return known.get(c.func.id, Coop.NONE)
+    b = BUILTINS.get(c.func.id) if c.func.ref == "builtin" else None
+    return b.coop if b is not None else Coop.NONE
+
+
 def coop_class(fn: N.FuncDef, known: Mapping[str, Coop]) -> Coop:
     """Who must call `fn` together: the strongest class among what it calls (`known` gives the
     classes of the device functions defined before it; a call of itself adds nothing)."""
-    best = Coop.NONE
-    for c in calls(fn):
-        assert isinstance(c.func, N.Name)
-        if c.func.ref == "func":
-            best = max(best, known.get(c.func.id, Coop.NONE))
-        else:
-            b = BUILTINS.get(c.func.id)
-            if b is not None:
-                best = max(best, b.coop)
-    return best
+    return max((call_coop(c, known) for c in calls(fn)), default=Coop.NONE)
 
 
 def uses_builtins(fn: N.FuncDef, known: Mapping[str, bool], test: Callable[[Builtin], bool]) -> bool:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from tessera.base.errors import DiagnosticSink, Loc, Note
 from tessera.frontend import nodes as N
 from tessera.transpile.builtins import BUILTINS, Coop, Vary
-from tessera.transpile.checks.callgraph import coop_class, tree_children, walk
+from tessera.transpile.checks.callgraph import call_coop, coop_class, tree_children, walk
 from tessera.transpile.checks.taints import (
     LANE,
     NONE,
@@ -261,16 +261,9 @@ class _Walker:
     def cooperative_call(self, e: N.Expr) -> N.Call | None:
         """The first call in `e` of an operation that whole warps or the whole group must call
         together (a warp or group reduction, a shuffle, a barrier), directly or in a device function."""
+        known = {name: f.coop for name, f in self.facts.items()}
         for n in walk(e):
-            if not (isinstance(n, N.Call) and isinstance(n.func, N.Name)):
-                continue
-            if n.func.ref == "builtin":
-                b = BUILTINS.get(n.func.id)
-                coop = b.coop if b is not None else Coop.NONE
-            else:
-                f = self.facts.get(n.func.id) if n.func.ref == "func" else None
-                coop = f.coop if f is not None else Coop.NONE
-            if coop != Coop.NONE:
+            if isinstance(n, N.Call) and isinstance(n.func, N.Name) and call_coop(n, known) != Coop.NONE:
                 return n
         return None
 
